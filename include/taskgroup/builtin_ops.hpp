@@ -1,0 +1,62 @@
+// taskgroup: the built-in operators.
+//
+// Registered in `operator_registry::global()`; enough to write real plans
+// without C++. Every type checks its input and output counts, its
+// arguments and its input types, and fails with a message naming what is
+// wrong. Numeric ops accept int64 or double inputs (both of one type).
+//
+// | type | inputs -> outputs | arguments | effect |
+// |---|---|---|---|
+// | ConstantFill | 0 -> 1 | value (any kind, required) | output = value (a list makes a vector) |
+// | Copy | 1 -> 1 | | output = copy of input (error for move-only values) |
+// | Add Sub Mul Div Mod | 2 -> 1 | | arithmetic; int64 Div/Mod by zero is an error; double Mod is fmod |
+// | Negate | 1 -> 1 | | -x |
+// | LT LE GT GE EQ NE | 2 -> 1 | | bool comparison (EQ/NE also on bool and string) |
+// | And Or Xor | 2 -> 1, Not 1 -> 1 | | boolean logic |
+// | CreateCounter | 0 -> 1 | init (int64, default 0) | counter = init |
+// | CountDown | 1 -> 1 | | counter > 0: decrement, done = false; else done = true |
+// | ResetCounter | 1 -> 0 | init (int64, default 0) | counter = init |
+// | Iter, AtomicIter | 0..1 -> 1 | | output += 1 (starts at 0 when it has no value) |
+// | Print | 1+ -> 0 | prefix (string) | one line per input to the print sink |
+// | Sleep | 0 -> 0 | ms (int64 or double, required) | waits on a timer; async, cancellable |
+// | Fail | 0+ -> 0 | message (string) | fails with errc::op_failed and the message |
+// | Append | 2 -> 1 | | output = input 0 followed by input 1 (an element or a vector) |
+// | Size | 1 -> 1 | | int64 length of a vector or string |
+// | Sum | 1 -> 1 | | sum of a vector<int64> or vector<double> |
+// | Get | 1..2 -> 1 | index (int64) | element at the index (argument, or int64 input 1) |
+// | Concat | 1+ -> 1 | separator (string) | joined strings |
+// | CreateQueue | 0 -> 1 | capacity (int64 >= 1, required) | a bounded queue blob |
+// | Enqueue | 2 -> 0 | | copies input 1 into the queue; waits while full; async |
+// | Dequeue | 1 -> 2 | | waits while empty; output 0 = value, output 1 = true; false once closed and drained; async |
+// | CloseQueue | 1 -> 0 | | closes the queue: waiting consumers drain then get false |
+//
+// Threading: the ops are strand-bound like the workspace they run in; the
+// print sink is thread-safe.
+#pragma once
+
+#include <taskgroup/operator.hpp>
+
+#include <functional>
+#include <string_view>
+
+namespace taskgroup {
+
+/// Registers every built-in operator in `registry`. Errors:
+/// `errc::duplicate_operator` when one of the types is already there.
+status register_builtin_ops(operator_registry& registry);
+
+/// Where Print writes: called once per line, without the newline.
+using print_sink = std::function<void(std::string_view line)>;
+
+/// Replaces the print sink (an empty function restores the default, which
+/// writes lines to stdout) and returns the previous one. Thread-safe.
+print_sink set_print_sink(print_sink sink);
+
+/// Writes a line to the current print sink. Thread-safe.
+void print_line(std::string_view line);
+
+/// A readable rendering of a blob's value, as Print shows it: numbers,
+/// bools, strings, vectors of them, queues; `<type>` for other types.
+std::string to_display_string(const blob& b);
+
+}  // namespace taskgroup

@@ -1,0 +1,138 @@
+// taskgroup: control flow built from execution steps.
+//
+// The helpers of Caffe2's control.py and net_builder, as functions that
+// take the body as an argument (spec §0: no builder contexts). Each
+// returns an ordinary `execution_step` built from `should_stop_blob`,
+// `only_once` and small nets of built-in operators, so the result can be
+// nested, run, and written to a plan file.
+//
+// A body is a net, a step, or a list of nets, steps and stop markers
+// (`stop_if`, `stop`). A stop marker ends the innermost helper that owns
+// the body (a loop iteration ends the loop; in an `if_` branch it ends
+// only that branch), exactly like net_builder's stop_if.
+//
+// Conditions are a bool blob name, or a net whose last op's first output
+// is the bool condition (the net runs where the condition is evaluated).
+//
+// Names: every helper takes a name; the blobs and nets it creates are
+// named after it (`<name>/stop`, `<name>/iter`, ...). Two helpers that
+// share one workspace need different names.
+//
+// Threading: pure functions over value types (reentrant).
+#pragma once
+
+#include <taskgroup/execution_step.hpp>
+#include <taskgroup/net.hpp>
+
+#include <cstdint>
+#include <initializer_list>
+#include <optional>
+#include <string>
+#include <utility>
+#include <variant>
+#include <vector>
+
+namespace taskgroup {
+
+/// A condition: a bool blob, or a net computing it.
+class condition {
+ public:
+  /// The bool blob `blob`.
+  condition(std::string blob) : blob_(std::move(blob)) {}  // NOLINT(google-explicit-constructor)
+  condition(const char* blob) : blob_(blob) {}              // NOLINT(google-explicit-constructor)
+  /// The first output of `n`'s last op (computed by running `n`).
+  condition(net n);  // NOLINT(google-explicit-constructor)
+
+  [[nodiscard]] const std::string& blob() const noexcept { return blob_; }
+  [[nodiscard]] const std::optional<net>& computing_net() const noexcept { return net_; }
+
+ private:
+  std::string blob_;
+  std::optional<net> net_;
+};
+
+/// A stop marker: ends the innermost helper owning the body when `cond`
+/// holds (`stop()` always).
+struct stop_marker {
+  std::optional<condition> cond;  // empty: unconditional
+};
+
+/// `stop_if(cond)`: stop the owning helper when `cond` is true.
+inline stop_marker stop_if(condition cond) { return stop_marker{std::move(cond)}; }
+/// `stop()`: stop the owning helper unconditionally.
+inline stop_marker stop() { return stop_marker{}; }
+
+/// The body of a control-flow helper: nets, steps and stop markers.
+class body {
+ public:
+  using item = std::variant<net, execution_step, stop_marker>;
+
+  body() = default;
+  body(net n) { items_.emplace_back(std::move(n)); }             // NOLINT(google-explicit-constructor)
+  body(execution_step s) { items_.emplace_back(std::move(s)); }  // NOLINT(google-explicit-constructor)
+  body(stop_marker m) { items_.emplace_back(std::move(m)); }     // NOLINT(google-explicit-constructor)
+  body(std::vector<net> nets);                                   // NOLINT(google-explicit-constructor)
+  body(std::vector<execution_step> steps);                       // NOLINT(google-explicit-constructor)
+  /// A mixed list; nested bodies are flattened.
+  body(std::initializer_list<body> parts);
+
+  [[nodiscard]] const std::vector<item>& items() const noexcept { return items_; }
+  [[nodiscard]] bool has_stop() const noexcept;
+
+ private:
+  std::vector<item> items_;
+};
+
+/// Runs `b` once, in order (control.py Do). Stop markers end the block.
+execution_step do_(std::string name, body b);
+
+/// Runs the items of `b` concurrently (control.py DoParallel).
+execution_step do_parallel(std::string name, body b);
+
+/// Runs `b` `n` times; blob `<name>/iter` counts 0 .. n-1 during the
+/// body (net_builder loop(iters)). A stop marker ends the loop early.
+execution_step loop(std::string name, std::int64_t n, body b);
+
+/// Runs `b` until a stop marker in it fires (net_builder loop()). Errors
+/// at run time (`errc::invalid_step`) when `b` has no stop marker:
+/// "requires a stop condition to be set with stop or stop_if".
+execution_step loop(std::string name, body b);
+
+/// The counter blob of a counted `loop` named `name`.
+std::string loop_iter_blob(const std::string& name);
+
+/// While `cond` holds, runs `b` (cond evaluated before each iteration).
+execution_step while_(std::string name, condition cond, body b);
+/// Until `cond` holds, runs `b` (cond evaluated before each iteration).
+execution_step until(std::string name, condition cond, body b);
+/// Runs `b`, then repeats while `cond` holds (cond evaluated after).
+execution_step do_while(std::string name, condition cond, body b);
+/// Runs `b`, then repeats until `cond` holds (cond evaluated after).
+execution_step do_until(std::string name, condition cond, body b);
+
+/// Runs `then_body` once if `cond` holds, else `else_body` once (if any).
+/// A stop marker in a branch ends only that branch.
+execution_step if_(std::string name, condition cond, body then_body, std::optional<body> else_body = std::nullopt);
+/// Runs `b` once if `cond` does not hold.
+execution_step if_not(std::string name, condition cond, body b);
+
+/// `if_` whose branches run in scoped child workspaces (net_builder
+/// IfNet/Else): blobs visible outside are written through, blobs first
+/// created inside a branch are gone afterwards.
+execution_step if_net(std::string name, condition cond, body then_body, std::optional<body> else_body = std::nullopt);
+/// `while_` whose body runs in a scoped child workspace per iteration
+/// (net_builder WhileNet + Condition).
+execution_step while_net(std::string name, condition cond, body b);
+
+/// Runs every case whose condition holds, in order (control.py Switch).
+execution_step switch_(std::string name, std::vector<std::pair<condition, body>> cases);
+/// Runs every case whose condition does not hold (control.py SwitchNot).
+execution_step switch_not(std::string name, std::vector<std::pair<condition, body>> cases);
+
+/// Runs `b` once; blob `has_stopped_blob(name)` is true afterwards exactly
+/// when a stop marker in `b` halted it (net_builder stop_guard).
+execution_step stop_guard(std::string name, body b);
+/// The has-stopped blob of a `stop_guard` named `name`.
+std::string has_stopped_blob(const std::string& name);
+
+}  // namespace taskgroup

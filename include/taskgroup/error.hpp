@@ -1,0 +1,179 @@
+// taskgroup: errors.
+//
+// Every public operation that can fail returns `taskgroup::result<T>`, a
+// Boost.Outcome result whose error is a `taskgroup::error`: an error_code of
+// the `taskgroup` category (or of another category, such as Asio's, when the
+// cause came from there) plus a message that names what failed: workspace,
+// task, step path, net, op index and type, blob, expected and actual types.
+//
+// Threading: every type here is a value type; distinct objects may be used
+// from distinct threads freely (reentrant).
+#pragma once
+
+#include <boost/outcome/basic_result.hpp>
+#include <boost/outcome/policy/result_error_code_throw_as_system_error.hpp>
+#include <boost/outcome/try.hpp>
+#include <boost/system/error_code.hpp>
+#include <boost/system/system_error.hpp>
+
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <utility>
+
+namespace taskgroup {
+
+/// Error codes of the `taskgroup` category.
+enum class errc {
+  /// A blob name does not resolve in a workspace (or its parents).
+  blob_not_found = 1,
+  /// A typed access found a blob holding another type (or no value).
+  type_mismatch,
+  /// A blob exists but holds no value yet.
+  blob_empty,
+  /// A net name is unknown to a workspace or a plan.
+  net_not_found,
+  /// A net with this name already exists (and overwriting was not asked for).
+  net_exists,
+  /// Two different nets share one name inside one step tree or plan.
+  duplicate_net,
+  /// No operator of this type is registered.
+  unknown_operator,
+  /// An operator type is registered twice.
+  duplicate_operator,
+  /// An op has the wrong number of inputs or outputs.
+  arity_mismatch,
+  /// An op argument is missing, unknown, or of the wrong type or value.
+  bad_argument,
+  /// An operator failed while running (Fail, division by zero, ...).
+  op_failed,
+  /// An execution step is malformed (both nets and substeps, ...).
+  invalid_step,
+  /// A task, group or output is used against its rules.
+  invalid_task,
+  /// A task output was read before any run set it.
+  output_not_set,
+  /// An operation on a closed queue blob.
+  queue_closed,
+  /// The operation was cancelled from outside (or by a failing sibling).
+  cancelled,
+  /// A deadline expired.
+  timeout,
+  /// A plan file is malformed.
+  invalid_plan,
+  /// A value could not be converted (serialization, codecs).
+  not_serializable,
+  /// The session has been closed.
+  session_closed,
+  /// A default-constructed result: no operation produced it.
+  no_result,
+};
+
+/// The `taskgroup` error category (name "taskgroup"). Thread-safe.
+const boost::system::error_category& error_category() noexcept;
+
+/// Makes an error_code of the `taskgroup` category.
+inline boost::system::error_code make_error_code(errc e) noexcept {
+  return {static_cast<int>(e), error_category()};
+}
+
+/// An error: a code plus a message naming what failed.
+///
+/// The message is complete on its own (`what()`-ready); `code` lets callers
+/// branch on the kind of failure (`err.code == errc::cancelled`).
+struct error {
+  boost::system::error_code code;
+  std::string message;
+
+  error() = default;
+  error(boost::system::error_code c, std::string m) : code(c), message(std::move(m)) {}
+  error(errc e, std::string m) : code(make_error_code(e)), message(std::move(m)) {}
+
+  /// Returns a copy whose message is `prefix + ": " + message`: how context
+  /// (net, step path, task) is added as an error travels up.
+  [[nodiscard]] error with_context(std::string_view prefix) const;
+
+  /// True when the code is `errc::cancelled` or Asio's `operation_aborted`.
+  [[nodiscard]] bool is_cancelled() const noexcept;
+};
+
+/// Exception thrown by `result<T>::value()` on an error, and by the
+/// throwing conveniences (`op_context::input`, ...). `what()` is the message.
+class system_error : public boost::system::system_error {
+ public:
+  explicit system_error(const error& e) : boost::system::system_error(e.code, e.message), error_(e) {}
+  [[nodiscard]] const taskgroup::error& error() const noexcept { return error_; }
+  /// The error's message, as is.
+  [[nodiscard]] const char* what() const noexcept override { return error_.message.c_str(); }
+
+ private:
+  taskgroup::error error_;
+};
+
+/// Outcome hook: the error code of an error.
+inline const boost::system::error_code& make_error_code(const error& e) noexcept { return e.code; }
+
+/// Outcome hook: how `value()` on an errored result throws.
+[[noreturn]] void outcome_throw_as_system_error_with_payload(const error& e);
+
+}  // namespace taskgroup
+
+namespace boost {
+namespace system {
+template <>
+struct is_error_code_enum<taskgroup::errc> : std::true_type {};
+}  // namespace system
+}  // namespace boost
+
+BOOST_OUTCOME_V2_NAMESPACE_BEGIN
+namespace trait {
+template <>
+struct is_error_type<taskgroup::error> {
+  static constexpr bool value = true;
+};
+}  // namespace trait
+BOOST_OUTCOME_V2_NAMESPACE_END
+
+namespace taskgroup {
+
+template <class T>
+using basic_result_t = BOOST_OUTCOME_V2_NAMESPACE::basic_result<
+    T, error, BOOST_OUTCOME_V2_NAMESPACE::policy::error_code_throw_as_system_error<T, error, void>>;
+
+/// The result of every fallible public operation: a value or an `error`
+/// (a Boost.Outcome result). `value()` on an error throws
+/// `taskgroup::system_error`.
+///
+/// Unlike a plain Outcome result it is default-constructible, holding the
+/// error `errc::no_result`, so that `asio::co_spawn` accepts awaitables of
+/// it (co_spawn default-constructs the value on its exception path).
+template <class T>
+class result : public basic_result_t<T> {
+  using base = basic_result_t<T>;
+
+ public:
+  using base::base;
+  result() : base(error(errc::no_result, "no result")) {}
+  result(const base& b) : base(b) {}       // NOLINT(google-explicit-constructor)
+  result(base&& b) : base(std::move(b)) {}  // NOLINT(google-explicit-constructor)
+};
+
+/// The result of an operation that returns nothing: success or an error.
+using status = result<void>;
+
+/// A successful `status`.
+inline status ok() noexcept { return BOOST_OUTCOME_V2_NAMESPACE::success(); }
+
+/// Makes a failed result from a code and a message.
+inline auto fail(errc e, std::string message) { return BOOST_OUTCOME_V2_NAMESPACE::failure(error(e, std::move(message))); }
+inline auto fail(error e) { return BOOST_OUTCOME_V2_NAMESPACE::failure(std::move(e)); }
+
+/// Quotes a name for messages: `"x"`.
+std::string quoted(std::string_view name);
+
+}  // namespace taskgroup
+
+/// Propagates the error of a taskgroup result out of the enclosing function.
+#define TASKGROUP_TRY(...) BOOST_OUTCOME_TRY(__VA_ARGS__)
+/// Same, out of the enclosing coroutine (`co_return`).
+#define TASKGROUP_CO_TRY(...) BOOST_OUTCOME_CO_TRY(__VA_ARGS__)

@@ -1,0 +1,117 @@
+// taskgroup: execution steps, the trees that tasks run.
+//
+// An `execution_step` holds nets or substeps (never both) and the fields of
+// Caffe2's ExecutionStep (spec §1.3):
+//
+// | builder call | Caffe2 field | meaning |
+// |---|---|---|
+// | `nets({a, b})`, `add_net(n)` | network | nets run in order each iteration |
+// | `substeps({s, t})`, `add_substep(s)` | substep | child steps; an empty child (no nets, no substeps) is dropped |
+// | `iterations(n)` | num_iter | default 1; 0 runs nothing |
+// | `should_stop_blob("b")` | should_stop_blob | a bool blob checked after every net, every sequential substep, every concurrent iteration; true ends the step with success |
+// | `only_once()` | only_once | with a stop blob only: run iteration 0 only |
+// | `concurrent_substeps()` | concurrent_substeps | substeps run concurrently, with a barrier per iteration |
+// | `run_every(ms)` | run_every_ms | makes the step a report substep of its parent |
+// | `create_workspace()` | create_workspace | every execution gets a fresh child workspace and fresh net instances |
+// | `concurrent_instances(n)` | num_concurrent_instances | n copies of the children run concurrently |
+// | `timeout(ms)` | (ours) | a deadline for one execution of the step |
+//
+// A step is a handle: copies share one step. Adding a step to another
+// freezes it: later builder calls on it (except `run_every`, as in Caffe2)
+// are recorded as a misuse that `validate` reports, so a tree is checked as
+// a whole before it runs. Builder calls never throw.
+//
+// Threading: build a step on one thread, then share it read-only
+// (reentrant once frozen).
+#pragma once
+
+#include <taskgroup/error.hpp>
+#include <taskgroup/net.hpp>
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace taskgroup {
+
+/// A node of a step tree (a Caffe2 ExecutionStep).
+class execution_step {
+ public:
+  /// An empty step named `name` (a label; it need not be unique).
+  explicit execution_step(std::string name = "step");
+
+  // --- builder -----------------------------------------------------------
+
+  /// Appends nets.
+  execution_step& nets(std::vector<net> list);
+  execution_step& add_net(net n);
+  /// Appends substeps, dropping empty ones; each added child is frozen.
+  execution_step& substeps(std::vector<execution_step> list);
+  execution_step& add_substep(execution_step child);
+  /// Number of iterations (Caffe2 num_iter). Must be >= 0.
+  execution_step& iterations(std::int64_t n);
+  /// The stop blob: a bool blob; the step loops until it is true.
+  execution_step& should_stop_blob(std::string blob);
+  /// With a stop blob only: run iteration 0 only.
+  execution_step& only_once(bool on = true);
+  /// Run substeps concurrently (a barrier at the end of each iteration).
+  execution_step& concurrent_substeps(bool on = true);
+  /// Makes this step a report substep of its parent, run every `interval`
+  /// while the parent runs and once more after it ends. Must be > 0.
+  execution_step& run_every(std::chrono::milliseconds interval);
+  /// Run every execution of this step in a fresh child workspace.
+  execution_step& create_workspace(bool on = true);
+  /// Run `n` concurrent copies of the children (n >= 1).
+  execution_step& concurrent_instances(std::int64_t n);
+  /// A deadline for one execution of this step: when it expires the step is
+  /// cancelled and fails with `errc::timeout`. Must be > 0.
+  execution_step& timeout(std::chrono::milliseconds d);
+
+  // --- observers ---------------------------------------------------------
+
+  [[nodiscard]] const std::string& name() const noexcept;
+  [[nodiscard]] const std::vector<net>& nets() const noexcept;
+  [[nodiscard]] const std::vector<execution_step>& substeps() const noexcept;
+  /// num_iter as set; absent means 1 without a stop blob, unbounded with one.
+  [[nodiscard]] std::optional<std::int64_t> num_iter() const noexcept;
+  [[nodiscard]] const std::optional<std::string>& stop_blob() const noexcept;
+  [[nodiscard]] bool is_only_once() const noexcept;
+  [[nodiscard]] bool has_concurrent_substeps() const noexcept;
+  [[nodiscard]] std::optional<std::chrono::milliseconds> report_interval() const noexcept;
+  [[nodiscard]] bool creates_workspace() const noexcept;
+  [[nodiscard]] std::int64_t num_concurrent_instances() const noexcept;
+  [[nodiscard]] std::optional<std::chrono::milliseconds> deadline() const noexcept;
+
+  /// True when the step has neither nets nor substeps.
+  [[nodiscard]] bool empty() const noexcept;
+  /// True once the step has been added to a parent (or compiled).
+  [[nodiscard]] bool frozen() const noexcept;
+  /// Freezes the step and its subtree.
+  void freeze() noexcept;
+  /// True when both handles refer to the same step.
+  [[nodiscard]] bool same(const execution_step& other) const noexcept { return data_ == other.data_; }
+
+  /// Records a misuse that `validate` reports (used by builders such as
+  /// the control-flow helpers to reject a bad body without throwing).
+  execution_step& mark_invalid(std::string reason);
+
+  /// Checks this step and its subtree: misuse recorded by builder calls
+  /// (mutating a frozen step, both nets and substeps, num_iter with a stop
+  /// blob, only_once without a stop blob, out-of-range values) and two
+  /// different nets sharing a name. Errors: `errc::invalid_step` or
+  /// `errc::duplicate_net`, naming the step path.
+  [[nodiscard]] status validate() const;
+
+ private:
+  struct data;
+  bool check_mutable(const char* what);
+  std::shared_ptr<data> data_;
+};
+
+/// Starts a step: `step("train").nets({a, b}).iterations(100)`.
+inline execution_step step(std::string name) { return execution_step(std::move(name)); }
+
+}  // namespace taskgroup

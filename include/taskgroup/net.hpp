@@ -1,0 +1,128 @@
+// taskgroup: nets, ordered lists of operator definitions, and their
+// instances bound in a workspace.
+//
+// A `net` is a handle: copies share one definition, as a Caffe2 Python Net
+// object does, so a net listed at several places of a step tree is one net
+// (and one instance per workspace). Instantiating binds every input and
+// output once; running calls synchronous ops inline and awaits only the
+// asynchronous ones. The first failing op stops the net with an error
+// naming the net, the op index and type, and the op's message:
+// `net "body" op #2 (Div): division by zero`.
+//
+// Threading: building a `net` is not synchronised (build it on one thread,
+// then share it read-only). A `net_instance` is strand-bound like its
+// workspace.
+#pragma once
+
+#include <taskgroup/error.hpp>
+#include <taskgroup/operator.hpp>
+
+#include <boost/asio/awaitable.hpp>
+
+#include <concepts>
+#include <cstddef>
+#include <memory>
+#include <optional>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+namespace taskgroup {
+
+class workspace;
+
+/// A named, ordered list of operator definitions (a Caffe2 NetDef).
+class net {
+ public:
+  /// An empty net named `name`.
+  explicit net(std::string name);
+
+  /// Appends an op of a registered type.
+  net& op(std::string type, std::vector<std::string> inputs, std::vector<std::string> outputs, arguments args = {});
+  /// Appends a definition as is.
+  net& add(op_def def);
+
+  /// Appends an inline operator: `fn(op_context&)` returning `status`
+  /// (synchronous) or `asio::awaitable<status>` (asynchronous). `label`
+  /// names it in errors. A net holding one is not serializable.
+  template <class F>
+    requires std::invocable<F&, op_context&>
+  net& lambda(std::string label, std::vector<std::string> inputs, std::vector<std::string> outputs, F fn) {
+    using R = std::invoke_result_t<F&, op_context&>;
+    operator_schema schema(label);
+    if constexpr (std::is_same_v<R, boost::asio::awaitable<status>>) {
+      schema.async(async_function(std::move(fn)));
+    } else {
+      static_assert(std::is_convertible_v<R, status>, "an inline op returns status or awaitable<status>");
+      schema.sync(sync_function(std::move(fn)));
+    }
+    return add_inline(std::move(label), std::move(inputs), std::move(outputs), std::move(schema));
+  }
+
+  [[nodiscard]] const std::string& name() const noexcept;
+  [[nodiscard]] const std::vector<op_def>& ops() const noexcept;
+  [[nodiscard]] std::size_t size() const noexcept { return ops().size(); }
+  [[nodiscard]] bool empty() const noexcept { return ops().empty(); }
+
+  /// The label of the first inline op, if any: such a net cannot be
+  /// written to a plan file.
+  [[nodiscard]] std::optional<std::string> first_inline_op() const;
+
+  /// True when both handles refer to the same net.
+  [[nodiscard]] bool same(const net& other) const noexcept { return data_ == other.data_; }
+  /// The identity of the net (shared by its copies) and a token that
+  /// expires when the last copy is gone: how workspaces key the instances
+  /// of step trees without holding the nets alive.
+  [[nodiscard]] const void* id() const noexcept { return data_.get(); }
+  [[nodiscard]] std::weak_ptr<const void> token() const noexcept { return data_; }
+
+  /// Checks every op against its schema (found in `registry`, or carried
+  /// inline). Errors: `errc::unknown_operator`, `errc::arity_mismatch`,
+  /// `errc::bad_argument`, naming the net, the op index and the type.
+  [[nodiscard]] status validate(const operator_registry& registry) const;
+
+ private:
+  net& add_inline(std::string label, std::vector<std::string> inputs, std::vector<std::string> outputs,
+                  operator_schema schema);
+  struct data;
+  std::shared_ptr<data> data_;
+};
+
+/// A net bound in a workspace: every blob resolved, every kernel built.
+class net_instance {
+ public:
+  /// Binds `n` in `ws`. Errors: each op's schema check, an input that does
+  /// not exist (`net "body" op #2 (Add): input blob "x" does not exist`),
+  /// and the kernels' own argument and type checks.
+  static result<std::unique_ptr<net_instance>> make(const net& n, workspace& ws, const operator_registry& registry);
+
+  [[nodiscard]] const std::string& name() const noexcept { return name_; }
+  /// The op definitions this instance was bound from (a snapshot).
+  [[nodiscard]] const std::vector<op_def>& ops() const noexcept { return defs_; }
+  [[nodiscard]] std::size_t size() const noexcept { return kernels_.size(); }
+  /// True when some op is asynchronous (then only `run` may be used).
+  [[nodiscard]] bool has_async() const noexcept { return has_async_; }
+
+  /// Runs every op in order, inline. Requires `!has_async()`. Returns the
+  /// first failure, with the net, op index and type in its message.
+  status run_sync() noexcept;
+
+  /// Runs every op in order: synchronous ones inline, asynchronous ones
+  /// awaited. Completes with the first failure. Cancellation: reaches the
+  /// awaited async op; the net then completes with `errc::cancelled`.
+  boost::asio::awaitable<status> run();
+
+ private:
+  explicit net_instance(const net& def);
+  status run_from(std::size_t& i) noexcept;
+  [[nodiscard]] error op_error(std::size_t i, const error& e) const;
+
+  std::string name_;
+  std::vector<op_def> defs_;  // a snapshot: later edits of the net do not reach a bound instance
+  std::vector<op_context> contexts_;
+  std::vector<std::unique_ptr<op_kernel>> kernels_;
+  bool has_async_ = false;
+};
+
+}  // namespace taskgroup

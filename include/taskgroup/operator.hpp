@@ -1,0 +1,337 @@
+// taskgroup: operators, their definitions, schemas and registry.
+//
+// An operator definition (`op_def`) is data: a type name, input and output
+// blob names, and typed arguments. A registry maps type names to schemas:
+// the declared input/output counts, the accepted arguments and a factory
+// that turns a definition bound in a workspace into a runnable kernel.
+// Kernels are synchronous (a plain call, run inline by the net runner) or
+// asynchronous (an `asio::awaitable`, awaited by the net runner). Only the
+// asynchronous ones suspend (DESIGN "Ops are not coroutines").
+//
+// Threading: `op_def`, `arguments` and `operator_schema` are value types
+// (reentrant). `operator_registry` is thread-safe. An `op_context` and its
+// kernel are strand-bound, like the workspace they were bound in.
+#pragma once
+
+#include <taskgroup/blob.hpp>
+#include <taskgroup/error.hpp>
+
+#include <boost/asio/awaitable.hpp>
+
+#include <concepts>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <initializer_list>
+#include <limits>
+#include <memory>
+#include <optional>
+#include <shared_mutex>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <unordered_map>
+#include <utility>
+#include <variant>
+#include <vector>
+
+namespace taskgroup {
+
+class workspace;
+class operator_schema;
+
+/// The value of one op argument.
+using argument = std::variant<std::int64_t, double, bool, std::string, std::vector<std::int64_t>, std::vector<double>,
+                              std::vector<bool>, std::vector<std::string>>;
+
+/// The kind of an argument, in the order of the `argument` alternatives.
+enum class argument_kind { int64, float64, boolean, string, int64_list, float64_list, boolean_list, string_list };
+
+/// `int64`, `double`, `bool`, `string`, `list<int64>`, ...
+std::string_view to_string(argument_kind kind) noexcept;
+/// The kind of an argument value.
+inline argument_kind kind_of(const argument& a) noexcept { return static_cast<argument_kind>(a.index()); }
+
+namespace detail {
+template <class T>
+struct argument_kind_of;
+// clang-format off
+template <> struct argument_kind_of<std::int64_t> { static constexpr auto value = argument_kind::int64; };
+template <> struct argument_kind_of<double> { static constexpr auto value = argument_kind::float64; };
+template <> struct argument_kind_of<bool> { static constexpr auto value = argument_kind::boolean; };
+template <> struct argument_kind_of<std::string> { static constexpr auto value = argument_kind::string; };
+template <> struct argument_kind_of<std::vector<std::int64_t>> { static constexpr auto value = argument_kind::int64_list; };
+template <> struct argument_kind_of<std::vector<double>> { static constexpr auto value = argument_kind::float64_list; };
+template <> struct argument_kind_of<std::vector<bool>> { static constexpr auto value = argument_kind::boolean_list; };
+template <> struct argument_kind_of<std::vector<std::string>> { static constexpr auto value = argument_kind::string_list; };
+// clang-format on
+}  // namespace detail
+
+/// The named arguments of an op, in insertion order; a name appears once.
+class arguments {
+ public:
+  arguments() = default;
+  arguments(std::initializer_list<std::pair<std::string, argument>> items);
+
+  /// Sets (or replaces) argument `name`.
+  arguments& set(std::string name, argument value);
+  /// The argument named `name`, or null.
+  [[nodiscard]] const argument* find(std::string_view name) const noexcept;
+  [[nodiscard]] bool has(std::string_view name) const noexcept { return find(name) != nullptr; }
+
+  /// Argument `name` as a `T` (one of the `argument` alternatives). Errors:
+  /// `errc::bad_argument` when it is missing or of another kind (`argument
+  /// "value": expected int64, got string`).
+  template <class T>
+  [[nodiscard]] result<T> get(std::string_view name) const {
+    const argument* a = find(name);
+    if (a == nullptr) return fail(errc::bad_argument, "missing argument " + quoted(name));
+    if (const T* v = std::get_if<T>(a)) return *v;
+    return kind_error(name, detail::argument_kind_of<T>::value, *a);
+  }
+  /// Same, with `fallback` when the argument is absent.
+  template <class T>
+  [[nodiscard]] result<T> get_or(std::string_view name, T fallback) const {
+    if (!has(name)) return fallback;
+    return get<T>(name);
+  }
+
+  [[nodiscard]] std::size_t size() const noexcept { return items_.size(); }
+  [[nodiscard]] bool empty() const noexcept { return items_.empty(); }
+  [[nodiscard]] auto begin() const noexcept { return items_.begin(); }
+  [[nodiscard]] auto end() const noexcept { return items_.end(); }
+  friend bool operator==(const arguments&, const arguments&) = default;
+
+ private:
+  static error kind_error(std::string_view name, argument_kind expected, const argument& got);
+  std::vector<std::pair<std::string, argument>> items_;
+};
+
+/// An operator definition: what a net holds. Plain data.
+struct op_def {
+  /// The registered type name (`Add`), or the label of an inline op.
+  std::string type;
+  std::vector<std::string> inputs;
+  std::vector<std::string> outputs;
+  arguments args;
+  /// Set only for inline (lambda) operators: the schema travels with the
+  /// definition instead of being looked up. Such an op is not serializable.
+  std::shared_ptr<const operator_schema> inline_schema;
+};
+
+/// What a kernel sees of its op: the bound input and output blobs, the
+/// arguments and the workspace. Built once when a net is instantiated.
+class op_context {
+ public:
+  op_context(const op_def& def, workspace& ws, std::vector<std::shared_ptr<blob>> inputs,
+             std::vector<std::shared_ptr<blob>> outputs);
+
+  [[nodiscard]] const op_def& def() const noexcept { return *def_; }
+  [[nodiscard]] const std::string& type() const noexcept { return def_->type; }
+  [[nodiscard]] const arguments& args() const noexcept { return def_->args; }
+  [[nodiscard]] workspace& ws() const noexcept { return *ws_; }
+  [[nodiscard]] std::size_t num_inputs() const noexcept { return inputs_.size(); }
+  [[nodiscard]] std::size_t num_outputs() const noexcept { return outputs_.size(); }
+
+  /// The blob bound to input / output `i` (stable for the kernel's life).
+  [[nodiscard]] blob& input_blob(std::size_t i) const noexcept { return *inputs_[i]; }
+  [[nodiscard]] blob& output_blob(std::size_t i) const noexcept { return *outputs_[i]; }
+
+  /// Input `i` as a `T`. Errors: `errc::blob_empty` / `errc::type_mismatch`
+  /// naming the input index, the blob, the expected and the actual type.
+  template <class T>
+  [[nodiscard]] result<const T*> try_input(std::size_t i) const noexcept {
+    if (const T* p = inputs_[i]->try_get<T>()) return p;
+    return input_error(i, type_name<T>());
+  }
+  /// Same, throwing `taskgroup::system_error` (the net runner turns it
+  /// into the op's error).
+  template <class T>
+  [[nodiscard]] const T& input(std::size_t i) const {
+    return *try_input<T>(i).value();
+  }
+  /// Stores `value` in output `i` and returns a reference to it.
+  template <class T>
+  std::decay_t<T>& set_output(std::size_t i, T&& value) const {
+    return outputs_[i]->set(std::forward<T>(value));
+  }
+  /// Output `i` as a `T&`, default-constructing it if it holds no `T`.
+  template <class T>
+  T& output(std::size_t i) const {
+    if (T* p = outputs_[i]->try_get<T>()) return *p;
+    return outputs_[i]->emplace<T>();
+  }
+  /// Argument `name`; throws `taskgroup::system_error` when missing or of
+  /// the wrong kind.
+  template <class T>
+  [[nodiscard]] T arg(std::string_view name) const {
+    return args().get<T>(name).value();
+  }
+  template <class T>
+  [[nodiscard]] T arg_or(std::string_view name, T fallback) const {
+    return args().get_or<T>(name, std::move(fallback)).value();
+  }
+
+ private:
+  [[nodiscard]] error input_error(std::size_t i, const std::string& expected) const;
+
+  const op_def* def_;
+  workspace* ws_;
+  std::vector<std::shared_ptr<blob>> inputs_;
+  std::vector<std::shared_ptr<blob>> outputs_;
+};
+
+/// A runnable operator bound in a workspace.
+///
+/// Synchronous kernels override `run`; asynchronous ones set `async` in
+/// the constructor and override `run_async`. Either may also throw; the net
+/// runner converts exceptions into the op's error.
+class op_kernel {
+ public:
+  explicit op_kernel(bool async = false) noexcept : async_(async) {}
+  virtual ~op_kernel() = default;
+  op_kernel(const op_kernel&) = delete;
+  op_kernel& operator=(const op_kernel&) = delete;
+
+  /// True when this kernel must be awaited (`run_async`).
+  [[nodiscard]] bool is_async() const noexcept { return async_; }
+
+  /// Runs a synchronous kernel once.
+  virtual status run();
+  /// Runs an asynchronous kernel once. Cancellation: the awaiting
+  /// coroutine's cancellation state reaches every Asio operation awaited
+  /// inside; a cancelled kernel completes with `errc::cancelled`.
+  virtual boost::asio::awaitable<status> run_async();
+
+ private:
+  bool async_;
+};
+
+/// Turns a bound op into a kernel; may reject bad arguments or input types.
+using kernel_factory = std::function<result<std::unique_ptr<op_kernel>>(op_context&)>;
+/// The body of a synchronous function operator.
+using sync_function = std::function<status(op_context&)>;
+/// The body of an asynchronous function operator.
+using async_function = std::function<boost::asio::awaitable<status>(op_context&)>;
+
+namespace detail {
+template <class F>
+class sync_kernel final : public op_kernel {
+ public:
+  explicit sync_kernel(F f) : f_(std::move(f)) {}
+  status run() override { return f_(); }
+
+ private:
+  F f_;
+};
+}  // namespace detail
+
+/// A synchronous kernel that calls `f()` (returning `status`) on each run:
+/// the way to write a fast built-in that pre-resolves its blobs.
+template <class F>
+std::unique_ptr<op_kernel> make_kernel(F f) {
+  return std::make_unique<detail::sync_kernel<F>>(std::move(f));
+}
+
+/// A declared argument of a schema.
+struct argument_spec {
+  std::string name;
+  /// The accepted kinds (one or several, e.g. any scalar for ConstantFill).
+  std::vector<argument_kind> kinds;
+  bool required = false;
+  std::string doc;
+};
+
+/// The description of an operator type: arity, arguments, kernel.
+///
+/// Validation (`validate`) runs when a net is instantiated or a plan is
+/// read: the number of inputs and outputs must be within the declared
+/// bounds, required arguments must be present, every argument must be
+/// declared and of its declared kind.
+class operator_schema {
+ public:
+  static constexpr std::size_t unbounded = std::numeric_limits<std::size_t>::max();
+
+  explicit operator_schema(std::string type);
+
+  /// Exactly `n` inputs / outputs, or between `min` and `max`.
+  operator_schema& inputs(std::size_t n) { return inputs(n, n); }
+  operator_schema& inputs(std::size_t min, std::size_t max);
+  operator_schema& outputs(std::size_t n) { return outputs(n, n); }
+  operator_schema& outputs(std::size_t min, std::size_t max);
+  /// Declares an optional (or required) argument.
+  operator_schema& arg(std::string name, argument_kind kind, std::string doc = {});
+  operator_schema& arg(std::string name, std::vector<argument_kind> kinds, std::string doc = {});
+  operator_schema& required_arg(std::string name, argument_kind kind, std::string doc = {});
+  operator_schema& required_arg(std::string name, std::vector<argument_kind> kinds, std::string doc = {});
+  /// Accepts arguments that are not declared (for user ops that read
+  /// free-form arguments). Off by default: unknown arguments are errors.
+  operator_schema& any_args();
+  operator_schema& doc(std::string text);
+
+  /// The kernel: a factory, or a synchronous / asynchronous function
+  /// called with the op's context on every run.
+  operator_schema& factory(kernel_factory f, bool async = false);
+  operator_schema& sync(sync_function f);
+  operator_schema& async(async_function f);
+
+  [[nodiscard]] const std::string& type() const noexcept { return type_; }
+  [[nodiscard]] bool is_async() const noexcept { return async_; }
+  [[nodiscard]] const std::string& doc() const noexcept { return doc_; }
+  [[nodiscard]] std::pair<std::size_t, std::size_t> input_bounds() const noexcept { return {min_in_, max_in_}; }
+  [[nodiscard]] std::pair<std::size_t, std::size_t> output_bounds() const noexcept { return {min_out_, max_out_}; }
+  [[nodiscard]] const std::vector<argument_spec>& argument_specs() const noexcept { return args_; }
+
+  /// Checks `def` against this schema (arity, arguments). Errors:
+  /// `errc::arity_mismatch`, `errc::bad_argument`; the message does not
+  /// carry the net and op index (callers add them).
+  [[nodiscard]] status validate(const op_def& def) const;
+
+  /// Builds the kernel for a bound op. Errors: whatever the factory
+  /// reports; `errc::invalid_step` when the schema has no kernel.
+  [[nodiscard]] result<std::unique_ptr<op_kernel>> instantiate(op_context& ctx) const;
+
+ private:
+  std::string type_;
+  std::size_t min_in_ = 0, max_in_ = unbounded, min_out_ = 0, max_out_ = unbounded;
+  std::vector<argument_spec> args_;
+  bool any_args_ = false;
+  bool async_ = false;
+  std::string doc_;
+  kernel_factory factory_;
+};
+
+/// Operator types by name.
+///
+/// `global()` holds the built-in operators (see `builtin_ops.hpp`) and is
+/// what nets use unless given another registry. Thread-safe: lookups and
+/// registrations may run concurrently (a shared mutex guards the table);
+/// schemas are immutable once added.
+class operator_registry {
+ public:
+  operator_registry() = default;
+  operator_registry(const operator_registry& other);
+  operator_registry& operator=(const operator_registry&) = delete;
+
+  /// The process-wide registry, holding the built-in operators.
+  static operator_registry& global();
+
+  /// Adds a schema. Errors: `errc::duplicate_operator` when the type is
+  /// already registered.
+  status add(operator_schema schema);
+  /// Adds or replaces a schema.
+  void add_or_replace(operator_schema schema);
+
+  /// The schema of `type`, or null.
+  [[nodiscard]] std::shared_ptr<const operator_schema> find(std::string_view type) const;
+  /// The schema of `type`. Errors: `errc::unknown_operator`.
+  [[nodiscard]] result<std::shared_ptr<const operator_schema>> get(std::string_view type) const;
+  /// Registered type names, sorted.
+  [[nodiscard]] std::vector<std::string> types() const;
+
+ private:
+  mutable std::shared_mutex mutex_;
+  std::unordered_map<std::string, std::shared_ptr<const operator_schema>> table_;
+};
+
+}  // namespace taskgroup

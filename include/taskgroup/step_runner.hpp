@@ -1,0 +1,111 @@
+// taskgroup: running an execution step tree in a workspace.
+//
+// `run_step` executes a step tree as Caffe2's plan executor did (spec
+// §1.4), with coroutines instead of threads (spec §0):
+//
+// - Nets run in order; synchronous ops inline, only async ops suspend. The
+//   stop blob is checked after every net, every sequential substep and
+//   every concurrent iteration; a true stop blob ends the step that owns it
+//   with success.
+// - Concurrent substeps and instances are a when_all over coroutines on
+//   the same strand with a barrier per iteration; with `create_workspace`
+//   each execution (so each instance) gets its own child workspace.
+// - Report substeps (`run_every`) are timer loops in the parent's
+//   workspace: first run after one interval, then one more run after the
+//   parent's work ends, unless a run was in progress at that moment.
+// - Nets are bound once per workspace (`workspace::instance_of`), when
+//   the execution that owns the workspace starts (depth-first, as Caffe2
+//   compiled), so a bad input fails before anything runs.
+// - Long loops keep a flat stack and yield to the executor every
+//   `yield_every` iterations, so other coroutines (and cancellation) get
+//   through.
+//
+// Failure: the first failure in a concurrent step cancels its siblings at
+// once (pending Sleep, Dequeue, timers abort) and the step completes with
+// that error after every sibling has unwound. Report-step failures
+// propagate like any other. Messages name the step path:
+// `train/body:parallel/instance 3/net "read" op #1 (Dequeue): ...`.
+//
+// Cancellation: terminal, partial or total cancellation of the awaiting
+// coroutine (or the completion token's slot) stops the whole tree; it
+// completes with `errc::cancelled`. An expired step `timeout` completes
+// with `errc::timeout` naming the step.
+//
+// Threading: must run on the strand (or single thread) that owns `ws`;
+// every child coroutine is spawned on the same executor.
+#pragma once
+
+#include <taskgroup/error.hpp>
+#include <taskgroup/execution_step.hpp>
+#include <taskgroup/operator.hpp>
+#include <taskgroup/workspace.hpp>
+
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/associated_cancellation_slot.hpp>
+#include <boost/asio/associated_executor.hpp>
+#include <boost/asio/async_result.hpp>
+#include <boost/asio/awaitable.hpp>
+#include <boost/asio/bind_cancellation_slot.hpp>
+#include <boost/asio/bind_executor.hpp>
+#include <boost/asio/co_spawn.hpp>
+
+#include <cstdint>
+#include <exception>
+#include <memory>
+#include <optional>
+#include <utility>
+
+namespace taskgroup {
+
+/// Counters a run fills in when asked (`run_step_options::stats`).
+struct step_stats {
+  /// Iterations started by the top-level step.
+  std::uint64_t iterations = 0;
+  /// Net runs, over the whole tree.
+  std::uint64_t net_runs = 0;
+  /// Report-step runs, over the whole tree.
+  std::uint64_t report_runs = 0;
+};
+
+/// Options of `run_step`.
+struct run_step_options {
+  /// Where operator types are found; null means `operator_registry::global()`.
+  const operator_registry* registry = nullptr;
+  /// Filled in during the run when not null (strand-bound, like `ws`).
+  step_stats* stats = nullptr;
+  /// Iterations of a loop between two yields to the executor (>= 1).
+  std::uint32_t yield_every = 256;
+};
+
+/// Runs `step` in `ws`. Completes with success, or the first error with
+/// the step path in its message (`errc::cancelled` when cancelled,
+/// `errc::timeout` when a step deadline expired, the failing op's code
+/// otherwise). Validation errors of the tree (`execution_step::validate`)
+/// are reported before anything runs.
+boost::asio::awaitable<status> run_step(execution_step step, std::shared_ptr<workspace> ws,
+                                        run_step_options options = {});
+
+/// Token form of `run_step`: starts the run on `ex` (the strand owning
+/// `ws`) and completes with `void(status)` through any Asio completion
+/// token (callback, `use_future`, `use_awaitable`, `deferred`). The token's
+/// cancellation slot cancels the run.
+template <class Executor, class CompletionToken>
+auto async_run_step(Executor ex, execution_step step, std::shared_ptr<workspace> ws, CompletionToken&& token,
+                    run_step_options options = {}) {
+  auto init = [](auto handler, Executor e, execution_step s, std::shared_ptr<workspace> w, run_step_options o) {
+    auto slot = boost::asio::get_associated_cancellation_slot(handler);
+    auto handler_ex = boost::asio::get_associated_executor(handler, e);
+    boost::asio::co_spawn(
+        e, run_step(std::move(s), std::move(w), o),
+        boost::asio::bind_cancellation_slot(
+            slot, boost::asio::bind_executor(handler_ex, [h = std::move(handler)](std::exception_ptr ep,
+                                                                                  status st) mutable {
+              if (ep) st = fail(errc::op_failed, "unexpected exception in the step runner");
+              std::move(h)(std::move(st));
+            })));
+  };
+  return boost::asio::async_initiate<CompletionToken, void(status)>(std::move(init), token, std::move(ex),
+                                                                    std::move(step), std::move(ws), options);
+}
+
+}  // namespace taskgroup

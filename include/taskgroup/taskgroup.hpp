@@ -1,0 +1,13 @@
+// taskgroup: the umbrella header. Includes every public header.
+#pragma once
+
+#include <taskgroup/blob.hpp>
+#include <taskgroup/builtin_ops.hpp>
+#include <taskgroup/control.hpp>
+#include <taskgroup/error.hpp>
+#include <taskgroup/execution_step.hpp>
+#include <taskgroup/net.hpp>
+#include <taskgroup/operator.hpp>
+#include <taskgroup/queue.hpp>
+#include <taskgroup/step_runner.hpp>
+#include <taskgroup/workspace.hpp>

@@ -1,0 +1,157 @@
+// taskgroup: workspaces, the stores of named blobs and instantiated nets.
+//
+// Semantics follow Caffe2 (spec §1.1): lookup goes local blobs, then
+// forwarded aliases, then the parent chain; `create` returns the visible
+// blob (even the parent's) and only creates a local one when the name is
+// visible nowhere; `create_local` always creates locally and shadows;
+// `remove` removes local blobs only. Nets are never inherited.
+//
+// Threading: strand-bound. A workspace has no lock; every coroutine that
+// touches it runs on its node's strand (one strand per node in a session).
+// Using one workspace from two threads at once is a data race.
+#pragma once
+
+#include <taskgroup/blob.hpp>
+#include <taskgroup/error.hpp>
+
+#include <map>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace taskgroup {
+
+class net;
+class net_instance;
+class operator_registry;
+
+/// A store of named blobs and instantiated nets, optionally a child of a
+/// parent workspace (which it keeps alive).
+class workspace : public std::enable_shared_from_this<workspace> {
+ public:
+  /// A root workspace (or a child of `parent` when given). `name` appears
+  /// in error messages.
+  explicit workspace(std::string name = "workspace", std::shared_ptr<workspace> parent = nullptr);
+  ~workspace();
+  workspace(const workspace&) = delete;
+  workspace& operator=(const workspace&) = delete;
+
+  /// Makes a new root workspace.
+  static std::shared_ptr<workspace> make(std::string name = "workspace");
+
+  /// Makes a child workspace whose parent is this one. The child keeps
+  /// this workspace alive. Requires this workspace to be owned by a
+  /// `shared_ptr` (made by `make` or `create_child`).
+  std::shared_ptr<workspace> create_child(std::string name);
+
+  [[nodiscard]] const std::string& name() const noexcept { return name_; }
+  [[nodiscard]] workspace* parent() const noexcept { return parent_.get(); }
+
+  // --- blobs -------------------------------------------------------------
+
+  /// The blob visible under `name` (local, forwarded, then parents), or null.
+  [[nodiscard]] blob* find(std::string_view name) const noexcept;
+  /// Same, sharing ownership: net instances hold blobs this way, so a
+  /// removed blob stays valid for the nets already bound to it.
+  [[nodiscard]] std::shared_ptr<blob> find_shared(std::string_view name) const noexcept;
+
+  /// The blob visible under `name`. Errors: `errc::blob_not_found`
+  /// (`workspace "w": blob "x" does not exist`).
+  [[nodiscard]] result<blob*> get_blob(std::string_view name) const;
+
+  /// The visible blob named `name`, or a new empty local one if the name
+  /// is visible nowhere (Caffe2 CreateBlob).
+  blob& create(std::string_view name);
+  /// Same as `create`, sharing ownership.
+  std::shared_ptr<blob> create_shared(std::string_view name);
+  /// A local blob named `name`, created empty if there is none locally;
+  /// shadows any parent blob of that name (Caffe2 CreateLocalBlob).
+  blob& create_local(std::string_view name);
+
+  /// Removes the local blob `name`; returns false when there is none.
+  /// Parent blobs are never removed through a child.
+  bool remove(std::string_view name);
+
+  /// True when `name` is visible (local, forwarded or in a parent).
+  [[nodiscard]] bool has(std::string_view name) const noexcept { return find(name) != nullptr; }
+
+  /// Visible names: local (sorted), then forwarded, then the parent's
+  /// list; a shadowed name appears more than once, as in Caffe2.
+  [[nodiscard]] std::vector<std::string> blobs() const;
+  /// Local names only, sorted.
+  [[nodiscard]] std::vector<std::string> local_blobs() const;
+
+  /// Makes `local_name` an alias of `other_name` in `other`, looked up
+  /// after local blobs and before the parent. Errors: `errc::blob_not_found`
+  /// when `other_name` is not visible in `other`.
+  status forward(std::string local_name, const workspace& other, std::string_view other_name);
+
+  /// The value of blob `name` as a `T`. Errors: `errc::blob_not_found`,
+  /// `errc::blob_empty`, `errc::type_mismatch` (the message names the
+  /// workspace, the blob, the expected and the actual type).
+  template <class T>
+  [[nodiscard]] result<T*> get(std::string_view name) const {
+    TASKGROUP_TRY(blob * b, get_blob(name));
+    if (T* p = b->try_get<T>()) return p;
+    return typed_error(name, *b, type_name<T>());
+  }
+
+  /// A copy of the value of blob `name`; errors as `get`.
+  template <class T>
+  [[nodiscard]] result<T> read(std::string_view name) const {
+    TASKGROUP_TRY(T * p, get<T>(name));
+    return T(*p);
+  }
+
+  /// Stores `value` in the blob `create(name)` returns (so a visible parent
+  /// blob is written, as an op output would be).
+  template <class T>
+  std::decay_t<T>& set(std::string_view name, T&& value) {
+    return create(name).set(std::forward<T>(value));
+  }
+
+  // --- nets --------------------------------------------------------------
+
+  /// Instantiates `n` here under its name, binding every op input and
+  /// output once (inputs must exist; outputs are `create`d). Errors:
+  /// `errc::net_exists` when the name is taken and `overwrite` is false;
+  /// the net's binding errors (`net "n" op #2 (Add): input blob "x" does
+  /// not exist`, unknown operator, arity, arguments).
+  result<net_instance*> create_net(const net& n, bool overwrite = false);
+  result<net_instance*> create_net(const net& n, const operator_registry& registry, bool overwrite = false);
+
+  /// The local net instance named `name`, or null (nets are not inherited).
+  [[nodiscard]] net_instance* find_net(std::string_view name) const noexcept;
+
+  /// Removes the net instance `name`; returns false when there is none.
+  bool remove_net(std::string_view name);
+
+  /// Names of the local net instances, sorted.
+  [[nodiscard]] std::vector<std::string> nets() const;
+
+  /// The instance of this very net object in this workspace, bound on first
+  /// use and reused afterwards (the step runner's instances: a net listed at
+  /// several places of a tree is one instance per workspace, with shared
+  /// state). Kept apart from the named nets of `create_net`, so nets of
+  /// different tasks that share a name never replace each other. Errors:
+  /// the binding errors of `create_net`.
+  result<net_instance*> instance_of(const net& n, const operator_registry& registry);
+
+ private:
+  [[nodiscard]] error typed_error(std::string_view name, const blob& b, const std::string& expected) const;
+  [[nodiscard]] std::shared_ptr<blob> lookup(std::string_view name) const noexcept;
+
+  std::string name_;
+  std::shared_ptr<workspace> parent_;
+  std::map<std::string, std::shared_ptr<blob>, std::less<>> blobs_;
+  std::map<std::string, std::shared_ptr<blob>, std::less<>> forwarded_;
+  std::map<std::string, std::unique_ptr<net_instance>, std::less<>> nets_;
+  struct keyed_instance {
+    std::weak_ptr<const void> token;
+    std::unique_ptr<net_instance> instance;
+  };
+  std::map<const void*, keyed_instance> instances_;
+};
+
+}  // namespace taskgroup

@@ -1,0 +1,165 @@
+// Internal: a when_all over child coroutines that returns the first failure.
+//
+// Children are spawned with co_spawn, each with its own cancellation
+// signal; completions are serialised on the joining coroutine's executor.
+// Modes:
+// - fail_fast: the first failing child cancels every other child at once;
+//   the join completes after all have unwound, with that first error.
+// - gather: every child runs to its end; the first error is reported.
+// - race: the first child to complete cancels the others; its status wins.
+// Cancelling the joining coroutine cancels every child; the join then
+// completes with the first real failure, or `errc::cancelled`.
+#pragma once
+
+#include <taskgroup/error.hpp>
+
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/associated_cancellation_slot.hpp>
+#include <boost/asio/async_result.hpp>
+#include <boost/asio/awaitable.hpp>
+#include <boost/asio/bind_cancellation_slot.hpp>
+#include <boost/asio/bind_executor.hpp>
+#include <boost/asio/cancellation_signal.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/asio/use_awaitable.hpp>
+
+#include <cstddef>
+#include <exception>
+#include <memory>
+#include <optional>
+#include <utility>
+#include <vector>
+
+namespace taskgroup::detail {
+
+enum class join_mode { fail_fast, gather, race };
+
+/// Converts an exception escaping a child into an error.
+error error_from_exception(std::exception_ptr e);
+
+template <class Handler>
+class join_state : public std::enable_shared_from_this<join_state<Handler>> {
+ public:
+  join_state(std::size_t n, join_mode mode, std::vector<status>* results, Handler handler)
+      : total_(n),
+        remaining_(n),
+        mode_(mode),
+        signals_(new boost::asio::cancellation_signal[n]),
+        finished_(n, false),
+        results_(results),
+        handler_(std::move(handler)) {
+    if (results_ != nullptr) results_->assign(n, ok());
+  }
+
+  boost::asio::cancellation_slot slot(std::size_t i) { return signals_[i].slot(); }
+
+  void start() {
+    parent_slot_ = boost::asio::get_associated_cancellation_slot(*handler_);
+    if (parent_slot_.is_connected()) {
+      parent_slot_.assign([self = this->shared_from_this()](boost::asio::cancellation_type_t) {
+        self->cancelled_from_outside_ = true;
+        self->cancel_all();
+      });
+    }
+  }
+
+  void child_done(std::size_t i, std::exception_ptr e, status st) {
+    finished_[i] = true;
+    if (e) st = error_from_exception(e);
+    if (results_ != nullptr) (*results_)[i] = st;
+    switch (mode_) {
+      case join_mode::fail_fast:
+        if (!st && !first_) {
+          if (!(cancel_sent_ && st.error().is_cancelled())) {
+            first_ = st.error();
+            cancel_all();
+          }
+        }
+        break;
+      case join_mode::gather:
+        if (!st && !first_ && !(cancel_sent_ && st.error().is_cancelled())) first_ = st.error();
+        break;
+      case join_mode::race:
+        if (!race_winner_) {
+          race_winner_.emplace(std::move(st));
+          cancel_all();
+        }
+        break;
+    }
+    if (--remaining_ == 0) complete();
+  }
+
+  void cancel_all() {
+    cancel_sent_ = true;
+    // Only running children: a finished child's coroutine state is gone.
+    for (std::size_t i = 0; i < total_; ++i) {
+      if (!finished_[i]) signals_[i].emit(boost::asio::cancellation_type::terminal);
+    }
+  }
+
+ private:
+  void complete() {
+    if (parent_slot_.is_connected()) parent_slot_.clear();
+    status result = ok();
+    if (mode_ == join_mode::race && race_winner_) {
+      result = std::move(*race_winner_);
+    } else if (first_) {
+      result = std::move(*first_);
+    }
+    if (result && cancelled_from_outside_) result = fail(errc::cancelled, "cancelled");
+    Handler h = std::move(*handler_);
+    handler_.reset();
+    std::move(h)(std::move(result));
+  }
+
+  std::size_t total_;
+  std::size_t remaining_;
+  join_mode mode_;
+  std::unique_ptr<boost::asio::cancellation_signal[]> signals_;
+  std::vector<bool> finished_;
+  std::vector<status>* results_;
+  std::optional<Handler> handler_;
+  boost::asio::cancellation_slot parent_slot_;
+  std::optional<error> first_;
+  std::optional<status> race_winner_;
+  bool cancel_sent_ = false;
+  bool cancelled_from_outside_ = false;
+};
+
+/// Runs `n` children `make(i)` (each an `awaitable<status>`) spawned on
+/// `child_executor(i)`, and completes as described above. `results`, when
+/// given, receives each child's status. Must be awaited on `ex`.
+template <class Make, class ChildExecutor>
+boost::asio::awaitable<status> join(boost::asio::any_io_executor ex, std::size_t n, Make make,
+                                    ChildExecutor child_executor, join_mode mode,
+                                    std::vector<status>* results = nullptr) {
+  if (n == 0) {
+    if (results != nullptr) results->clear();
+    co_return ok();
+  }
+  auto init = [&](auto handler) {
+    using state_t = join_state<decltype(handler)>;
+    auto state = std::make_shared<state_t>(n, mode, results, std::move(handler));
+    state->start();
+    for (std::size_t i = 0; i < n; ++i) {
+      boost::asio::co_spawn(
+          child_executor(i), make(i),
+          boost::asio::bind_cancellation_slot(
+              state->slot(i), boost::asio::bind_executor(ex, [state, i](std::exception_ptr e, status st) {
+                state->child_done(i, e, std::move(st));
+              })));
+    }
+  };
+  co_return co_await boost::asio::async_initiate<const boost::asio::use_awaitable_t<>, void(status)>(
+      std::move(init), boost::asio::use_awaitable);
+}
+
+template <class Make>
+boost::asio::awaitable<status> join(boost::asio::any_io_executor ex, std::size_t n, Make make, join_mode mode,
+                                    std::vector<status>* results = nullptr) {
+  return join(ex, n, std::move(make), [ex](std::size_t) { return ex; }, mode, results);
+}
+
+}  // namespace taskgroup::detail

@@ -1,0 +1,68 @@
+#include <taskgroup/error.hpp>
+
+#include <boost/asio/error.hpp>
+
+namespace taskgroup {
+namespace {
+
+class category final : public boost::system::error_category {
+ public:
+  const char* name() const noexcept override { return "taskgroup"; }
+  std::string message(int ev) const override {
+    switch (static_cast<errc>(ev)) {
+      case errc::blob_not_found: return "blob not found";
+      case errc::type_mismatch: return "type mismatch";
+      case errc::blob_empty: return "blob has no value";
+      case errc::net_not_found: return "net not found";
+      case errc::net_exists: return "net already exists";
+      case errc::duplicate_net: return "different nets with the same name";
+      case errc::unknown_operator: return "unknown operator type";
+      case errc::duplicate_operator: return "operator type already registered";
+      case errc::arity_mismatch: return "wrong number of inputs or outputs";
+      case errc::bad_argument: return "bad operator argument";
+      case errc::op_failed: return "operator failed";
+      case errc::invalid_step: return "invalid execution step";
+      case errc::invalid_task: return "invalid task or task group";
+      case errc::output_not_set: return "output value not set yet";
+      case errc::queue_closed: return "queue closed";
+      case errc::cancelled: return "cancelled";
+      case errc::timeout: return "timed out";
+      case errc::invalid_plan: return "invalid plan";
+      case errc::not_serializable: return "not serializable";
+      case errc::session_closed: return "session is closed";
+      case errc::no_result: return "no result";
+    }
+    return "unknown taskgroup error";
+  }
+};
+
+}  // namespace
+
+const boost::system::error_category& error_category() noexcept {
+  static const category instance;
+  return instance;
+}
+
+error error::with_context(std::string_view prefix) const {
+  std::string m;
+  m.reserve(prefix.size() + 2 + message.size());
+  m.append(prefix).append(": ").append(message);
+  return {code, std::move(m)};
+}
+
+bool error::is_cancelled() const noexcept {
+  return code == errc::cancelled || code == boost::asio::error::operation_aborted;
+}
+
+void outcome_throw_as_system_error_with_payload(const error& e) { throw system_error(e); }
+
+std::string quoted(std::string_view name) {
+  std::string s;
+  s.reserve(name.size() + 2);
+  s.push_back('"');
+  s.append(name);
+  s.push_back('"');
+  return s;
+}
+
+}  // namespace taskgroup

@@ -1,0 +1,165 @@
+#include <taskgroup/execution_step.hpp>
+
+#include <map>
+
+namespace taskgroup {
+
+struct execution_step::data {
+  std::string name;
+  std::vector<net> nets;
+  std::vector<execution_step> substeps;
+  std::optional<std::int64_t> num_iter;
+  std::optional<std::string> stop_blob;
+  bool only_once = false;
+  bool concurrent = false;
+  std::optional<std::chrono::milliseconds> run_every;
+  bool create_workspace = false;
+  std::int64_t instances = 1;
+  std::optional<std::chrono::milliseconds> timeout;
+  bool frozen = false;
+  std::optional<std::string> misuse;  // the first builder misuse, reported by validate()
+};
+
+execution_step::execution_step(std::string name) : data_(std::make_shared<data>()) { data_->name = std::move(name); }
+
+bool execution_step::check_mutable(const char* what) {
+  if (!data_->frozen) return true;
+  if (!data_->misuse) {
+    data_->misuse = std::string("cannot mutate a step that has already been added to a plan/step (") + what + ")";
+  }
+  return false;
+}
+
+execution_step& execution_step::nets(std::vector<net> list) {
+  for (auto& n : list) add_net(std::move(n));
+  return *this;
+}
+
+execution_step& execution_step::add_net(net n) {
+  if (check_mutable("nets")) data_->nets.push_back(std::move(n));
+  return *this;
+}
+
+execution_step& execution_step::substeps(std::vector<execution_step> list) {
+  for (auto& s : list) add_substep(std::move(s));
+  return *this;
+}
+
+execution_step& execution_step::add_substep(execution_step child) {
+  if (!check_mutable("substeps")) return *this;
+  // Caffe2 drops empty children silently; a child carrying a misuse is
+  // kept so that validation reports it.
+  if (child.empty() && !child.data_->misuse) return *this;
+  child.freeze();
+  data_->substeps.push_back(std::move(child));
+  return *this;
+}
+
+execution_step& execution_step::iterations(std::int64_t n) {
+  if (check_mutable("iterations")) data_->num_iter = n;
+  return *this;
+}
+
+execution_step& execution_step::should_stop_blob(std::string blob) {
+  if (check_mutable("should_stop_blob")) data_->stop_blob = std::move(blob);
+  return *this;
+}
+
+execution_step& execution_step::only_once(bool on) {
+  if (check_mutable("only_once")) data_->only_once = on;
+  return *this;
+}
+
+execution_step& execution_step::concurrent_substeps(bool on) {
+  if (check_mutable("concurrent_substeps")) data_->concurrent = on;
+  return *this;
+}
+
+execution_step& execution_step::run_every(std::chrono::milliseconds interval) {
+  data_->run_every = interval;  // allowed on a frozen step, as in Caffe2
+  return *this;
+}
+
+execution_step& execution_step::create_workspace(bool on) {
+  if (check_mutable("create_workspace")) data_->create_workspace = on;
+  return *this;
+}
+
+execution_step& execution_step::concurrent_instances(std::int64_t n) {
+  if (check_mutable("concurrent_instances")) data_->instances = n;
+  return *this;
+}
+
+execution_step& execution_step::timeout(std::chrono::milliseconds d) {
+  if (check_mutable("timeout")) data_->timeout = d;
+  return *this;
+}
+
+execution_step& execution_step::mark_invalid(std::string reason) {
+  if (!data_->misuse) data_->misuse = std::move(reason);
+  return *this;
+}
+
+const std::string& execution_step::name() const noexcept { return data_->name; }
+const std::vector<net>& execution_step::nets() const noexcept { return data_->nets; }
+const std::vector<execution_step>& execution_step::substeps() const noexcept { return data_->substeps; }
+std::optional<std::int64_t> execution_step::num_iter() const noexcept { return data_->num_iter; }
+const std::optional<std::string>& execution_step::stop_blob() const noexcept { return data_->stop_blob; }
+bool execution_step::is_only_once() const noexcept { return data_->only_once; }
+bool execution_step::has_concurrent_substeps() const noexcept { return data_->concurrent; }
+std::optional<std::chrono::milliseconds> execution_step::report_interval() const noexcept { return data_->run_every; }
+bool execution_step::creates_workspace() const noexcept { return data_->create_workspace; }
+std::int64_t execution_step::num_concurrent_instances() const noexcept { return data_->instances; }
+std::optional<std::chrono::milliseconds> execution_step::deadline() const noexcept { return data_->timeout; }
+bool execution_step::empty() const noexcept { return data_->nets.empty() && data_->substeps.empty(); }
+bool execution_step::frozen() const noexcept { return data_->frozen; }
+
+void execution_step::freeze() noexcept {
+  data_->frozen = true;
+  for (auto& s : data_->substeps) s.freeze();
+}
+
+namespace {
+
+status validate_one(const execution_step& s, const std::string& path, const std::optional<std::string>& misuse) {
+  auto bad = [&](const std::string& what) { return fail(errc::invalid_step, "step " + quoted(path) + ": " + what); };
+  if (misuse) return bad(*misuse);
+  if (!s.nets().empty() && !s.substeps().empty()) return bad("cannot have both nets and substeps");
+  if (s.num_iter() && s.stop_blob()) return bad("cannot set both should_stop_blob and num_iter");
+  if (s.is_only_once() && !s.stop_blob()) return bad("only_once is not supported without should_stop_blob");
+  if (s.num_iter() && *s.num_iter() < 0) return bad("num_iter must be >= 0, got " + std::to_string(*s.num_iter()));
+  if (s.num_concurrent_instances() < 1) {
+    return bad("num_concurrent_instances must be >= 1, got " + std::to_string(s.num_concurrent_instances()));
+  }
+  if (s.report_interval() && s.report_interval()->count() <= 0) {
+    return bad("run_every_ms must be > 0, got " + std::to_string(s.report_interval()->count()));
+  }
+  if (s.deadline() && s.deadline()->count() <= 0) {
+    return bad("timeout must be > 0 ms, got " + std::to_string(s.deadline()->count()));
+  }
+  if (s.stop_blob() && s.stop_blob()->empty()) return bad("should_stop_blob must name a blob");
+  return ok();
+}
+
+}  // namespace
+
+status execution_step::validate() const {
+  std::map<std::string, net, std::less<>> seen;
+  // Depth-first, substeps before the step's own nets (Caffe2's Plan.AddStep order).
+  auto walk = [&](auto& self, const execution_step& s, const std::string& path) -> status {
+    if (auto st = validate_one(s, path, s.data_->misuse); !st) return st;
+    for (const auto& child : s.substeps()) {
+      if (auto st = self(self, child, path + "/" + child.name()); !st) return st;
+    }
+    for (const auto& n : s.nets()) {
+      auto [it, inserted] = seen.emplace(n.name(), n);
+      if (!inserted && !it->second.same(n)) {
+        return fail(errc::duplicate_net, "step " + quoted(path) + ": different nets with same name: " + quoted(n.name()));
+      }
+    }
+    return ok();
+  };
+  return walk(walk, *this, name());
+}
+
+}  // namespace taskgroup

@@ -1,0 +1,174 @@
+#include <taskgroup/net.hpp>
+
+#include <taskgroup/workspace.hpp>
+
+#include <exception>
+
+namespace taskgroup {
+
+struct net::data {
+  std::string name;
+  std::vector<op_def> ops;
+};
+
+net::net(std::string name) : data_(std::make_shared<data>()) { data_->name = std::move(name); }
+
+net& net::op(std::string type, std::vector<std::string> inputs, std::vector<std::string> outputs, arguments args) {
+  return add(op_def{std::move(type), std::move(inputs), std::move(outputs), std::move(args), nullptr});
+}
+
+net& net::add(op_def def) {
+  data_->ops.push_back(std::move(def));
+  return *this;
+}
+
+net& net::add_inline(std::string label, std::vector<std::string> inputs, std::vector<std::string> outputs,
+                     operator_schema schema) {
+  schema.any_args();
+  return add(op_def{std::move(label), std::move(inputs), std::move(outputs), {},
+                    std::make_shared<const operator_schema>(std::move(schema))});
+}
+
+const std::string& net::name() const noexcept { return data_->name; }
+const std::vector<op_def>& net::ops() const noexcept { return data_->ops; }
+
+std::optional<std::string> net::first_inline_op() const {
+  for (const auto& def : data_->ops) {
+    if (def.inline_schema) return def.type;
+  }
+  return std::nullopt;
+}
+
+namespace {
+
+std::string op_where(const std::string& net_name, std::size_t i, const std::string& type) {
+  return "net " + quoted(net_name) + " op #" + std::to_string(i) + " (" + type + ")";
+}
+
+result<std::shared_ptr<const operator_schema>> schema_of(const op_def& def, const operator_registry& registry) {
+  if (def.inline_schema) return def.inline_schema;
+  return registry.get(def.type);
+}
+
+}  // namespace
+
+status net::validate(const operator_registry& registry) const {
+  for (std::size_t i = 0; i < data_->ops.size(); ++i) {
+    const op_def& def = data_->ops[i];
+    auto schema = schema_of(def, registry);
+    if (!schema) return schema.error().with_context(op_where(name(), i, def.type));
+    if (auto st = schema.value()->validate(def); !st) return st.error().with_context(op_where(name(), i, def.type));
+  }
+  return ok();
+}
+
+// --- net_instance ------------------------------------------------------------
+
+net_instance::net_instance(const net& def) : name_(def.name()), defs_(def.ops()) {}
+
+result<std::unique_ptr<net_instance>> net_instance::make(const net& n, workspace& ws,
+                                                         const operator_registry& registry) {
+  std::unique_ptr<net_instance> inst(new net_instance(n));
+  const std::size_t count = inst->defs_.size();
+  // Kernels may keep pointers to their context: never reallocate.
+  inst->contexts_.reserve(count);
+  inst->kernels_.reserve(count);
+  for (std::size_t i = 0; i < count; ++i) {
+    const op_def& def = inst->defs_[i];
+    auto where = [&] { return op_where(n.name(), i, def.type); };
+    auto schema = schema_of(def, registry);
+    if (!schema) return schema.error().with_context(where());
+    if (auto st = schema.value()->validate(def); !st) return st.error().with_context(where());
+
+    std::vector<std::shared_ptr<blob>> inputs;
+    inputs.reserve(def.inputs.size());
+    for (const auto& in : def.inputs) {
+      auto b = ws.find_shared(in);
+      if (!b) return fail(errc::blob_not_found, where() + ": input blob " + quoted(in) + " does not exist");
+      inputs.push_back(std::move(b));
+    }
+    std::vector<std::shared_ptr<blob>> outputs;
+    outputs.reserve(def.outputs.size());
+    for (const auto& out : def.outputs) outputs.push_back(ws.create_shared(out));
+
+    op_context& ctx = inst->contexts_.emplace_back(def, ws, std::move(inputs), std::move(outputs));
+    result<std::unique_ptr<op_kernel>> kernel = [&]() -> result<std::unique_ptr<op_kernel>> {
+      try {
+        return schema.value()->instantiate(ctx);
+      } catch (const system_error& e) {
+        return e.error();
+      } catch (const std::exception& e) {
+        return error(errc::bad_argument, e.what());
+      }
+    }();
+    if (!kernel) return kernel.error().with_context(where());
+    inst->has_async_ = inst->has_async_ || kernel.value()->is_async();
+    inst->kernels_.push_back(std::move(kernel).value());
+  }
+  return inst;
+}
+
+error net_instance::op_error(std::size_t i, const error& e) const {
+  return e.with_context(op_where(name_, i, defs_[i].type));
+}
+
+namespace {
+error from_exception(std::exception_ptr ep) {
+  try {
+    std::rethrow_exception(std::move(ep));
+  } catch (const system_error& e) {
+    return e.error();
+  } catch (const boost::system::system_error& e) {
+    return {e.code(), e.what()};
+  } catch (const std::exception& e) {
+    return {errc::op_failed, e.what()};
+  } catch (...) {
+    return {errc::op_failed, "unknown exception"};
+  }
+}
+}  // namespace
+
+// Runs synchronous kernels from `i` until the end or the next asynchronous
+// one; `i` is left on the op that stopped the loop.
+status net_instance::run_from(std::size_t& i) noexcept {
+  const std::size_t n = kernels_.size();
+  try {
+    for (; i < n; ++i) {
+      op_kernel& k = *kernels_[i];
+      if (k.is_async()) return ok();
+      if (status st = k.run(); !st) [[unlikely]] {
+        return op_error(i, st.error());
+      }
+    }
+  } catch (...) {
+    return op_error(i, from_exception(std::current_exception()));
+  }
+  return ok();
+}
+
+status net_instance::run_sync() noexcept {
+  std::size_t i = 0;
+  status st = run_from(i);
+  if (st && i < kernels_.size()) {
+    return op_error(i, error(errc::op_failed, "asynchronous operator in a net run synchronously"));
+  }
+  return st;
+}
+
+boost::asio::awaitable<status> net_instance::run() {
+  std::size_t i = 0;
+  for (;;) {
+    if (status st = run_from(i); !st) co_return st;
+    if (i >= kernels_.size()) co_return ok();
+    status st = ok();
+    try {
+      st = co_await kernels_[i]->run_async();
+    } catch (...) {
+      st = from_exception(std::current_exception());
+    }
+    if (!st) co_return op_error(i, st.error());
+    ++i;
+  }
+}
+
+}  // namespace taskgroup

@@ -1,0 +1,375 @@
+#include <taskgroup/step_runner.hpp>
+
+#include "detail/join.hpp"
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/asio/use_awaitable.hpp>
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace taskgroup {
+
+namespace asio = boost::asio;
+
+error detail::error_from_exception(std::exception_ptr e) {
+  try {
+    std::rethrow_exception(std::move(e));
+  } catch (const system_error& ex) {
+    return ex.error();
+  } catch (const boost::system::system_error& ex) {
+    if (ex.code() == asio::error::operation_aborted) return {errc::cancelled, "cancelled"};
+    return {ex.code(), ex.what()};
+  } catch (const std::exception& ex) {
+    return {errc::op_failed, ex.what()};
+  } catch (...) {
+    return {errc::op_failed, "unknown exception"};
+  }
+}
+
+namespace {
+
+// A step tree snapshot: what a run executes, immune to later edits.
+struct node {
+  std::string name;
+  std::vector<net> nets;
+  std::vector<node> children;
+  std::vector<std::size_t> recurring;  // indexes into children
+  std::vector<std::size_t> reports;    // children with run_every
+  std::int64_t num_iter = 1;
+  std::optional<std::string> stop;
+  bool only_once = false;
+  bool concurrent = false;
+  bool create_ws = false;
+  std::int64_t instances = 1;
+  std::chrono::milliseconds every{0};
+  std::optional<std::chrono::milliseconds> timeout;
+};
+
+node compile(const execution_step& s) {
+  node n;
+  n.name = s.name();
+  n.nets = s.nets();
+  n.num_iter = s.num_iter().value_or(1);
+  n.stop = s.stop_blob();
+  n.only_once = s.is_only_once();
+  n.concurrent = s.has_concurrent_substeps();
+  n.create_ws = s.creates_workspace();
+  n.instances = s.num_concurrent_instances();
+  n.every = s.report_interval().value_or(std::chrono::milliseconds(0));
+  n.timeout = s.deadline();
+  n.children.reserve(s.substeps().size());
+  for (const auto& child : s.substeps()) {
+    n.children.push_back(compile(child));
+    (child.report_interval() ? n.reports : n.recurring).push_back(n.children.size() - 1);
+  }
+  return n;
+}
+
+// Nets and stop blob of a subtree, bound in one workspace.
+struct bound {
+  std::vector<net_instance*> nets;
+  blob* stop = nullptr;
+  std::vector<bound> children;  // empty entries for children with their own workspace
+};
+
+// The step path, kept on the coroutine frames and rendered only on error.
+struct path_t {
+  const path_t* parent;
+  std::string_view name;
+  std::int64_t instance = -1;  // >= 0: an "instance k" component before the name
+};
+
+void render(const path_t* p, std::string& out) {
+  if (p == nullptr) return;
+  render(p->parent, out);
+  if (p->instance >= 0) {
+    if (!out.empty()) out += '/';
+    out += "instance " + std::to_string(p->instance);
+  }
+  if (p->name.empty()) return;
+  if (!out.empty()) out += '/';
+  out += p->name;
+}
+
+std::string render(const path_t* p) {
+  std::string out;
+  render(p, out);
+  return out;
+}
+
+error at(const path_t* p, const error& e) { return {e.code, render(p) + "/" + e.message}; }
+error at(const path_t* p, errc code, const std::string& what) { return {code, render(p) + ": " + what}; }
+
+status cancelled_at(const path_t* p) { return at(p, errc::cancelled, "cancelled"); }
+
+// Shared by the body of a step and its report substeps.
+struct report_control {
+  bool done = false;
+  std::vector<asio::steady_timer*> sleepers;
+  void finish() {
+    done = true;
+    for (auto* t : sleepers) t->cancel();
+  }
+};
+
+class runner {
+ public:
+  runner(asio::any_io_executor ex, const operator_registry& registry, const run_step_options& options)
+      : ex_(std::move(ex)), registry_(registry), stats_(options.stats), yield_every_(std::max<std::uint32_t>(1, options.yield_every)) {}
+
+  // Binds `n` and, down to any create_workspace boundary, its subtree.
+  status bind(const node& n, workspace& ws, bound& b, const path_t* path) {
+    b.nets.clear();
+    for (const auto& nt : n.nets) {
+      auto inst = ws.instance_of(nt, registry_);
+      if (!inst) return at(path, inst.error());
+      b.nets.push_back(inst.value());
+    }
+    b.children.assign(n.children.size(), bound{});
+    for (std::size_t i = 0; i < n.children.size(); ++i) {
+      const node& c = n.children[i];
+      if (c.create_ws) continue;
+      path_t cp{path, c.name};
+      if (auto st = bind(c, ws, b.children[i], &cp); !st) return st;
+    }
+    if (n.stop) {
+      b.stop = ws.find(*n.stop);
+      if (b.stop == nullptr) {
+        return at(path, errc::blob_not_found, "should_stop_blob: blob " + quoted(*n.stop) + " does not exist");
+      }
+    }
+    return ok();
+  }
+
+  // One execution of a step: deadline, workspace, reporters, iterations.
+  asio::awaitable<status> exec(const node& n, std::shared_ptr<workspace> ws, const bound* b, const path_t* path,
+                               bool top = false) {
+    if (n.timeout) {
+      const auto limit = *n.timeout;
+      co_return co_await guarded(detail::join(
+          ex_, 2,
+          [&](std::size_t i) -> asio::awaitable<status> {
+            if (i == 0) return exec_untimed(n, ws, b, path, top);
+            return deadline(limit, path);
+          },
+          detail::join_mode::race));
+    }
+    co_return co_await exec_untimed(n, std::move(ws), b, path, top);
+  }
+
+ private:
+  asio::awaitable<status> deadline(std::chrono::milliseconds limit, const path_t* path) {
+    asio::steady_timer timer(ex_, limit);
+    auto [ec] = co_await timer.async_wait(asio::as_tuple(asio::use_awaitable));
+    if (ec) co_return cancelled_at(path);
+    co_return at(path, errc::timeout, "timed out after " + std::to_string(limit.count()) + " ms");
+  }
+
+  asio::awaitable<status> exec_untimed(const node& n, std::shared_ptr<workspace> ws, const bound* b,
+                                       const path_t* path, bool top) {
+    bound local;
+    if (n.create_ws) {
+      ws = ws->create_child(ws->name() + "/" + n.name);
+      if (auto st = bind(n, *ws, local, path); !st) co_return st;
+      b = &local;
+    }
+    if (n.reports.empty()) co_return co_await iterate(n, *ws, *b, path, top);
+
+    report_control ctl;
+    co_return co_await guarded(detail::join(
+        ex_, 1 + n.reports.size(),
+        [&](std::size_t i) -> asio::awaitable<status> {
+          if (i == 0) return body_then_finish(n, *ws, *b, path, top, ctl);
+          return report_loop(n.children[n.reports[i - 1]], ws, b->children[n.reports[i - 1]], path, ctl);
+        },
+        detail::join_mode::fail_fast));
+  }
+
+  asio::awaitable<status> body_then_finish(const node& n, workspace& ws, const bound& b, const path_t* path, bool top,
+                                           report_control& ctl) {
+    status st = co_await iterate(n, ws, b, path, top);
+    if (st) ctl.finish();  // on failure the join cancels the reporters instead
+    co_return st;
+  }
+
+  // A report substep: run after each interval, and once more when the
+  // parent's work ends (unless that end arrived during a run).
+  asio::awaitable<status> report_loop(const node& r, std::shared_ptr<workspace> ws, const bound& b,
+                                      const path_t* parent, report_control& ctl) {
+    path_t path{parent, r.name};
+    for (;;) {
+      if (!ctl.done) {
+        asio::steady_timer timer(ex_, r.every);
+        ctl.sleepers.push_back(&timer);
+        (void)co_await timer.async_wait(asio::as_tuple(asio::use_awaitable));
+        std::erase(ctl.sleepers, &timer);
+        asio::cancellation_state cs = co_await asio::this_coro::cancellation_state;
+        if (cs.cancelled() != asio::cancellation_type::none) co_return cancelled_at(&path);
+      }
+      // The parent's end seen before this run makes it the last one; an end
+      // that arrives during the run ends the loop without another.
+      const bool last = ctl.done;
+      if (stats_ != nullptr) ++stats_->report_runs;
+      if (status st = co_await exec(r, ws, &b, &path); !st) co_return st;
+      if (last || ctl.done) co_return ok();
+    }
+  }
+
+  // Tri-state stop check: true (stop), false (go on) or an error.
+  static result<bool> should_stop(const bound& b, const path_t* path, const node& n) {
+    if (b.stop == nullptr) return false;
+    if (const bool* v = b.stop->try_get<bool>()) return *v;
+    if (!b.stop->has_value()) return false;  // not written yet: keep going
+    return at(path, errc::type_mismatch,
+              "should_stop_blob " + quoted(*n.stop) + " expects a scalar boolean, got " + b.stop->type_name());
+  }
+
+  asio::awaitable<status> run_net(net_instance& inst, const path_t* path) {
+    if (stats_ != nullptr) ++stats_->net_runs;
+    // No co_await inside ?: — GCC 12 miscompiles the temporaries there.
+    status st = ok();
+    if (inst.has_async()) {
+      st = co_await inst.run();
+    } else {
+      st = inst.run_sync();
+    }
+    if (!st) co_return at(path, st.error());
+    co_return ok();
+  }
+
+  asio::awaitable<status> iterate(const node& n, workspace& ws, const bound& b, const path_t* path, bool top) {
+    asio::cancellation_state cs = co_await asio::this_coro::cancellation_state;
+    const bool stop_mode = n.stop.has_value();
+    const bool concurrent = (n.concurrent && n.recurring.size() >= 2) || n.instances > 1;
+    std::uint32_t since_yield = 0;
+    for (std::int64_t i = 0;; ++i) {
+      if (stop_mode ? (n.only_once && i > 0) : i >= n.num_iter) break;
+      if (cs.cancelled() != asio::cancellation_type::none) co_return cancelled_at(path);
+      if (++since_yield == yield_every_) {
+        // A flat-stack yield (post, never dispatch): lets other coroutines
+        // of the strand and cancellation signals in during long loops.
+        since_yield = 0;
+        try {
+          co_await asio::post(ex_, asio::use_awaitable);
+        } catch (...) {
+          co_return cancelled_at(path);
+        }
+        if (cs.cancelled() != asio::cancellation_type::none) co_return cancelled_at(path);
+      }
+      if (top && stats_ != nullptr) ++stats_->iterations;
+
+      if (concurrent) {
+        if (status st = co_await concurrent_iteration(n, ws, b, path); !st) co_return st;
+        auto stop = should_stop(b, path, n);
+        if (!stop) co_return stop.error();
+        if (stop.value()) co_return ok();
+        continue;
+      }
+      if (!n.nets.empty()) {
+        for (net_instance* inst : b.nets) {
+          status st = ok();
+          if (inst->has_async()) {
+            st = co_await run_net(*inst, path);
+          } else {
+            st = run_sync_net(*inst, path);
+          }
+          if (!st) co_return st;
+          auto stop = should_stop(b, path, n);
+          if (!stop) co_return stop.error();
+          if (stop.value()) co_return ok();
+        }
+        continue;
+      }
+      for (std::size_t idx : n.recurring) {
+        const node& c = n.children[idx];
+        path_t cp{path, c.name};
+        if (status st = co_await exec(c, shared(ws), &b.children[idx], &cp); !st) co_return st;
+        auto stop = should_stop(b, path, n);
+        if (!stop) co_return stop.error();
+        if (stop.value()) co_return ok();
+      }
+    }
+    co_return ok();
+  }
+
+  status run_sync_net(net_instance& inst, const path_t* path) {
+    if (stats_ != nullptr) ++stats_->net_runs;
+    status st = inst.run_sync();
+    if (!st) return at(path, st.error());
+    return ok();
+  }
+
+  // S recurring substeps x N instances, as a when_all with a barrier.
+  asio::awaitable<status> concurrent_iteration(const node& n, workspace& ws, const bound& b, const path_t* path) {
+    const std::size_t units = n.nets.empty() ? n.recurring.size() : 1;
+    const auto instances = static_cast<std::size_t>(n.instances);
+    const std::size_t total = units * instances;
+    if (total == 0) co_return ok();
+    co_return co_await guarded(detail::join(
+        ex_, total,
+        [&, units](std::size_t k) -> asio::awaitable<status> {
+          const std::int64_t instance = instances > 1 ? static_cast<std::int64_t>(k / units) : -1;
+          if (!n.nets.empty()) return nets_instance(b, path, instance);
+          const std::size_t idx = n.recurring[k % units];
+          return substep_instance(n.children[idx], shared(ws), b.children[idx], path, instance);
+        },
+        detail::join_mode::fail_fast));
+  }
+
+  asio::awaitable<status> nets_instance(const bound& b, const path_t* parent, std::int64_t instance) {
+    path_t path{parent, "", instance};
+    for (net_instance* inst : b.nets) {
+      if (status st = co_await run_net(*inst, instance >= 0 ? &path : parent); !st) co_return st;
+    }
+    co_return ok();
+  }
+
+  asio::awaitable<status> substep_instance(const node& c, std::shared_ptr<workspace> ws, const bound& b,
+                                           const path_t* parent, std::int64_t instance) {
+    path_t path{parent, c.name, instance};
+    co_return co_await exec(c, std::move(ws), &b, &path);
+  }
+
+  static std::shared_ptr<workspace> shared(workspace& ws) { return ws.shared_from_this(); }
+
+  // Turns what an awaited Asio operation throws (cancellation of an
+  // already-cancelled coroutine) into a status.
+  static asio::awaitable<status> guarded(asio::awaitable<status> a) {
+    try {
+      co_return co_await std::move(a);
+    } catch (...) {
+      co_return detail::error_from_exception(std::current_exception());
+    }
+  }
+
+  asio::any_io_executor ex_;
+  const operator_registry& registry_;
+  step_stats* stats_;
+  std::uint32_t yield_every_;
+};
+
+}  // namespace
+
+asio::awaitable<status> run_step(execution_step step, std::shared_ptr<workspace> ws, run_step_options options) {
+  if (!ws) co_return fail(errc::invalid_step, "run_step: no workspace");
+  if (auto st = step.validate(); !st) co_return st;
+  step.freeze();
+  const node root = compile(step);
+  const operator_registry& registry = options.registry != nullptr ? *options.registry : operator_registry::global();
+  runner r(co_await asio::this_coro::executor, registry, options);
+  path_t path{nullptr, root.name};
+  bound b;
+  if (!root.create_ws) {
+    if (auto st = r.bind(root, *ws, b, &path); !st) co_return st;
+  }
+  co_return co_await r.exec(root, std::move(ws), &b, &path, true);
+}
+
+}  // namespace taskgroup
+

@@ -1,0 +1,143 @@
+#include <taskgroup/workspace.hpp>
+
+#include <taskgroup/net.hpp>
+
+namespace taskgroup {
+
+workspace::workspace(std::string name, std::shared_ptr<workspace> parent)
+    : name_(std::move(name)), parent_(std::move(parent)) {}
+
+// Nets go first: their kernels may refer to blobs and to this workspace.
+workspace::~workspace() {
+  instances_.clear();
+  nets_.clear();
+}
+
+std::shared_ptr<workspace> workspace::make(std::string name) { return std::make_shared<workspace>(std::move(name)); }
+
+std::shared_ptr<workspace> workspace::create_child(std::string name) {
+  return std::make_shared<workspace>(std::move(name), shared_from_this());
+}
+
+std::shared_ptr<blob> workspace::lookup(std::string_view name) const noexcept {
+  for (const workspace* w = this; w != nullptr; w = w->parent_.get()) {
+    if (auto it = w->blobs_.find(name); it != w->blobs_.end()) return it->second;
+    if (auto it = w->forwarded_.find(name); it != w->forwarded_.end()) return it->second;
+  }
+  return nullptr;
+}
+
+blob* workspace::find(std::string_view name) const noexcept { return lookup(name).get(); }
+
+std::shared_ptr<blob> workspace::find_shared(std::string_view name) const noexcept { return lookup(name); }
+
+result<blob*> workspace::get_blob(std::string_view name) const {
+  if (blob* b = find(name)) return b;
+  return fail(errc::blob_not_found, "workspace " + quoted(name_) + ": blob " + quoted(name) + " does not exist");
+}
+
+std::shared_ptr<blob> workspace::create_shared(std::string_view name) {
+  if (auto b = lookup(name)) return b;
+  auto b = std::make_shared<blob>();
+  blobs_.emplace(std::string(name), b);
+  return b;
+}
+
+blob& workspace::create(std::string_view name) { return *create_shared(name); }
+
+blob& workspace::create_local(std::string_view name) {
+  auto it = blobs_.find(name);
+  if (it == blobs_.end()) it = blobs_.emplace(std::string(name), std::make_shared<blob>()).first;
+  return *it->second;
+}
+
+bool workspace::remove(std::string_view name) {
+  auto it = blobs_.find(name);
+  if (it == blobs_.end()) return false;
+  blobs_.erase(it);
+  return true;
+}
+
+std::vector<std::string> workspace::blobs() const {
+  std::vector<std::string> names;
+  for (const workspace* w = this; w != nullptr; w = w->parent_.get()) {
+    for (const auto& [n, b] : w->blobs_) names.push_back(n);
+    for (const auto& [n, b] : w->forwarded_) names.push_back(n);
+  }
+  return names;
+}
+
+std::vector<std::string> workspace::local_blobs() const {
+  std::vector<std::string> names;
+  names.reserve(blobs_.size());
+  for (const auto& [n, b] : blobs_) names.push_back(n);
+  return names;
+}
+
+status workspace::forward(std::string local_name, const workspace& other, std::string_view other_name) {
+  auto b = other.lookup(other_name);
+  if (!b) {
+    return fail(errc::blob_not_found,
+                "workspace " + quoted(other.name_) + ": blob " + quoted(other_name) + " does not exist");
+  }
+  forwarded_.insert_or_assign(std::move(local_name), std::move(b));
+  return ok();
+}
+
+error workspace::typed_error(std::string_view name, const blob& b, const std::string& expected) const {
+  std::string where = "workspace " + quoted(name_) + ": blob " + quoted(name) + ": ";
+  if (!b.has_value()) return {errc::blob_empty, where + "expected " + expected + ", but it has no value"};
+  return {errc::type_mismatch, where + "expected " + expected + ", got " + b.type_name()};
+}
+
+result<net_instance*> workspace::create_net(const net& n, bool overwrite) {
+  return create_net(n, operator_registry::global(), overwrite);
+}
+
+result<net_instance*> workspace::create_net(const net& n, const operator_registry& registry, bool overwrite) {
+  auto it = nets_.find(n.name());
+  if (it != nets_.end() && !overwrite) {
+    return fail(errc::net_exists,
+                "workspace " + quoted(name_) + ": net " + quoted(n.name()) + " already exists (overwrite not requested)");
+  }
+  if (it != nets_.end()) nets_.erase(it);
+  TASKGROUP_TRY(auto inst, net_instance::make(n, *this, registry));
+  net_instance* p = inst.get();
+  nets_.emplace(n.name(), std::move(inst));
+  return p;
+}
+
+net_instance* workspace::find_net(std::string_view name) const noexcept {
+  auto it = nets_.find(name);
+  return it == nets_.end() ? nullptr : it->second.get();
+}
+
+bool workspace::remove_net(std::string_view name) {
+  auto it = nets_.find(name);
+  if (it == nets_.end()) return false;
+  nets_.erase(it);
+  return true;
+}
+
+result<net_instance*> workspace::instance_of(const net& n, const operator_registry& registry) {
+  auto it = instances_.find(n.id());
+  if (it != instances_.end()) {
+    if (!it->second.token.expired()) return it->second.instance.get();
+    instances_.erase(it);  // the address was reused by a new net
+  }
+  // Drop instances of nets nobody holds any more (a long-lived node
+  // workspace serving many groups).
+  std::erase_if(instances_, [](const auto& kv) { return kv.second.token.expired(); });
+  TASKGROUP_TRY(auto inst, net_instance::make(n, *this, registry));
+  net_instance* p = inst.get();
+  instances_.emplace(n.id(), keyed_instance{n.token(), std::move(inst)});
+  return p;
+}
+
+std::vector<std::string> workspace::nets() const {
+  std::vector<std::string> names;
+  for (const auto& [n, i] : nets_) names.push_back(n);
+  return names;
+}
+
+}  // namespace taskgroup

@@ -1,0 +1,5 @@
+// Precompiled header of the test binary: the heavy third-party headers.
+#pragma once
+#include <boost/asio.hpp>
+#include <boost/outcome/basic_result.hpp>
+#include <catch2/catch.hpp>

@@ -1,0 +1,628 @@
+#include <taskgroup/step_runner.hpp>
+
+#include <taskgroup/execution_step.hpp>
+
+#include "support/steps.hpp"
+
+#include <boost/asio/bind_cancellation_slot.hpp>
+#include <boost/asio/cancellation_signal.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/use_future.hpp>
+#include <catch2/catch.hpp>
+
+#include <pthread.h>
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+using namespace taskgroup;
+using namespace taskgroup::test;
+using namespace std::chrono_literals;
+namespace asio = boost::asio;
+
+namespace {
+
+// Runs `s` and lets `cancel_after` handlers run before emitting a terminal
+// cancellation; returns the status and checks the context drained.
+status run_and_cancel(const execution_step& s, const std::shared_ptr<workspace>& ws, std::size_t handlers_before) {
+  asio::io_context io;
+  asio::cancellation_signal sig;
+  std::optional<status> out;
+  asio::co_spawn(io, run_step(s, ws),
+                 asio::bind_cancellation_slot(sig.slot(), [&](std::exception_ptr e, status st) {
+                   REQUIRE_FALSE(e);
+                   out.emplace(std::move(st));
+                 }));
+  for (std::size_t i = 0; i < handlers_before && !out; ++i) io.run_one();
+  if (!out) sig.emit(asio::cancellation_type::terminal);
+  io.run();
+  REQUIRE(out.has_value());
+  return std::move(*out);
+}
+
+}  // namespace
+
+// --- fields and validation -------------------------------------------------
+
+TEST_CASE("a step reads well as a builder and reports its fields", "[step]") {
+  net a = fill_int("a", "x", 1);
+  auto s = step("train").nets({a}).iterations(100).timeout(5s);
+  CHECK(s.name() == "train");
+  CHECK(s.nets().size() == 1);
+  CHECK(s.num_iter() == 100);
+  CHECK(s.deadline() == std::chrono::milliseconds(5000));
+  CHECK_FALSE(s.stop_blob());
+  CHECK(s.num_concurrent_instances() == 1);
+  CHECK(s.validate());
+}
+
+TEST_CASE("empty children are dropped", "[step]") {
+  auto parent = step("p");
+  parent.add_substep(step("empty"));
+  parent.add_substep(step("full").add_net(fill_int("n", "x", 1)));
+  CHECK(parent.substeps().size() == 1);
+  CHECK(parent.substeps()[0].name() == "full");
+  CHECK(step("nothing").empty());
+}
+
+TEST_CASE("every invalid combination of fields is rejected", "[step]") {
+  auto check = [](const execution_step& s, const std::string& text) {
+    auto st = s.validate();
+    REQUIRE_FALSE(st);
+    CHECK(st.error().code == errc::invalid_step);
+    CHECK_THAT(st.error().message, Catch::Contains(text));
+  };
+  net n = fill_int("n", "x", 1);
+  check(step("s").add_net(n).add_substep(step("c").add_net(n)), "cannot have both nets and substeps");
+  check(step("s").add_net(n).iterations(2).should_stop_blob("stop"), "cannot set both should_stop_blob and num_iter");
+  check(step("s").add_net(n).only_once(), "only_once is not supported without should_stop_blob");
+  check(step("s").add_net(n).iterations(-1), "num_iter must be >= 0");
+  check(step("s").add_net(n).concurrent_instances(0), "num_concurrent_instances must be >= 1");
+  check(step("s").add_net(n).run_every(0ms), "run_every_ms must be > 0");
+  check(step("s").add_net(n).timeout(0ms), "timeout must be > 0");
+  auto child = step("child").add_net(n);
+  auto parent = step("parent").add_substep(child);
+  child.iterations(3);
+  check(parent, "step \"parent/child\": cannot mutate a step that has already been added to a plan/step");
+}
+
+TEST_CASE("run_every may still be set on a frozen step", "[step]") {
+  auto child = step("child").add_net(fill_int("n", "x", 1));
+  auto parent = step("parent").add_substep(child);
+  child.run_every(10ms);
+  CHECK(parent.validate());
+  CHECK(child.report_interval() == 10ms);
+}
+
+TEST_CASE("two different nets with the same name in one tree are an error", "[step]") {
+  auto s = step("s").substeps({step("a").add_net(fill_int("same", "x", 1)), step("b").add_net(fill_int("same", "y", 2))});
+  auto st = s.validate();
+  REQUIRE_FALSE(st);
+  CHECK(st.error().code == errc::duplicate_net);
+  CHECK_THAT(st.error().message, Catch::Contains("different nets with same name: \"same\""));
+  auto ws = workspace::make("w");
+  CHECK(run_tree(s, ws).error().code == errc::duplicate_net);
+}
+
+TEST_CASE("an invalid tree fails before anything runs", "[step]") {
+  auto ws = workspace::make("w");
+  auto s = step("s").substeps({step("a").add_net(fill_int("a", "x", 1)), step("b").add_net(fill_int("b", "y", 1)).only_once()});
+  CHECK(run_tree(s, ws).error().code == errc::invalid_step);
+  CHECK_FALSE(ws->has("x"));
+}
+
+// --- iterations and stop blobs ---------------------------------------------
+
+TEST_CASE("scenario 14: num_iter n runs the nets n times, 0 runs nothing", "[step][scenario]") {
+  for (i64 n : {0, 1, 7, 100}) {
+    auto ws = workspace::make("w");
+    ws->set("iter", i64{5});
+    REQUIRE(run_tree(step("s").add_net(incr("inc", "iter")).iterations(n), ws));
+    CHECK(ws->read<i64>("iter").value() == 5 + n);
+  }
+}
+
+TEST_CASE("scenario 12: a stop blob is checked after every net", "[step][scenario]") {
+  for (i64 initial : {0, 3, 10, 20}) {
+    auto ws = workspace::make("w");
+    ws->set("iter", initial);
+    ws->set("n", i64{10});
+    net check("check");
+    check.op("GE", {"iter", "n"}, {"stop"});
+    auto s = step("s").nets({check, incr("inc", "iter")}).should_stop_blob("stop");
+    REQUIRE(run_tree(s, ws));
+    CHECK(ws->read<i64>("iter").value() == std::max<i64>(initial, 10));
+  }
+}
+
+TEST_CASE("scenario 13: disabled steps stop early, steps without a stop blob run fully", "[step][scenario]") {
+  auto ws = workspace::make("w");
+  auto sub = [&](int k, bool disabled, bool with_stop) {
+    const std::string i = std::to_string(k);
+    ws->set("disabled" + i, disabled);
+    net init("init" + i);
+    init.op("ConstantFill", {}, {"out" + i}, {{"value", i64{0}}}).op("ConstantFill", {}, {"stop" + i}, {{"value", false}});
+    net gate("gate" + i);
+    gate.op("Copy", {"disabled" + i}, {"stop" + i});
+    net set_out = fill_int("set" + i, "out" + i, 1);
+    net end = fill_bool("end" + i, "stop" + i, true);
+    auto s = step("sub" + i).nets({init, gate, set_out, end});
+    if (with_stop) s.should_stop_blob("stop" + i);
+    return s;
+  };
+  auto top = step("top").substeps({sub(1, false, true), sub(2, true, true), sub(3, true, false)}).iterations(3);
+  REQUIRE(run_tree(top, ws));
+  CHECK(ws->read<i64>("out1").value() == 1);
+  CHECK(ws->read<i64>("out2").value() == 0);
+  CHECK(ws->read<i64>("out3").value() == 1);
+}
+
+TEST_CASE("only_once runs iteration 0 only", "[step]") {
+  auto ws = workspace::make("w");
+  ws->set("count", i64{0});
+  ws->set("stop", false);
+  REQUIRE(run_tree(step("s").add_net(incr("inc", "count")).should_stop_blob("stop").only_once(), ws));
+  CHECK(ws->read<i64>("count").value() == 1);
+}
+
+TEST_CASE("a stop exits only the step that owns the stop blob", "[step]") {
+  auto ws = workspace::make("w");
+  ws->set("a", i64{0});
+  ws->set("b", i64{0});
+  auto inner = step("inner").nets({incr("inc_a", "a"), fill_bool("stop_now", "stop", true)}).should_stop_blob("stop");
+  auto outer = step("outer").substeps({inner, step("after").add_net(incr("inc_b", "b"))}).iterations(3);
+  REQUIRE(run_tree(outer, ws));
+  CHECK(ws->read<i64>("a").value() == 3);
+  CHECK(ws->read<i64>("b").value() == 3);
+}
+
+TEST_CASE("a stop blob that is not a bool is an error", "[step]") {
+  auto ws = workspace::make("w");
+  ws->set("stop", i64{1});
+  auto st = run_tree(step("s").add_net(fill_int("n", "x", 1)).should_stop_blob("stop"), ws);
+  REQUIRE_FALSE(st);
+  CHECK(st.error().code == errc::type_mismatch);
+  CHECK(st.error().message == "s: should_stop_blob \"stop\" expects a scalar boolean, got int64");
+}
+
+TEST_CASE("a stop blob that does not exist is an error naming it", "[step]") {
+  auto ws = workspace::make("w");
+  auto st = run_tree(step("s").add_net(fill_int("n", "x", 1)).should_stop_blob("nope"), ws);
+  REQUIRE_FALSE(st);
+  CHECK(st.error().code == errc::blob_not_found);
+  CHECK(st.error().message == "s: should_stop_blob: blob \"nope\" does not exist");
+}
+
+TEST_CASE("scenario 17: an empty step succeeds", "[step][scenario]") {
+  auto ws = workspace::make("w");
+  CHECK(run_tree(step("empty"), ws));
+}
+
+TEST_CASE("sequential substeps run in program order", "[step]") {
+  auto ws = workspace::make("w");
+  ws->set("log", std::vector<i64>{});
+  auto append = [](const std::string& name, i64 v) {
+    net n(name);
+    n.op("ConstantFill", {}, {name + "/v"}, {{"value", v}}).op("Append", {"log", name + "/v"}, {"log"});
+    return n;
+  };
+  auto s = step("s").substeps({step("one").add_net(append("one", 1)), step("two").add_net(append("two", 2)),
+                               step("three").add_net(append("three", 3))}).iterations(2);
+  REQUIRE(run_tree(s, ws));
+  CHECK(ws->read<std::vector<i64>>("log").value() == std::vector<i64>{1, 2, 3, 1, 2, 3});
+}
+
+TEST_CASE("a net listed twice in a tree is one instance and runs at each appearance", "[step]") {
+  auto ws = workspace::make("w");
+  int constructed = 0;
+  operator_registry reg(operator_registry::global());
+  REQUIRE(reg.add(operator_schema("Counted").inputs(0).outputs(1).factory(
+      [&](op_context& ctx) -> result<std::unique_ptr<op_kernel>> {
+        ++constructed;
+        blob* out = &ctx.output_blob(0);
+        if (!out->has_value()) out->set(i64{0});
+        return make_kernel([out] {
+          ++out->as<i64>();
+          return ok();
+        });
+      })));
+  net n("counted");
+  n.op("Counted", {}, {"total"});
+  auto s = step("s").substeps({step("a").add_net(n), step("b").add_net(n)});
+  run_step_options o;
+  o.registry = &reg;
+  REQUIRE(run_tree(s, ws, o));
+  CHECK(constructed == 1);
+  CHECK(ws->read<i64>("total").value() == 2);
+  REQUIRE(run_tree(s, ws, o));  // the same workspace keeps the instance
+  CHECK(constructed == 1);
+  CHECK(ws->read<i64>("total").value() == 4);
+}
+
+// --- workspaces --------------------------------------------------------------
+
+TEST_CASE("create_workspace gives every execution a fresh child workspace and fresh nets", "[step]") {
+  auto ws = workspace::make("w");
+  ws->set("shared", i64{0});
+  int constructed = 0;
+  operator_registry reg(operator_registry::global());
+  REQUIRE(reg.add(operator_schema("Probe").inputs(0).outputs(0).factory(
+      [&](op_context&) -> result<std::unique_ptr<op_kernel>> {
+        ++constructed;
+        return make_kernel([] { return ok(); });
+      })));
+  net body("body");
+  body.op("Probe", {}, {}).op("Iter", {}, {"shared"}).op("ConstantFill", {}, {"scratch"}, {{"value", i64{1}}});
+  auto s = step("outer").add_substep(step("inner").add_net(body).create_workspace()).iterations(3);
+  run_step_options o;
+  o.registry = &reg;
+  REQUIRE(run_tree(s, ws, o));
+  CHECK(constructed == 3);
+  CHECK(ws->read<i64>("shared").value() == 3);
+  CHECK_FALSE(ws->has("scratch"));
+}
+
+// --- concurrency ----------------------------------------------------------
+
+TEST_CASE("scenario 15: concurrent substeps times iterations", "[step][scenario]") {
+  for (int k = 0; k <= 5; ++k) {
+    for (i64 n : {0, 1, 4}) {
+      auto ws = workspace::make("w");
+      ws->set("iter", i64{7});
+      auto s = step("s").concurrent_substeps().iterations(n);
+      for (int j = 0; j < k; ++j) {
+        net inc("inc" + std::to_string(j));
+        inc.op("AtomicIter", {}, {"iter"});
+        s.add_substep(step("sub" + std::to_string(j)).add_net(inc));
+      }
+      if (k == 0) CHECK(s.empty());
+      REQUIRE(run_tree(s, ws));
+      CHECK(ws->read<i64>("iter").value() == 7 + n * k);
+    }
+  }
+}
+
+TEST_CASE("concurrent substeps interleave at suspension points with a barrier per iteration", "[step]") {
+  auto ws = workspace::make("w");
+  ws->set("log", std::vector<i64>{});
+  auto worker = [](const std::string& name, i64 id) {
+    net n(name);
+    n.op("ConstantFill", {}, {name + "/id"}, {{"value", id}})
+        .op("Append", {"log", name + "/id"}, {"log"})
+        .op("Sleep", {}, {}, {{"ms", i64{2}}})
+        .op("Append", {"log", name + "/id"}, {"log"});
+    return n;
+  };
+  auto s = step("s").substeps({step("a").add_net(worker("a", 1)), step("b").add_net(worker("b", 2))})
+               .concurrent_substeps()
+               .iterations(2);
+  REQUIRE(run_tree(s, ws));
+  auto log = ws->read<std::vector<i64>>("log").value();
+  REQUIRE(log.size() == 8);
+  // Both start before either finishes (interleaving), and iteration 2
+  // starts only after both finished iteration 1 (barrier).
+  CHECK(std::vector<i64>(log.begin(), log.begin() + 2) == std::vector<i64>{1, 2});
+  std::vector<i64> first(log.begin(), log.begin() + 4), second(log.begin() + 4, log.end());
+  std::sort(first.begin(), first.end());
+  std::sort(second.begin(), second.end());
+  CHECK(first == std::vector<i64>{1, 1, 2, 2});
+  CHECK(second == std::vector<i64>{1, 1, 2, 2});
+}
+
+TEST_CASE("concurrent instances each get their own child workspace", "[step]") {
+  auto ws = workspace::make("w");
+  ws->set("total", i64{0});
+  net body("body");
+  body.op("ConstantFill", {}, {"mine"}, {{"value", i64{1}}}).op("Add", {"total", "mine"}, {"total"});
+  auto s = step("s").add_substep(step("inst").add_net(body).create_workspace()).concurrent_instances(8);
+  REQUIRE(run_tree(s, ws));
+  CHECK(ws->read<i64>("total").value() == 8);
+  CHECK_FALSE(ws->has("mine"));
+}
+
+TEST_CASE("scenario 18: the first failure cancels a stuck async sibling once and is the error", "[step][scenario]") {
+  auto ws = workspace::make("w");
+  auto c = std::make_shared<stuck_counters>();
+  auto s = step("plan").substeps({step("stuck").add_net(stuck("stuck", c)), step("thrower").add_net(failing("throw", "test error"))})
+               .concurrent_substeps();
+  auto st = run_tree(s, ws);
+  REQUIRE_FALSE(st);
+  CHECK(st.error().code == errc::op_failed);
+  CHECK(st.error().message == "plan/thrower/net \"throw\" op #0 (Fail): test error");
+  CHECK(c->started == 1);
+  CHECK(c->cancelled == 1);
+  CHECK(c->finished == 0);
+}
+
+TEST_CASE("scenario 19: a sibling waiting on an empty queue is cancelled by the failure", "[step][scenario]") {
+  auto ws = workspace::make("w");
+  net init("init");
+  init.op("CreateQueue", {}, {"q"}, {{"capacity", i64{1}}});
+  net consume("consume");
+  consume.op("Dequeue", {"q"}, {"item", "ok"});
+  auto s = step("plan").substeps({
+      step("init").add_net(init),
+      step("work").substeps({step("consumer").add_net(consume), step("thrower").add_net(failing("throw", "test error"))})
+          .concurrent_substeps()});
+  auto st = run_tree(s, ws);
+  REQUIRE_FALSE(st);
+  CHECK(st.error().message == "plan/work/thrower/net \"throw\" op #0 (Fail): test error");
+}
+
+TEST_CASE("scenario 20: a failing report substep cancels the stuck body", "[step][scenario]") {
+  auto ws = workspace::make("w");
+  auto c = std::make_shared<stuck_counters>();
+  auto s = step("plan").substeps({step("stuck").add_net(stuck("stuck", c)),
+                                  step("reporter").add_net(failing("report", "reporter error")).run_every(1ms)});
+  auto st = run_tree(s, ws);
+  REQUIRE_FALSE(st);
+  CHECK(st.error().message == "plan/reporter/net \"report\" op #0 (Fail): reporter error");
+  CHECK(c->cancelled == 1);
+}
+
+TEST_CASE("scenario 21: an endless stop loop ends through the sibling's failure", "[step][scenario]") {
+  auto ws = workspace::make("w");
+  ws->set("never", false);
+  ws->set("inner_runs", i64{0});
+  ws->set("noop_ran", false);
+  auto endless = step("endless").add_substep(step("inner").add_net(incr("count", "inner_runs")).iterations(10))
+                     .should_stop_blob("never");
+  auto thrower = step("thrower").nets({fill_bool("noop", "noop_ran", true), failing("throw", "test error")});
+  auto st = run_tree(step("plan").substeps({endless, thrower}).concurrent_substeps(), ws);
+  REQUIRE_FALSE(st);
+  CHECK_THAT(st.error().message, Catch::Contains("test error"));
+  CHECK(ws->read<bool>("noop_ran").value());
+}
+
+TEST_CASE("scenario 22: an instance blocked on an async wait is cancelled, the other's error wins", "[step][scenario]") {
+  auto ws = workspace::make("w");
+  auto calls = std::make_shared<int>(0);
+  auto c = std::make_shared<stuck_counters>();
+  net n("work");
+  n.lambda("BlockOrThrow", {}, {}, [calls, c](op_context&) -> asio::awaitable<status> {
+    if ((*calls)++ == 0) {
+      asio::steady_timer t(co_await asio::this_coro::executor, std::chrono::hours(1));
+      auto [ec] = co_await t.async_wait(asio::as_tuple(asio::use_awaitable));
+      if (ec) ++c->cancelled;
+      co_return fail(errc::cancelled, "cancelled");
+    }
+    co_return fail(errc::op_failed, "test error");
+  });
+  auto s = step("body:parallel").add_substep(step("instance").add_net(n)).concurrent_instances(2);
+  auto st = run_tree(s, ws);
+  REQUIRE_FALSE(st);
+  CHECK(st.error().message == "body:parallel/instance 1/instance/net \"work\" op #0 (BlockOrThrow): test error");
+  CHECK(c->cancelled == 1);
+}
+
+TEST_CASE("errors name the full step path", "[step]") {
+  auto ws = workspace::make("w");
+  ws->set("q", i64{0});
+  net read("read");
+  read.op("ConstantFill", {}, {"x"}, {{"value", i64{1}}}).op("Dequeue", {"q"}, {"v", "ok"});
+  auto s = step("train").add_substep(step("body:parallel").add_substep(step("reader").add_net(read)).concurrent_instances(4));
+  auto st = run_tree(s, ws);
+  REQUIRE_FALSE(st);
+  CHECK_THAT(st.error().message,
+             Catch::StartsWith("train/body:parallel/instance ") &&
+                 Catch::Contains("/reader/net \"read\" op #1 (Dequeue): input #0 \"q\": expected queue, got int64"));
+}
+
+// --- report steps ------------------------------------------------------------
+
+TEST_CASE("a report step runs at least once after a body shorter than its interval", "[step][report]") {
+  auto ws = workspace::make("w");
+  ws->set("reports", i64{0});
+  ws->set("work", i64{0});
+  step_stats stats;
+  run_step_options o;
+  o.stats = &stats;
+  auto s = step("parent").substeps({step("work").add_net(incr("w", "work")),
+                                    step("report").add_net(incr("r", "reports")).run_every(10s)});
+  REQUIRE(run_tree(s, ws, o));
+  CHECK(ws->read<i64>("work").value() == 1);
+  CHECK(ws->read<i64>("reports").value() == 1);
+  CHECK(stats.report_runs == 1);
+}
+
+TEST_CASE("a report step runs every interval while the parent works, then once more", "[step][report]") {
+  auto ws = workspace::make("w");
+  ws->set("reports", i64{0});
+  auto s = step("parent").substeps({step("work").add_net([] {
+                                      net n("sleep");
+                                      n.op("Sleep", {}, {}, {{"ms", i64{60}}});
+                                      return n;
+                                    }()),
+                                    step("report").add_net(incr("r", "reports")).run_every(5ms)});
+  REQUIRE(run_tree(s, ws));
+  // At least one periodic run plus the final one; timing only bounds it below.
+  CHECK(ws->read<i64>("reports").value() >= 2);
+}
+
+TEST_CASE("a report step runs in its parent's workspace across iterations", "[step][report]") {
+  auto ws = workspace::make("w");
+  ws->set("seen", i64{0});
+  net body("body");
+  body.op("ConstantFill", {}, {"local"}, {{"value", i64{1}}});
+  net report("report");
+  report.op("Add", {"seen", "local"}, {"seen"});
+  auto parent = step("parent").substeps({step("work").add_net(body), step("report").add_net(report).run_every(10s)})
+                    .create_workspace();
+  REQUIRE(run_tree(step("top").add_substep(parent), ws));
+  CHECK(ws->read<i64>("seen").value() == 1);  // read "local" from the parent's child workspace
+}
+
+TEST_CASE("run_every on the top-level step is ignored", "[step][report]") {
+  auto ws = workspace::make("w");
+  ws->set("x", i64{0});
+  REQUIRE(run_tree(step("top").add_net(incr("inc", "x")).run_every(10s), ws));
+  CHECK(ws->read<i64>("x").value() == 1);
+}
+
+// --- cancellation and deadlines ----------------------------------------------
+
+TEST_CASE("an expired timeout is a timeout error naming the step", "[step][cancel]") {
+  auto ws = workspace::make("w");
+  auto c = std::make_shared<stuck_counters>();
+  auto s = step("outer").add_substep(step("slow").add_net(stuck("stuck", c)).timeout(10ms));
+  auto st = run_tree(s, ws);
+  REQUIRE_FALSE(st);
+  CHECK(st.error().code == errc::timeout);
+  CHECK(st.error().message == "outer/slow: timed out after 10 ms");
+  CHECK(c->cancelled == 1);
+}
+
+TEST_CASE("a step that finishes within its timeout succeeds", "[step][cancel]") {
+  auto ws = workspace::make("w");
+  ws->set("x", i64{0});
+  REQUIRE(run_tree(step("quick").add_net(incr("inc", "x")).iterations(5).timeout(10s), ws));
+  CHECK(ws->read<i64>("x").value() == 5);
+}
+
+TEST_CASE("cancellation from outside stops the tree at every suspension point", "[step][cancel]") {
+  // A tree with a loop, concurrent substeps, a report step and async ops;
+  // it is cancelled after k handlers for every k until it completes first.
+  auto make = [] {
+    net tick("tick");
+    tick.op("Iter", {}, {"ticks"}).op("Sleep", {}, {}, {{"ms", i64{1}}});
+    net report("report");
+    report.op("Iter", {}, {"reports"});
+    auto work = step("work").substeps({step("a").add_net(tick).iterations(3), step("b").add_net(incr("count", "counts")).iterations(600)})
+                    .concurrent_substeps();
+    return step("tree").substeps({work, step("report").add_net(report).run_every(1ms)});
+  };
+  bool completed = false;
+  for (std::size_t k = 0; k < 400 && !completed; ++k) {
+    auto ws = workspace::make("w");
+    ws->set("ticks", i64{0});
+    ws->set("reports", i64{0});
+    ws->set("counts", i64{0});
+    status st = run_and_cancel(make(), ws, k);
+    if (st) {
+      completed = true;
+      continue;
+    }
+    CHECK(st.error().code == errc::cancelled);
+    // Nothing keeps running: the io_context drained and the counters froze.
+    auto ticks = ws->read<i64>("ticks").value();
+    CHECK(ticks <= 3);
+  }
+}
+
+TEST_CASE("abandoning the event loop at any point tears the tree down cleanly", "[step][cancel]") {
+  // Cobalt-style brute force: run k handlers, then destroy the io_context
+  // with the tree suspended wherever it was. Sanitizers check the rest.
+  for (std::size_t k = 0; k < 60; ++k) {
+    auto ws = workspace::make("w");
+    ws->set("x", i64{0});
+    net n("n");
+    n.op("Iter", {}, {"x"}).op("Sleep", {}, {}, {{"ms", i64{0}}});
+    auto s = step("t").substeps({step("a").add_net(n).iterations(5), step("b").add_net(incr("i", "x")).iterations(3),
+                                 step("r").add_net(incr("r", "x")).run_every(1ms)})
+                 .concurrent_substeps();
+    asio::io_context io;
+    asio::co_spawn(io, run_step(s, ws), [](std::exception_ptr, status) {});
+    for (std::size_t i = 0; i < k; ++i) io.run_one();
+  }
+  SUCCEED("no crash, no leak");
+}
+
+TEST_CASE("async_run_step works with a callback and with use_future", "[step]") {
+  auto ws = workspace::make("w");
+  ws->set("x", i64{0});
+  asio::io_context io;
+  std::optional<status> got;
+  async_run_step(io.get_executor(), step("s").add_net(incr("inc", "x")).iterations(3), ws,
+                 [&](status st) { got.emplace(std::move(st)); });
+  io.run();
+  REQUIRE(got);
+  CHECK(got->has_value());
+  CHECK(ws->read<i64>("x").value() == 3);
+
+  io.restart();
+  std::future<status> f = async_run_step(io.get_executor(), step("f").add_net(failing("bad", "nope")), ws, asio::use_future);
+  io.run();
+  auto st = f.get();
+  REQUIRE_FALSE(st);
+  CHECK(st.error().message == "f/net \"bad\" op #0 (Fail): nope");
+}
+
+TEST_CASE("async_run_step honours the token's cancellation slot", "[step][cancel]") {
+  auto ws = workspace::make("w");
+  auto c = std::make_shared<stuck_counters>();
+  asio::io_context io;
+  asio::cancellation_signal sig;
+  std::optional<status> got;
+  async_run_step(io.get_executor(), step("s").add_net(stuck("stuck", c)), ws,
+                 asio::bind_cancellation_slot(sig.slot(), [&](status st) { got.emplace(std::move(st)); }));
+  asio::steady_timer t(io, 5ms);
+  t.async_wait([&](boost::system::error_code) { sig.emit(asio::cancellation_type::terminal); });
+  io.run();
+  REQUIRE(got);
+  REQUIRE_FALSE(*got);
+  CHECK(got->error().code == errc::cancelled);
+  CHECK(c->cancelled == 1);
+}
+
+// --- flat stack --------------------------------------------------------------
+
+namespace {
+
+// Runs `fn` on a thread with a 256 KiB stack.
+template <class F>
+void on_small_stack(F fn) {
+  pthread_attr_t attr;
+  pthread_attr_init(&attr);
+  pthread_attr_setstacksize(&attr, 256 * 1024);
+  pthread_t thread;
+  auto* heap_fn = new F(std::move(fn));
+  auto trampoline = [](void* p) -> void* {
+    std::unique_ptr<F> f(static_cast<F*>(p));
+    (*f)();
+    return nullptr;
+  };
+  REQUIRE(pthread_create(&thread, &attr, trampoline, heap_fn) == 0);
+  pthread_join(thread, nullptr);
+  pthread_attr_destroy(&attr);
+}
+
+}  // namespace
+
+TEST_CASE("a million iterations keep a flat stack", "[step][stack]") {
+  auto ws = workspace::make("w");
+  ws->set("x", i64{0});
+  std::optional<status> got;
+  step_stats stats;
+  on_small_stack([&] {
+    run_step_options o;
+    o.stats = &stats;
+    got.emplace(run_tree(step("loop").add_net(incr("inc", "x")).iterations(1'000'000), ws, o));
+  });
+  REQUIRE(got);
+  CHECK(got->has_value());
+  CHECK(ws->read<i64>("x").value() == 1'000'000);
+  CHECK(stats.iterations == 1'000'000);
+}
+
+TEST_CASE("a million-iteration stop-blob loop keeps a flat stack", "[step][stack]") {
+  auto ws = workspace::make("w");
+  ws->set("x", i64{0});
+  ws->set("limit", i64{1'000'000});
+  net check("check");
+  check.op("GE", {"x", "limit"}, {"stop"});
+  std::optional<status> got;
+  on_small_stack([&] {
+    auto s = step("loop").add_substep(step("check").add_net(check)).add_substep(step("inc").add_net(incr("inc", "x")))
+                 .should_stop_blob("stop");
+    got.emplace(run_tree(s, ws));
+  });
+  REQUIRE(got);
+  CHECK(got->has_value());
+  CHECK(ws->read<i64>("x").value() == 1'000'000);
+}

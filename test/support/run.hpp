@@ -1,0 +1,37 @@
+// Test harness: run awaitables to completion on a private io_context.
+#pragma once
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/awaitable.hpp>
+
+#include <exception>
+#include <optional>
+#include <utility>
+
+namespace taskgroup::test {
+
+/// Runs `a` on `io` until the context has no more work; rethrows what the
+/// coroutine threw; returns its value.
+template <class T>
+T run(boost::asio::io_context& io, boost::asio::awaitable<T> a) {
+  std::optional<T> out;
+  std::exception_ptr error;
+  boost::asio::co_spawn(io, std::move(a), [&](std::exception_ptr e, T v) {
+    error = e;
+    if (!e) out.emplace(std::move(v));
+  });
+  io.restart();
+  io.run();
+  if (error) std::rethrow_exception(error);
+  return std::move(*out);
+}
+
+/// Same, on a fresh io_context.
+template <class T>
+T run(boost::asio::awaitable<T> a) {
+  boost::asio::io_context io;
+  return run(io, std::move(a));
+}
+
+}  // namespace taskgroup::test
