@@ -114,7 +114,7 @@ std::optional<std::chrono::milliseconds> execution_step::deadline() const noexce
 bool execution_step::empty() const noexcept { return data_->nets.empty() && data_->substeps.empty(); }
 bool execution_step::frozen() const noexcept { return data_->frozen; }
 
-void execution_step::freeze() noexcept {
+void execution_step::freeze() const noexcept {
   data_->frozen = true;
   for (auto& s : data_->substeps) s.freeze();
 }

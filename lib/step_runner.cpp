@@ -1,6 +1,7 @@
 #include <taskgroup/step_runner.hpp>
 
 #include "detail/join.hpp"
+#include "detail/runner.hpp"
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/post.hpp>
@@ -49,10 +50,12 @@ struct node {
   std::int64_t instances = 1;
   std::chrono::milliseconds every{0};
   std::optional<std::chrono::milliseconds> timeout;
+  bool counted = false;  // its iterations go to step_stats::iterations
 };
 
-node compile(const execution_step& s) {
+node compile(const execution_step& s, const execution_step* counted) {
   node n;
+  n.counted = counted != nullptr && counted->same(s);
   n.name = s.name();
   n.nets = s.nets();
   n.num_iter = s.num_iter().value_or(1);
@@ -65,7 +68,7 @@ node compile(const execution_step& s) {
   n.timeout = s.deadline();
   n.children.reserve(s.substeps().size());
   for (const auto& child : s.substeps()) {
-    n.children.push_back(compile(child));
+    n.children.push_back(compile(child, counted));
     (child.report_interval() ? n.reports : n.recurring).push_back(n.children.size() - 1);
   }
   return n;
@@ -118,8 +121,7 @@ struct report_control {
   }
 };
 
-class runner {
- public:
+struct runner {  // internal: every member is used by the entry points below
   runner(asio::any_io_executor ex, const operator_registry& registry, const run_step_options& options)
       : ex_(std::move(ex)), registry_(registry), stats_(options.stats), yield_every_(std::max<std::uint32_t>(1, options.yield_every)) {}
 
@@ -148,22 +150,20 @@ class runner {
   }
 
   // One execution of a step: deadline, workspace, reporters, iterations.
-  asio::awaitable<status> exec(const node& n, std::shared_ptr<workspace> ws, const bound* b, const path_t* path,
-                               bool top = false) {
+  asio::awaitable<status> exec(const node& n, std::shared_ptr<workspace> ws, const bound* b, const path_t* path) {
     if (n.timeout) {
       const auto limit = *n.timeout;
       co_return co_await guarded(detail::join(
           ex_, 2,
           [&](std::size_t i) -> asio::awaitable<status> {
-            if (i == 0) return exec_untimed(n, ws, b, path, top);
+            if (i == 0) return exec_untimed(n, ws, b, path);
             return deadline(limit, path);
           },
           detail::join_mode::race));
     }
-    co_return co_await exec_untimed(n, std::move(ws), b, path, top);
+    co_return co_await exec_untimed(n, std::move(ws), b, path);
   }
 
- private:
   asio::awaitable<status> deadline(std::chrono::milliseconds limit, const path_t* path) {
     asio::steady_timer timer(ex_, limit);
     auto [ec] = co_await timer.async_wait(asio::as_tuple(asio::use_awaitable));
@@ -172,29 +172,48 @@ class runner {
   }
 
   asio::awaitable<status> exec_untimed(const node& n, std::shared_ptr<workspace> ws, const bound* b,
-                                       const path_t* path, bool top) {
+                                       const path_t* path) {
     bound local;
     if (n.create_ws) {
       ws = ws->create_child(ws->name() + "/" + n.name);
       if (auto st = bind(n, *ws, local, path); !st) co_return st;
       b = &local;
     }
-    if (n.reports.empty()) co_return co_await iterate(n, *ws, *b, path, top);
+    if (n.reports.empty()) co_return co_await iterate(n, *ws, *b, path);
 
     report_control ctl;
     co_return co_await guarded(detail::join(
         ex_, 1 + n.reports.size(),
         [&](std::size_t i) -> asio::awaitable<status> {
-          if (i == 0) return body_then_finish(n, *ws, *b, path, top, ctl);
+          if (i == 0) return body_then_finish(n, *ws, *b, path, ctl);
           return report_loop(n.children[n.reports[i - 1]], ws, b->children[n.reports[i - 1]], path, ctl);
         },
         detail::join_mode::fail_fast));
   }
 
-  asio::awaitable<status> body_then_finish(const node& n, workspace& ws, const bound& b, const path_t* path, bool top,
+  asio::awaitable<status> body_then_finish(const node& n, workspace& ws, const bound& b, const path_t* path,
                                            report_control& ctl) {
-    status st = co_await iterate(n, ws, b, path, top);
+    status st = co_await iterate(n, ws, b, path);
     if (st) ctl.finish();  // on failure the join cancels the reporters instead
+    co_return st;
+  }
+
+  // Runs `body` beside report steps (already bound in `ws`).
+  asio::awaitable<status> with_reporters(std::function<asio::awaitable<status>()> body, const std::vector<node>& reports,
+                                         std::vector<bound>& bounds, std::shared_ptr<workspace> ws, const path_t* path) {
+    report_control ctl;
+    co_return co_await guarded(detail::join(
+        ex_, 1 + reports.size(),
+        [&](std::size_t i) -> asio::awaitable<status> {
+          if (i == 0) return finish_after(body(), ctl);
+          return report_loop(reports[i - 1], ws, bounds[i - 1], path, ctl);
+        },
+        detail::join_mode::fail_fast));
+  }
+
+  static asio::awaitable<status> finish_after(asio::awaitable<status> body, report_control& ctl) {
+    status st = co_await std::move(body);
+    if (st) ctl.finish();
     co_return st;
   }
 
@@ -243,7 +262,7 @@ class runner {
     co_return ok();
   }
 
-  asio::awaitable<status> iterate(const node& n, workspace& ws, const bound& b, const path_t* path, bool top) {
+  asio::awaitable<status> iterate(const node& n, workspace& ws, const bound& b, const path_t* path) {
     asio::cancellation_state cs = co_await asio::this_coro::cancellation_state;
     const bool stop_mode = n.stop.has_value();
     const bool concurrent = (n.concurrent && n.recurring.size() >= 2) || n.instances > 1;
@@ -262,7 +281,7 @@ class runner {
         }
         if (cs.cancelled() != asio::cancellation_type::none) co_return cancelled_at(path);
       }
-      if (top && stats_ != nullptr) ++stats_->iterations;
+      if (n.counted && stats_ != nullptr) ++stats_->iterations;
 
       if (concurrent) {
         if (status st = co_await concurrent_iteration(n, ws, b, path); !st) co_return st;
@@ -356,20 +375,64 @@ class runner {
 
 }  // namespace
 
-asio::awaitable<status> run_step(execution_step step, std::shared_ptr<workspace> ws, run_step_options options) {
+namespace detail {
+struct compiled_step {
+  node root;
+};
+}  // namespace detail
+
+result<std::shared_ptr<const detail::compiled_step>> detail::compile_step(const execution_step& s,
+                                                                          const execution_step* counted) {
+  TASKGROUP_TRY(s.validate());
+  s.freeze();
+  auto c = std::make_shared<detail::compiled_step>();
+  c->root = compile(s, counted);
+  return std::shared_ptr<const detail::compiled_step>(std::move(c));
+}
+
+asio::awaitable<status> detail::run_compiled(std::shared_ptr<const compiled_step> s, std::shared_ptr<workspace> ws,
+                                             run_step_options options) {
   if (!ws) co_return fail(errc::invalid_step, "run_step: no workspace");
-  if (auto st = step.validate(); !st) co_return st;
-  step.freeze();
-  const node root = compile(step);
   const operator_registry& registry = options.registry != nullptr ? *options.registry : operator_registry::global();
   runner r(co_await asio::this_coro::executor, registry, options);
+  const node& root = s->root;
   path_t path{nullptr, root.name};
   bound b;
   if (!root.create_ws) {
     if (auto st = r.bind(root, *ws, b, &path); !st) co_return st;
   }
-  co_return co_await r.exec(root, std::move(ws), &b, &path, true);
+  co_return co_await r.exec(root, std::move(ws), &b, &path);
+}
+
+asio::awaitable<status> detail::run_with_reporters(
+    std::function<asio::awaitable<status>()> body,
+    std::vector<std::pair<execution_step, std::chrono::milliseconds>> reports, std::shared_ptr<workspace> ws,
+    run_step_options options, std::string path_name) {
+  if (reports.empty()) co_return co_await body();
+  const operator_registry& registry = options.registry != nullptr ? *options.registry : operator_registry::global();
+  runner r(co_await asio::this_coro::executor, registry, options);
+  path_t path{nullptr, path_name};
+  std::vector<node> nodes;
+  std::vector<bound> bounds(reports.size());
+  for (std::size_t i = 0; i < reports.size(); ++i) {
+    if (auto st = reports[i].first.validate(); !st) co_return st;
+    reports[i].first.freeze();
+    nodes.push_back(compile(reports[i].first, nullptr));
+    nodes.back().every = reports[i].second;
+  }
+  for (std::size_t i = 0; i < nodes.size(); ++i) {
+    path_t rp{&path, nodes[i].name};
+    if (!nodes[i].create_ws) {
+      if (auto st = r.bind(nodes[i], *ws, bounds[i], &rp); !st) co_return st;
+    }
+  }
+  co_return co_await r.with_reporters(std::move(body), nodes, bounds, ws, &path);
+}
+
+asio::awaitable<status> run_step(execution_step step, std::shared_ptr<workspace> ws, run_step_options options) {
+  auto compiled = detail::compile_step(step, &step);
+  if (!compiled) co_return compiled.error();
+  co_return co_await detail::run_compiled(std::move(compiled).value(), std::move(ws), options);
 }
 
 }  // namespace taskgroup
-

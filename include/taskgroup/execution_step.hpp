@@ -90,7 +90,7 @@ class execution_step {
   /// True once the step has been added to a parent (or compiled).
   [[nodiscard]] bool frozen() const noexcept;
   /// Freezes the step and its subtree.
-  void freeze() noexcept;
+  void freeze() const noexcept;
   /// True when both handles refer to the same step.
   [[nodiscard]] bool same(const execution_step& other) const noexcept { return data_ == other.data_; }
 

@@ -7,7 +7,12 @@
 #include <taskgroup/error.hpp>
 #include <taskgroup/execution_step.hpp>
 #include <taskgroup/net.hpp>
+#include <taskgroup/node.hpp>
 #include <taskgroup/operator.hpp>
 #include <taskgroup/queue.hpp>
+#include <taskgroup/run_report.hpp>
+#include <taskgroup/session.hpp>
 #include <taskgroup/step_runner.hpp>
+#include <taskgroup/task.hpp>
+#include <taskgroup/task_group.hpp>
 #include <taskgroup/workspace.hpp>

@@ -1,0 +1,73 @@
+// taskgroup: what a session run reports, and how it runs.
+//
+// Threading: value types (reentrant).
+#pragma once
+
+#include <taskgroup/blob.hpp>
+#include <taskgroup/error.hpp>
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace taskgroup {
+
+/// What happens to the other tasks when one fails.
+enum class run_policy {
+  /// The first failure cancels every task on every node; the run completes
+  /// with that error once all have unwound (the default).
+  join,
+  /// Every task runs to its end; the report holds each task's result and
+  /// the run succeeds (check `run_report::ok()`).
+  gather,
+};
+
+/// Options of one run.
+struct run_options {
+  run_policy policy = run_policy::join;
+  /// A deadline for the whole run: on expiry every task is cancelled and
+  /// the run fails with `errc::timeout`.
+  std::optional<std::chrono::milliseconds> timeout;
+};
+
+/// How a task ended.
+enum class task_status { succeeded, failed, cancelled, not_run };
+
+/// `succeeded`, `failed`, `cancelled`, `not run`.
+std::string_view to_string(task_status s) noexcept;
+
+/// One task's part of a run.
+struct task_report {
+  std::string name;  ///< full name `<node>/<task>`
+  std::string node;
+  task_status status = task_status::not_run;
+  std::optional<error> failure;  ///< set when failed or cancelled
+  std::chrono::system_clock::time_point started{};
+  std::chrono::system_clock::time_point finished{};
+  /// Iterations run by the task's own step (summed over instances).
+  std::uint64_t iterations = 0;
+  /// Declared outputs after the run: blob name and a copy of its value.
+  std::vector<std::pair<std::string, std::shared_ptr<const blob>>> outputs;
+
+  [[nodiscard]] std::chrono::nanoseconds duration() const noexcept { return finished - started; }
+};
+
+/// The report of one run of a task group.
+struct run_report {
+  std::vector<task_report> tasks;  ///< in the group's task order
+  std::chrono::system_clock::time_point started{};
+  std::chrono::system_clock::time_point finished{};
+
+  /// True when every task succeeded.
+  [[nodiscard]] bool ok() const noexcept;
+  /// The report of task `name` (full name), or null.
+  [[nodiscard]] const task_report* find(std::string_view name) const noexcept;
+  /// The first failure in task order, if any.
+  [[nodiscard]] std::optional<error> first_failure() const;
+};
+
+}  // namespace taskgroup

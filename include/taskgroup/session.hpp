@@ -1,0 +1,123 @@
+// taskgroup: the local session, which runs task groups in this process.
+//
+// A session gives every node one workspace and one strand over its
+// executor: tasks of a node share the node's workspace (GLOBAL tasks run
+// in it; PRIVATE tasks in a child made when the task starts and dropped
+// when it ends), nodes share nothing, and different nodes run in parallel
+// on the executor's threads. Node workspaces live as long as the session,
+// so GLOBAL blobs accumulate across runs. A group is compiled on its first
+// run and the compilation is reused; the group is frozen from then on.
+//
+// A run, per node: local init -> the node's tasks concurrently, with its
+// group report steps -> a final run of each report step -> local exit.
+// Outputs are copied from the node workspaces when the node's tasks end.
+//
+// Errors name the node, the task, the step path, the net and the op:
+// `task "n1/train" (node "n1"): train/net "read" op #1 (Dequeue): ...`.
+//
+// Threading: thread-safe. Runs of different groups may overlap; tasks on
+// one node are serialised by its strand either way.
+#pragma once
+
+#include <taskgroup/error.hpp>
+#include <taskgroup/operator.hpp>
+#include <taskgroup/run_report.hpp>
+#include <taskgroup/task_group.hpp>
+#include <taskgroup/workspace.hpp>
+
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/associated_cancellation_slot.hpp>
+#include <boost/asio/associated_executor.hpp>
+#include <boost/asio/async_result.hpp>
+#include <boost/asio/awaitable.hpp>
+#include <boost/asio/bind_cancellation_slot.hpp>
+#include <boost/asio/bind_executor.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/strand.hpp>
+
+#include <cstddef>
+#include <exception>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace taskgroup {
+
+/// Runs task groups in this process (Caffe2 LocalSession, nodes kept
+/// isolated).
+class local_session {
+ public:
+  /// A session on `ex` (e.g. an io_context's executor or a thread pool's).
+  explicit local_session(boost::asio::any_io_executor ex);
+  /// A session owning a thread pool of `threads` threads (>= 1).
+  explicit local_session(std::size_t threads);
+  /// Closes the session; with an owned pool, waits for runs in flight.
+  ~local_session();
+  local_session(const local_session&) = delete;
+  local_session& operator=(const local_session&) = delete;
+
+  /// Runs `group`. Completes with the run report; under `run_policy::join`
+  /// with the first failure instead (every other task cancelled and
+  /// unwound first). Errors: `errc::session_closed`, the group's compile
+  /// errors (`errc::invalid_task`, `errc::invalid_step`, ...), the first
+  /// task failure, `errc::timeout` when `options.timeout` expires,
+  /// `errc::cancelled` when cancelled. Cancellation: terminal cancellation
+  /// of the awaiting coroutine cancels every task on every node.
+  boost::asio::awaitable<result<run_report>> run(task_group group, run_options options = {});
+
+  /// Token form of `run`, completing with `void(result<run_report>)`
+  /// through any completion token (callback, `use_future`,
+  /// `use_awaitable`, `deferred`); the token's cancellation slot cancels
+  /// the run.
+  template <class CompletionToken>
+  auto async_run(task_group group, CompletionToken&& token, run_options options = {}) {
+    auto init = [this](auto handler, task_group g, run_options o) {
+      auto slot = boost::asio::get_associated_cancellation_slot(handler);
+      auto handler_ex = boost::asio::get_associated_executor(handler, coordinator());
+      boost::asio::co_spawn(
+          coordinator(), run_here(std::move(g), o),
+          boost::asio::bind_cancellation_slot(
+              slot, boost::asio::bind_executor(handler_ex, [h = std::move(handler)](std::exception_ptr ep,
+                                                                                    result<run_report> r) mutable {
+                if (ep) r = error(errc::op_failed, "unexpected exception in the session");
+                std::move(h)(std::move(r));
+              })));
+    };
+    return boost::asio::async_initiate<CompletionToken, void(result<run_report>)>(std::move(init), token,
+                                                                                  std::move(group), options);
+  }
+
+  /// Runs `group` and blocks the calling thread until it ends: for
+  /// programs without an event loop. The session's executor must be run by
+  /// other threads (an owned pool is). Errors: those of `run`;
+  /// `errc::invalid_task` when called from a thread of the session's own
+  /// coordinator (it would deadlock).
+  result<run_report> run_blocking(task_group group, run_options options = {});
+
+  /// The workspace of node `name` (made on first use). Strand-bound: touch
+  /// it only on `node_strand(name)` or while no run is in flight.
+  std::shared_ptr<workspace> node_workspace(const std::string& name);
+  /// The strand of node `name` (made on first use).
+  boost::asio::strand<boost::asio::any_io_executor> node_strand(const std::string& name);
+  /// Nodes known to the session, in order of first use.
+  [[nodiscard]] std::vector<std::string> nodes() const;
+
+  /// Operator registry used by later runs (default: the global one).
+  void set_registry(const operator_registry& registry);
+
+  /// Closes the session: later runs fail with `errc::session_closed`
+  /// ("Session is closed."). Idempotent. Runs in flight go on.
+  void close();
+  [[nodiscard]] bool closed() const noexcept;
+
+  [[nodiscard]] boost::asio::any_io_executor get_executor() const;
+
+  struct impl;
+
+ private:
+  [[nodiscard]] boost::asio::strand<boost::asio::any_io_executor> coordinator() const;
+  boost::asio::awaitable<result<run_report>> run_here(task_group group, run_options options);
+  std::shared_ptr<impl> impl_;
+};
+
+}  // namespace taskgroup

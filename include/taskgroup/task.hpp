@@ -1,0 +1,238 @@
+// taskgroup: tasks, their outputs and their setup work.
+//
+// A task is an execution step placed on a node, with declared outputs,
+// a workspace type, a number of concurrent instances and setup work (spec
+// §1.6). When a group compiles it, the task's step tree is composed as in
+// Caffe2, from outside in:
+//
+//   <task>            = [<task>:init] + X + [<task>:exit]      (if init/exit work exists)
+//   X                 = <task>:parallel, num_instances copies of I (if num_instances > 1)
+//   I                 = <task>:instance, in its own workspace:
+//                       [<task>:instance:init] + B + [<task>:instance:exit]
+//   B                 = <task>:body = [report steps..., the task's step] (if it has report steps)
+//
+// Task init runs once before any instance, task exit once after all of
+// them; instance init/exit once per instance in the instance's workspace;
+// report steps run during each instance, with their final run before the
+// instance and task exit.
+//
+// A task is a handle: copies share one task. Adding it to a group uses it:
+// later builder calls are recorded as a misuse ("cannot modify task ...
+// already been used") that fails the next run, naming the task.
+//
+// Threading: build on one thread, then share read-only (reentrant). An
+// output handle is read after the run completes; reading it while a run
+// of its group is in flight is a data race.
+#pragma once
+
+#include <taskgroup/blob.hpp>
+#include <taskgroup/control.hpp>
+#include <taskgroup/error.hpp>
+#include <taskgroup/execution_step.hpp>
+#include <taskgroup/node.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+namespace taskgroup {
+
+/// Where a task's blobs live (Caffe2 WorkspaceType).
+enum class workspace_type {
+  /// A child of the node workspace, made when the task starts and dropped
+  /// when it ends; writes to blobs visible in the node workspace go there.
+  private_,
+  /// The node workspace itself, which the session keeps across runs.
+  global,
+};
+
+/// `private` or `global`.
+std::string_view to_string(workspace_type t) noexcept;
+
+/// Work contributed by an object at setup and exit (Caffe2 setup objects,
+/// e.g. a reader opening and closing a file). Attached to a task or a
+/// group, one object contributes once per run, to the first task or group
+/// that compiles it, however many places carry it.
+class setup_object {
+ public:
+  setup_object() = default;
+  setup_object(const setup_object&) = delete;
+  setup_object& operator=(const setup_object&) = delete;
+  virtual ~setup_object() = default;
+  /// Work to run before the tasks (an empty body for none).
+  virtual body setup() { return {}; }
+  /// Work to run after them (an empty body for none).
+  virtual body exit() { return {}; }
+
+  /// Claims the object for `consumer` (a task or group); true when it was
+  /// free or already claimed by the same consumer. Thread-safe.
+  bool claim(const void* consumer) noexcept {
+    const void* expected = nullptr;
+    return consumer_.compare_exchange_strong(expected, consumer) || expected == consumer;
+  }
+
+ private:
+  std::atomic<const void*> consumer_{nullptr};
+};
+
+/// Where a setup object's work runs.
+enum class setup_scope {
+  task,      ///< task init / task exit
+  instance,  ///< instance init / exit, in each instance's workspace
+  local,     ///< the node's local init / exit, around all its tasks
+};
+
+namespace detail {
+struct output_state {
+  std::string task;
+  std::vector<std::string> blobs;
+  bool list = false;
+  bool set = false;
+  std::optional<error> failure;  // why the last run could not fetch it
+  std::vector<std::shared_ptr<const blob>> values;
+};
+error output_not_set(const output_state& s);
+error output_type_error(const output_state& s, std::size_t i, const blob& b, const std::string& expected);
+}  // namespace detail
+
+/// A typed handle on a task's declared output, filled in by each run.
+///
+/// `T` is the blob's type, or `std::vector<E>` for a list output declared
+/// with several blob names (each blob holding an `E`).
+template <class T>
+class task_output {
+ public:
+  /// The value of the last run. Errors: `errc::output_not_set` ("Output
+  /// value not set yet.") before any run, `errc::type_mismatch` when the
+  /// blob holds another type.
+  [[nodiscard]] result<T> get() const {
+    if (state_->failure) return *state_->failure;
+    if (!state_->set) return detail::output_not_set(*state_);
+    if constexpr (is_list) {
+      if (state_->list) {
+        T out;
+        out.reserve(state_->values.size());
+        for (std::size_t i = 0; i < state_->values.size(); ++i) {
+          const auto* v = state_->values[i]->template try_get<typename T::value_type>();
+          if (v == nullptr) {
+            return detail::output_type_error(*state_, i, *state_->values[i], type_name<typename T::value_type>());
+          }
+          out.push_back(*v);
+        }
+        return out;
+      }
+    }
+    const T* v = state_->values.at(0)->template try_get<T>();
+    if (v == nullptr) return detail::output_type_error(*state_, 0, *state_->values.at(0), type_name<T>());
+    return *v;
+  }
+
+  /// True once a run has set the value.
+  [[nodiscard]] bool is_set() const noexcept { return state_->set; }
+  /// The blob names (one, or several for a list output).
+  [[nodiscard]] const std::vector<std::string>& blobs() const noexcept { return state_->blobs; }
+
+  explicit task_output(std::shared_ptr<detail::output_state> s) : state_(std::move(s)) {}
+
+ private:
+  template <class U>
+  struct is_vector : std::false_type {};
+  template <class U>
+  struct is_vector<std::vector<U>> : std::true_type {};
+  static constexpr bool is_list = is_vector<T>::value;
+  std::shared_ptr<detail::output_state> state_;
+};
+
+/// A step placed on a node, with outputs and setup work (a Caffe2 Task).
+class task {
+ public:
+  /// A task named `name` (empty: named after its step, or `task`), with no
+  /// step yet, on node `local`.
+  explicit task(std::string name = {});
+  /// A task named `name` running `s`.
+  task(std::string name, execution_step s);
+
+  // --- builder (each records a misuse once the task is used) ------------
+
+  /// The step the task runs (nets go through `do_`-style wrapping).
+  task& step(execution_step s);
+  task& step(net n);
+  /// The node the task runs on (default `local`).
+  task& node(taskgroup::node n);
+  /// Concurrent instances, each in its own workspace (>= 1).
+  task& num_instances(std::int64_t n);
+  /// PRIVATE or GLOBAL; unset takes the group's type, or PRIVATE.
+  task& workspace_type(taskgroup::workspace_type t);
+  /// Task init and exit work, and per-instance init and exit work.
+  task& init(body b);
+  task& exit(body b);
+  task& instance_init(body b);
+  task& instance_exit(body b);
+  /// A report step run during each instance every `interval` (default: the
+  /// step's own `run_every`, else 1000 ms), and once more at its end.
+  task& report(execution_step s, std::optional<std::chrono::milliseconds> interval = std::nullopt);
+  /// Attaches a setup object (contributes once per run, see setup_object).
+  task& setup(std::shared_ptr<setup_object> obj, setup_scope scope = setup_scope::task);
+
+  /// Declares blob `blob` an output of type `T`.
+  template <class T>
+  task_output<T> output(std::string blob) {
+    return task_output<T>(add_output({std::move(blob)}, false));
+  }
+  /// Declares a list output: blobs `blobs`, each an `E`, read as a vector.
+  template <class E>
+  task_output<std::vector<E>> output(std::vector<std::string> blobs) {
+    return task_output<std::vector<E>>(add_output(std::move(blobs), true));
+  }
+
+  // --- observers ----------------------------------------------------------
+
+  /// The full name `<node>/<name>`, made unique in its group (`:1`, ...).
+  [[nodiscard]] std::string name() const;
+  [[nodiscard]] const std::string& base_name() const noexcept;
+  [[nodiscard]] const std::string& node_name() const noexcept;
+  [[nodiscard]] const taskgroup::node& get_node() const noexcept;
+  [[nodiscard]] std::int64_t instances() const noexcept;
+  [[nodiscard]] std::optional<taskgroup::workspace_type> type() const noexcept;
+  /// The task's own step (not composed), if set.
+  [[nodiscard]] const std::optional<execution_step>& user_step() const noexcept;
+  /// Every declared output blob name, in declaration order.
+  [[nodiscard]] std::vector<std::string> output_names() const;
+  /// True once added to a group (then frozen).
+  [[nodiscard]] bool used() const noexcept;
+  [[nodiscard]] bool same(const task& other) const noexcept { return data_ == other.data_; }
+
+  /// The composed step tree described above (built once, then cached).
+  /// Errors: a recorded misuse, invalid instance count, setup objects
+  /// returning an invalid body.
+  [[nodiscard]] result<execution_step> get_step() const;
+
+  /// Reports a recorded misuse, naming the task (`errc::invalid_task`).
+  [[nodiscard]] status validate() const;
+
+  /// The node-local init and exit work of setup objects attached with
+  /// `setup_scope::local` and claimed by this task (after `get_step`).
+  [[nodiscard]] std::vector<std::pair<body, body>> local_work() const;
+  /// The task's output states (sessions fill them after a run).
+  [[nodiscard]] const std::vector<std::shared_ptr<detail::output_state>>& output_states() const noexcept;
+
+  struct data;  // shared state (internal)
+  [[nodiscard]] const std::shared_ptr<data>& state() const noexcept { return data_; }
+
+ private:
+  bool check_mutable(const char* what);
+  std::shared_ptr<detail::output_state> add_output(std::vector<std::string> blobs, bool list);
+  std::shared_ptr<data> data_;
+};
+
+namespace detail {
+// Called by task_group::add: fixes the unique full name, marks the task used.
+void set_task_full_name(task::data& d, std::string full);
+}  // namespace detail
+
+}  // namespace taskgroup

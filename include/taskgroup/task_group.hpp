@@ -1,0 +1,124 @@
+// taskgroup: task groups, the unit a session runs.
+//
+// A group gathers tasks that start together; it finishes when the last one
+// does (spec §1.8). Rules: a group becomes used when a session compiles it
+// (or `tasks_by_node` / `to_task` is called); adding to a used group is an
+// error. Workspace types must agree: a task without a type takes the
+// group's (or PRIVATE); a group without one takes its first task's; a
+// PRIVATE and a GLOBAL task cannot share a group.
+//
+// Per node, a run is: local init -> (all the node's tasks concurrently,
+// with the node's group report steps every interval) -> one final run of
+// each report step -> local exit.
+//
+// A group is a handle: copies share one group.
+//
+// Threading: build on one thread, then share read-only (reentrant).
+#pragma once
+
+#include <taskgroup/control.hpp>
+#include <taskgroup/error.hpp>
+#include <taskgroup/execution_step.hpp>
+#include <taskgroup/node.hpp>
+#include <taskgroup/run_report.hpp>
+#include <taskgroup/task.hpp>
+
+#include <boost/asio/awaitable.hpp>
+
+#include <chrono>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace taskgroup {
+
+/// A group report step: runs on `node` every `interval` while the group's
+/// tasks there run, and once more after they all finished.
+struct group_report_step {
+  execution_step step;
+  std::string node;
+  std::chrono::milliseconds interval;
+};
+
+/// Tasks that run together (a Caffe2 TaskGroup).
+class task_group {
+ public:
+  /// An empty group; `type` fixes the workspace type of its tasks.
+  explicit task_group(std::optional<workspace_type> type = std::nullopt);
+
+  /// Adds `t` (on its own node). Its full name becomes `<node>/<name>`,
+  /// made unique in the group with `:1`, `:2`, ... Errors:
+  /// `errc::invalid_task`: "Cannot add Task to an already used
+  /// TaskGroup.", a workspace type clash (naming both types), a task that
+  /// already belongs to a group.
+  result<task> add(task t);
+  /// Same, placing the task on node `on`.
+  result<task> add(task t, node on);
+
+  /// The tasks, in order of addition.
+  [[nodiscard]] const std::vector<task>& tasks() const noexcept;
+  /// Nodes of the tasks and report steps, in order of first use.
+  [[nodiscard]] std::vector<std::string> used_nodes() const;
+  /// The cluster view (nodes with merged options).
+  [[nodiscard]] const taskgroup::cluster& cluster() const noexcept;
+  [[nodiscard]] std::optional<workspace_type> type() const noexcept;
+  /// True once compiled by a session, or after `tasks_by_node`/`to_task`.
+  [[nodiscard]] bool used() const noexcept;
+
+  /// A report step on `on` (default `local`), every `interval` (default:
+  /// the step's `run_every`, else 1000 ms). A report step on a node with no
+  /// task fails the run: "report step on node "x", which has no task".
+  task_group& report_step(execution_step s, node on = {}, std::optional<std::chrono::milliseconds> interval = {});
+  /// Local setup of node `on`: init before all its tasks, exit after.
+  task_group& local_init(node on, body b);
+  task_group& local_exit(node on, body b);
+  task_group& local_setup(node on, std::shared_ptr<setup_object> obj);
+
+  /// Adds an empty task on `on` (default `local`) that carries output
+  /// `blob` (Caffe2 final_output with no active task).
+  template <class T>
+  result<task_output<T>> final_output(std::string blob, node on = {}) {
+    task carrier;
+    carrier.node(std::move(on));
+    auto out = carrier.output<T>(std::move(blob));
+    TASKGROUP_TRY(add(std::move(carrier)));
+    return out;
+  }
+
+  /// Caffe2 tasks_by_node: a new group with one task per (remapped) node,
+  /// named `grouped_by_node`, whose step is [<node>:init] + (report steps
+  /// and the node's task steps, concurrently; PRIVATE task steps in their
+  /// own workspace) + [<node>:exit], with the tasks' outputs. Marks this
+  /// group used. Calling it again with an equal node map returns the same
+  /// result; with a different one it fails: "Cannot call tasks_by_node
+  /// multiple times." Also fails when a report step's node has no task.
+  result<task_group> tasks_by_node(std::function<std::string(std::string_view)> remap = {});
+  /// Every node mapped to `on`: a new, unused task running the single
+  /// grouped step (or an empty task when the group has none), to add to a
+  /// group of its own.
+  result<task> to_task(node on = {});
+
+  /// Runs the group on a local session bound to the awaiting coroutine's
+  /// executor (one group in an async server). Completes as
+  /// `local_session::run`. Cancellation: as `local_session::run`.
+  boost::asio::awaitable<result<run_report>> run(run_options options = {});
+
+  // --- internal: what sessions compile ----------------------------------
+  struct data;
+  [[nodiscard]] const std::shared_ptr<data>& state() const noexcept { return data_; }
+  [[nodiscard]] const std::vector<group_report_step>& report_steps() const noexcept;
+  /// Local init/exit work of node `name`, claiming setup objects.
+  [[nodiscard]] std::pair<std::vector<body>, std::vector<body>> local_work(const std::string& name) const;
+  /// Marks the group used (sessions call this when they compile it).
+  void mark_used() const noexcept;
+  [[nodiscard]] bool same(const task_group& other) const noexcept { return data_ == other.data_; }
+
+ private:
+  std::shared_ptr<data> data_;
+};
+
+}  // namespace taskgroup

@@ -1,0 +1,382 @@
+#include <taskgroup/session.hpp>
+
+#include "detail/join.hpp"
+#include "detail/runner.hpp"
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/asio/thread_pool.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/asio/use_future.hpp>
+
+#include <algorithm>
+#include <map>
+#include <mutex>
+#include <optional>
+
+namespace taskgroup {
+
+namespace asio = boost::asio;
+using strand_t = asio::strand<asio::any_io_executor>;
+
+namespace {
+
+struct node_state {
+  std::string name;
+  strand_t strand;
+  std::shared_ptr<workspace> ws;
+};
+
+struct compiled_task {
+  task t;
+  std::string node;
+  bool is_private = true;
+  std::shared_ptr<const detail::compiled_step> step;
+};
+
+struct compiled_node {
+  std::string name;
+  std::shared_ptr<const detail::compiled_step> init;  // null when there is no local init
+  std::shared_ptr<const detail::compiled_step> exit;
+  std::vector<std::pair<execution_step, std::chrono::milliseconds>> reports;
+  std::vector<std::size_t> tasks;  // indexes into compiled_group::tasks
+};
+
+struct compiled_group {
+  std::vector<compiled_task> tasks;
+  std::vector<compiled_node> nodes;
+};
+
+// Adds the items of `b` as substeps of `s`.
+void add_body(execution_step& s, const body& b) {
+  for (const auto& it : b.items()) {
+    if (const auto* n = std::get_if<net>(&it)) {
+      s.add_substep(execution_step(n->name()).add_net(*n));
+    } else if (const auto* st = std::get_if<execution_step>(&it)) {
+      s.add_substep(*st);
+    } else {
+      s.mark_invalid("stop_if/stop cannot be used in setup work");
+    }
+  }
+}
+
+result<std::shared_ptr<const detail::compiled_step>> compile_setup(const std::string& name,
+                                                                   const std::vector<body>& bodies) {
+  execution_step s(name);
+  for (const auto& b : bodies) add_body(s, b);
+  if (s.empty() && s.validate()) return std::shared_ptr<const detail::compiled_step>();
+  return detail::compile_step(s);
+}
+
+result<std::shared_ptr<const compiled_group>> compile_group(const task_group& g) {
+  g.mark_used();
+  auto out = std::make_shared<compiled_group>();
+  std::map<std::string, std::size_t> node_index;
+  auto node_of = [&](const std::string& name) -> compiled_node& {
+    auto it = node_index.find(name);
+    if (it == node_index.end()) {
+      it = node_index.emplace(name, out->nodes.size()).first;
+      out->nodes.push_back(compiled_node{name, nullptr, nullptr, {}, {}});
+    }
+    return out->nodes[it->second];
+  };
+  for (const auto& t : g.tasks()) {
+    TASKGROUP_TRY(auto composed, t.get_step());
+    const execution_step* counted = t.user_step() ? &*t.user_step() : nullptr;
+    TASKGROUP_TRY(auto compiled, detail::compile_step(composed, counted));
+    const bool priv = t.type().value_or(workspace_type::private_) == workspace_type::private_;
+    node_of(t.node_name()).tasks.push_back(out->tasks.size());
+    out->tasks.push_back(compiled_task{t, t.node_name(), priv, std::move(compiled)});
+  }
+  for (const auto& r : g.report_steps()) {
+    if (!node_index.count(r.node)) {
+      return fail(errc::invalid_task, "report step " + quoted(r.step.name()) + " on node " + quoted(r.node) +
+                                          ", which has no task");
+    }
+    node_of(r.node).reports.emplace_back(r.step, r.interval);
+  }
+  for (auto& n : out->nodes) {
+    auto [inits, exits] = g.local_work(n.name);
+    for (std::size_t k : n.tasks) {
+      for (auto& [i, e] : out->tasks[k].t.local_work()) {
+        inits.push_back(i);
+        exits.push_back(e);
+      }
+    }
+    TASKGROUP_TRY(n.init, compile_setup(n.name + ":init", inits));
+    TASKGROUP_TRY(n.exit, compile_setup(n.name + ":exit", exits));
+  }
+  return std::shared_ptr<const compiled_group>(std::move(out));
+}
+
+error task_error(const compiled_task& ct, const error& e) {
+  return {e.code, "task " + quoted(ct.t.name()) + " (node " + quoted(ct.node) + "): " + e.message};
+}
+
+// The state of one run, shared by the coroutines of every node.
+struct run_state {
+  std::shared_ptr<const compiled_group> group;
+  run_options options;
+  const operator_registry* registry = nullptr;
+  std::vector<task_report> reports;
+  std::vector<node_state*> nodes;  // aligned with group->nodes
+};
+
+}  // namespace
+
+struct local_session::impl {
+  explicit impl(asio::any_io_executor e) : ex(std::move(e)), coord(asio::make_strand(ex)) {}
+  explicit impl(std::size_t threads)
+      : pool(std::in_place, std::max<std::size_t>(threads, 1)), ex(pool->get_executor()), coord(asio::make_strand(ex)) {}
+
+  std::optional<asio::thread_pool> pool;
+  asio::any_io_executor ex;
+  strand_t coord;
+
+  mutable std::mutex mutex;  // guards what follows
+  bool closed = false;
+  const operator_registry* registry = nullptr;
+  std::vector<std::unique_ptr<node_state>> nodes;
+  struct cached {
+    std::weak_ptr<task_group::data> token;
+    std::shared_ptr<const compiled_group> compiled;
+  };
+  std::map<const void*, cached> compiled;
+
+  node_state& node(const std::string& name) {
+    for (auto& n : nodes) {
+      if (n->name == name) return *n;
+    }
+    nodes.push_back(std::make_unique<node_state>(node_state{name, asio::make_strand(ex), workspace::make(name)}));
+    return *nodes.back();
+  }
+
+  result<std::shared_ptr<const compiled_group>> compile(const task_group& g) {
+    std::lock_guard lock(mutex);
+    if (closed) return fail(errc::session_closed, "Session is closed.");
+    auto it = compiled.find(g.state().get());
+    if (it != compiled.end() && !it->second.token.expired()) return it->second.compiled;
+    std::erase_if(compiled, [](const auto& kv) { return kv.second.token.expired(); });
+    TASKGROUP_TRY(auto c, compile_group(g));
+    compiled[g.state().get()] = cached{g.state(), c};
+    return c;
+  }
+};
+
+local_session::local_session(asio::any_io_executor ex) : impl_(std::make_shared<impl>(std::move(ex))) {}
+local_session::local_session(std::size_t threads) : impl_(std::make_shared<impl>(threads)) {}
+
+local_session::~local_session() {
+  close();
+  if (impl_->pool) impl_->pool->join();
+}
+
+void local_session::close() {
+  std::lock_guard lock(impl_->mutex);
+  impl_->closed = true;
+}
+
+bool local_session::closed() const noexcept {
+  std::lock_guard lock(impl_->mutex);
+  return impl_->closed;
+}
+
+asio::any_io_executor local_session::get_executor() const { return impl_->ex; }
+strand_t local_session::coordinator() const { return impl_->coord; }
+
+void local_session::set_registry(const operator_registry& registry) {
+  std::lock_guard lock(impl_->mutex);
+  impl_->registry = &registry;
+}
+
+std::shared_ptr<workspace> local_session::node_workspace(const std::string& name) {
+  std::lock_guard lock(impl_->mutex);
+  return impl_->node(name).ws;
+}
+
+strand_t local_session::node_strand(const std::string& name) {
+  std::lock_guard lock(impl_->mutex);
+  return impl_->node(name).strand;
+}
+
+std::vector<std::string> local_session::nodes() const {
+  std::lock_guard lock(impl_->mutex);
+  std::vector<std::string> out;
+  for (const auto& n : impl_->nodes) out.push_back(n->name);
+  return out;
+}
+
+namespace {
+
+asio::awaitable<status> run_task(std::shared_ptr<run_state> rs, std::size_t k, node_state* n) {
+  const compiled_task& ct = rs->group->tasks[k];
+  task_report& rep = rs->reports[k];
+  rep.started = std::chrono::system_clock::now();
+  std::shared_ptr<workspace> ws = n->ws;
+  if (ct.is_private) ws = n->ws->create_child(ct.t.name());
+  step_stats stats;
+  run_step_options o;
+  o.registry = rs->registry;
+  o.stats = &stats;
+  status st = co_await detail::run_compiled(ct.step, std::move(ws), o);
+  rep.finished = std::chrono::system_clock::now();
+  rep.iterations = stats.iterations;
+  if (st) {
+    rep.status = task_status::succeeded;
+    co_return ok();
+  }
+  rep.status = st.error().is_cancelled() ? task_status::cancelled : task_status::failed;
+  rep.failure = task_error(ct, st.error());
+  co_return *rep.failure;
+}
+
+// Copies the declared outputs of a node's tasks out of its workspace.
+void fetch_outputs(run_state& rs, const compiled_node& cn, node_state& n) {
+  for (std::size_t k : cn.tasks) {
+    const compiled_task& ct = rs.group->tasks[k];
+    task_report& rep = rs.reports[k];
+    for (const auto& out : ct.t.output_states()) {
+      out->values.clear();
+      out->failure.reset();
+      out->set = false;
+      if (rep.status != task_status::succeeded) {
+        out->failure = error(errc::output_not_set, "task " + quoted(ct.t.name()) + " output " +
+                                                       quoted(out->blobs.front()) + ": the task did not succeed");
+        continue;
+      }
+      for (const auto& name : out->blobs) {
+        blob* b = n.ws->find(name);
+        if (b == nullptr || !b->has_value()) {
+          out->failure = error(errc::output_not_set, "task " + quoted(ct.t.name()) + " output " + quoted(name) +
+                                                         ": blob " + quoted(name) + " has no value in node " +
+                                                         quoted(n.name));
+          break;
+        }
+        auto copy = b->clone();
+        if (!copy) {
+          out->failure = copy.error().with_context("task " + quoted(ct.t.name()) + " output " + quoted(name));
+          break;
+        }
+        auto shared = std::make_shared<const blob>(std::move(copy).value());
+        out->values.push_back(shared);
+        rep.outputs.emplace_back(name, shared);
+      }
+      out->set = !out->failure;
+    }
+  }
+}
+
+// One node: local init, tasks with report steps, local exit, outputs.
+asio::awaitable<status> run_node(std::shared_ptr<run_state> rs, std::size_t i) {
+  const compiled_node& cn = rs->group->nodes[i];
+  node_state* n = rs->nodes[i];
+  run_step_options o;
+  o.registry = rs->registry;
+  auto node_error = [&](const error& e) { return error(e.code, "node " + quoted(cn.name) + ": " + e.message); };
+  // Every declared output lives in the node workspace, made before any task
+  // starts, so private tasks write through to it and it survives them.
+  for (std::size_t k : cn.tasks) {
+    for (const auto& out : rs->group->tasks[k].t.output_names()) n->ws->create(out);
+  }
+  if (cn.init) {
+    if (status st = co_await detail::run_compiled(cn.init, n->ws, o); !st) co_return node_error(st.error());
+  }
+  const auto mode = rs->options.policy == run_policy::gather ? detail::join_mode::gather : detail::join_mode::fail_fast;
+  auto strand = n->strand;
+  auto tasks = [rs, &cn, n, mode, strand]() -> asio::awaitable<status> {
+    co_return co_await detail::join(
+        strand, cn.tasks.size(), [&](std::size_t j) { return run_task(rs, cn.tasks[j], n); }, mode);
+  };
+  status st = co_await detail::run_with_reporters(tasks, cn.reports, n->ws, o, cn.name);
+  fetch_outputs(*rs, cn, *n);
+  if (!st) co_return st;
+  if (cn.exit) {
+    if (status ex = co_await detail::run_compiled(cn.exit, n->ws, o); !ex) co_return node_error(ex.error());
+  }
+  co_return ok();
+}
+
+asio::awaitable<status> deadline(std::chrono::milliseconds limit) {
+  asio::steady_timer timer(co_await asio::this_coro::executor, limit);
+  auto [ec] = co_await timer.async_wait(asio::as_tuple(asio::use_awaitable));
+  if (ec) co_return fail(errc::cancelled, "cancelled");
+  co_return fail(errc::timeout, "run timed out after " + std::to_string(limit.count()) + " ms");
+}
+
+}  // namespace
+
+// Runs on the coordinator strand: every join state lives there.
+asio::awaitable<result<run_report>> local_session::run_here(task_group group, run_options options) {
+  TASKGROUP_CO_TRY(auto compiled, impl_->compile(group));
+  for (const auto& t : group.tasks()) {
+    if (auto st = t.validate(); !st) co_return st.error().with_context("task group");
+  }
+  auto rs = std::make_shared<run_state>();
+  rs->group = compiled;
+  rs->options = options;
+  {
+    std::lock_guard lock(impl_->mutex);
+    rs->registry = impl_->registry;
+    for (const auto& cn : compiled->nodes) rs->nodes.push_back(&impl_->node(cn.name));
+  }
+  rs->reports.resize(compiled->tasks.size());
+  for (std::size_t k = 0; k < compiled->tasks.size(); ++k) {
+    rs->reports[k].name = compiled->tasks[k].t.name();
+    rs->reports[k].node = compiled->tasks[k].node;
+  }
+  run_report report;
+  report.started = std::chrono::system_clock::now();
+
+  auto coord = impl_->coord;
+  const auto mode = options.policy == run_policy::gather ? detail::join_mode::gather : detail::join_mode::fail_fast;
+  auto all_nodes = [rs, coord, mode]() -> asio::awaitable<status> {
+    co_return co_await detail::join(
+        coord, rs->nodes.size(), [&](std::size_t i) { return run_node(rs, i); },
+        [&](std::size_t i) { return asio::any_io_executor(rs->nodes[i]->strand); }, mode);
+  };
+  status st = ok();
+  try {
+    if (options.timeout) {
+      const auto limit = *options.timeout;
+      st = co_await detail::join(
+          coord, 2, [&](std::size_t i) { return i == 0 ? all_nodes() : deadline(limit); }, detail::join_mode::race);
+    } else {
+      st = co_await all_nodes();
+    }
+  } catch (...) {
+    st = detail::error_from_exception(std::current_exception());
+  }
+  report.finished = std::chrono::system_clock::now();
+  report.tasks = std::move(rs->reports);
+  if (!st && options.policy == run_policy::join) co_return st.error();
+  if (!st && (st.error().code == errc::timeout || st.error().is_cancelled())) co_return st.error();
+  co_return report;
+}
+
+asio::awaitable<result<run_report>> local_session::run(task_group group, run_options options) {
+  try {
+    co_return co_await asio::co_spawn(impl_->coord, run_here(std::move(group), options), asio::use_awaitable);
+  } catch (...) {
+    co_return detail::error_from_exception(std::current_exception());
+  }
+}
+
+result<run_report> local_session::run_blocking(task_group group, run_options options) {
+  if (impl_->coord.running_in_this_thread()) {
+    return fail(errc::invalid_task, "run_blocking called from the session's own coordinator would deadlock");
+  }
+  std::future<result<run_report>> f = asio::co_spawn(impl_->coord, run_here(std::move(group), options), asio::use_future);
+  try {
+    return f.get();
+  } catch (...) {
+    return detail::error_from_exception(std::current_exception());
+  }
+}
+
+asio::awaitable<result<run_report>> task_group::run(run_options options) {
+  local_session session(co_await asio::this_coro::executor);
+  co_return co_await session.run(*this, options);
+}
+
+}  // namespace taskgroup

@@ -1,0 +1,258 @@
+#include <taskgroup/task.hpp>
+
+namespace taskgroup {
+
+std::string_view to_string(workspace_type t) noexcept {
+  return t == workspace_type::global ? "global" : "private";
+}
+
+error detail::output_not_set(const output_state& s) {
+  return {errc::output_not_set, "task " + quoted(s.task) + " output " + quoted(s.blobs.empty() ? "" : s.blobs[0]) +
+                                    ": Output value not set yet."};
+}
+
+error detail::output_type_error(const output_state& s, std::size_t i, const blob& b, const std::string& expected) {
+  return {errc::type_mismatch, "task " + quoted(s.task) + " output " + quoted(s.blobs.at(i)) + ": expected " +
+                                   expected + ", got " + b.type_name()};
+}
+
+namespace {
+
+// Explicit init/exit bodies are setup objects too, so that all setup work
+// keeps one order: the order of attachment.
+class body_setup final : public setup_object {
+ public:
+  body_setup(body init, body exit) : init_(std::move(init)), exit_(std::move(exit)) {}
+  body setup() override { return init_; }
+  body exit() override { return exit_; }
+
+ private:
+  body init_;
+  body exit_;
+};
+
+struct attachment {
+  std::shared_ptr<setup_object> obj;
+  setup_scope scope;
+};
+
+}  // namespace
+
+struct task::data {
+  std::string base;
+  taskgroup::node where;
+  std::optional<std::string> full_name;  // set when added to a group
+  std::optional<execution_step> user;
+  std::int64_t instances = 1;
+  std::optional<taskgroup::workspace_type> type;
+  std::vector<attachment> setups;
+  std::vector<std::pair<execution_step, std::chrono::milliseconds>> reports;
+  std::vector<std::shared_ptr<detail::output_state>> outputs;
+  bool used = false;
+  std::optional<std::string> misuse;
+  std::optional<execution_step> composed;  // cached get_step()
+  std::vector<attachment> local_setups;    // claimed local-scope objects, for the group
+};
+
+task::task(std::string name) : data_(std::make_shared<data>()) { data_->base = std::move(name); }
+
+task::task(std::string name, execution_step s) : task(std::move(name)) { step(std::move(s)); }
+
+bool task::check_mutable(const char* what) {
+  if (!data_->used) return true;
+  if (!data_->misuse) {
+    data_->misuse = std::string("Cannot modify task since it is already been used (") + what + ")";
+  }
+  return false;
+}
+
+task& task::step(execution_step s) {
+  if (!check_mutable("step")) return *this;
+  if (data_->user) {
+    data_->misuse = "This Task already has an execution step.";
+    return *this;
+  }
+  data_->user = std::move(s);
+  return *this;
+}
+
+task& task::step(net n) {
+  std::string label = n.name();
+  return step(execution_step(std::move(label)).add_net(std::move(n)));
+}
+
+task& task::node(taskgroup::node n) {
+  if (check_mutable("node")) data_->where = std::move(n);
+  return *this;
+}
+
+task& task::num_instances(std::int64_t n) {
+  if (check_mutable("num_instances")) data_->instances = n;
+  return *this;
+}
+
+task& task::workspace_type(taskgroup::workspace_type t) {
+  if (check_mutable("workspace_type")) data_->type = t;
+  return *this;
+}
+
+task& task::init(body b) { return setup(std::make_shared<body_setup>(std::move(b), body{}), setup_scope::task); }
+task& task::exit(body b) { return setup(std::make_shared<body_setup>(body{}, std::move(b)), setup_scope::task); }
+task& task::instance_init(body b) {
+  return setup(std::make_shared<body_setup>(std::move(b), body{}), setup_scope::instance);
+}
+task& task::instance_exit(body b) {
+  return setup(std::make_shared<body_setup>(body{}, std::move(b)), setup_scope::instance);
+}
+
+task& task::report(execution_step s, std::optional<std::chrono::milliseconds> interval) {
+  if (!check_mutable("report")) return *this;
+  auto every = interval.value_or(s.report_interval().value_or(std::chrono::milliseconds(1000)));
+  data_->reports.emplace_back(std::move(s), every);
+  return *this;
+}
+
+task& task::setup(std::shared_ptr<setup_object> obj, setup_scope scope) {
+  if (check_mutable("setup") && obj) data_->setups.push_back({std::move(obj), scope});
+  return *this;
+}
+
+std::shared_ptr<detail::output_state> task::add_output(std::vector<std::string> blobs, bool list) {
+  auto st = std::make_shared<detail::output_state>();
+  st->task = name();
+  st->blobs = std::move(blobs);
+  st->list = list;
+  if (check_mutable("output")) data_->outputs.push_back(st);
+  return st;
+}
+
+std::string task::name() const {
+  if (data_->full_name) return *data_->full_name;
+  std::string base = data_->base;
+  if (base.empty()) base = data_->user ? data_->user->name() : "task";
+  return data_->where.name() + "/" + base;
+}
+
+const std::string& task::base_name() const noexcept { return data_->base; }
+const std::string& task::node_name() const noexcept { return data_->where.name(); }
+const taskgroup::node& task::get_node() const noexcept { return data_->where; }
+std::int64_t task::instances() const noexcept { return data_->instances; }
+std::optional<taskgroup::workspace_type> task::type() const noexcept { return data_->type; }
+const std::optional<execution_step>& task::user_step() const noexcept { return data_->user; }
+bool task::used() const noexcept { return data_->used; }
+
+std::vector<std::pair<body, body>> task::local_work() const {
+  std::vector<std::pair<body, body>> out;
+  for (const auto& a : data_->local_setups) out.emplace_back(a.obj->setup(), a.obj->exit());
+  return out;
+}
+
+const std::vector<std::shared_ptr<detail::output_state>>& task::output_states() const noexcept {
+  return data_->outputs;
+}
+
+std::vector<std::string> task::output_names() const {
+  std::vector<std::string> names;
+  for (const auto& o : data_->outputs) names.insert(names.end(), o->blobs.begin(), o->blobs.end());
+  return names;
+}
+
+status task::validate() const {
+  if (data_->misuse) return fail(errc::invalid_task, "task " + quoted(name()) + ": " + *data_->misuse);
+  if (data_->instances < 1) {
+    return fail(errc::invalid_task,
+                "task " + quoted(name()) + ": num_instances must be >= 1, got " + std::to_string(data_->instances));
+  }
+  return ok();
+}
+
+namespace {
+
+// Adds `b` (nets, steps) as substeps of `s`; markers are not allowed here.
+void add_body(execution_step& s, const body& b) {
+  for (const auto& it : b.items()) {
+    if (const auto* n = std::get_if<net>(&it)) {
+      s.add_substep(execution_step(n->name()).add_net(*n));
+    } else if (const auto* st = std::get_if<execution_step>(&it)) {
+      s.add_substep(*st);
+    } else {
+      s.mark_invalid("stop_if/stop cannot be used in setup work");
+    }
+  }
+}
+
+// [name:init] + inner + [name:exit], or inner alone when there is no setup.
+execution_step wrap(const std::string& name, execution_step inner, const std::vector<body>& inits,
+                    const std::vector<body>& exits) {
+  execution_step init(name + ":init");
+  for (const auto& b : inits) add_body(init, b);
+  execution_step exit(name + ":exit");
+  for (const auto& b : exits) add_body(exit, b);
+  if (init.empty() && exit.empty()) return inner;
+  execution_step outer(name);
+  outer.add_substep(init);
+  outer.add_substep(std::move(inner));
+  outer.add_substep(exit);
+  return outer;
+}
+
+}  // namespace
+
+result<execution_step> task::get_step() const {
+  TASKGROUP_TRY(validate());
+  if (data_->composed) return *data_->composed;
+  const std::string name = this->name();
+
+  // Claim setup objects (each contributes once, to its first consumer).
+  std::vector<body> task_inits, task_exits, inst_inits, inst_exits;
+  data_->local_setups.clear();
+  for (const auto& a : data_->setups) {
+    if (!a.obj->claim(data_.get())) continue;
+    switch (a.scope) {
+      case setup_scope::task:
+        task_inits.push_back(a.obj->setup());
+        task_exits.push_back(a.obj->exit());
+        break;
+      case setup_scope::instance:
+        inst_inits.push_back(a.obj->setup());
+        inst_exits.push_back(a.obj->exit());
+        break;
+      case setup_scope::local: data_->local_setups.push_back(a); break;
+    }
+  }
+
+  execution_step user = data_->user ? *data_->user : execution_step(name);
+  // B: report steps beside the user step.
+  execution_step body_step = user;
+  if (!data_->reports.empty()) {
+    body_step = execution_step(name + ":body");
+    for (const auto& [r, every] : data_->reports) {
+      // Wrapped, so the user's (possibly shared) step is not mutated.
+      body_step.add_substep(execution_step(r.name()).add_substep(r).run_every(every));
+    }
+    body_step.add_substep(user);
+  }
+  // I: instance setup around B, in the instance's own workspace.
+  execution_step instance = wrap(name + ":instance", body_step, inst_inits, inst_exits);
+  // X: concurrent instances.
+  execution_step x = instance;
+  if (data_->instances > 1) {
+    execution_step child = execution_step(name + ":instance").add_substep(instance).create_workspace();
+    x = execution_step(name + ":parallel").add_substep(child).concurrent_instances(data_->instances);
+  }
+  execution_step composed = wrap(name, x, task_inits, task_exits);
+  if (composed.empty()) composed = execution_step(name);
+  TASKGROUP_TRY(composed.validate());
+  data_->composed = composed;
+  return composed;
+}
+
+}  // namespace taskgroup
+
+namespace taskgroup {
+void detail::set_task_full_name(task::data& d, std::string full) {
+  d.full_name = std::move(full);
+  d.used = true;
+  for (auto& o : d.outputs) o->task = *d.full_name;
+}
+}  // namespace taskgroup

@@ -1,0 +1,247 @@
+#include <taskgroup/task_group.hpp>
+
+#include <algorithm>
+#include <set>
+
+namespace taskgroup {
+
+std::string_view to_string(task_status s) noexcept {
+  switch (s) {
+    case task_status::succeeded: return "succeeded";
+    case task_status::failed: return "failed";
+    case task_status::cancelled: return "cancelled";
+    case task_status::not_run: return "not run";
+  }
+  return "unknown";
+}
+
+bool run_report::ok() const noexcept {
+  return std::all_of(tasks.begin(), tasks.end(), [](const task_report& t) { return t.status == task_status::succeeded; });
+}
+
+const task_report* run_report::find(std::string_view name) const noexcept {
+  for (const auto& t : tasks) {
+    if (t.name == name) return &t;
+  }
+  return nullptr;
+}
+
+std::optional<error> run_report::first_failure() const {
+  for (const auto& t : tasks) {
+    if (t.failure) return t.failure;
+  }
+  return std::nullopt;
+}
+
+namespace {
+
+struct local_entry {
+  std::string node;
+  std::shared_ptr<setup_object> obj;
+};
+
+class body_setup final : public setup_object {
+ public:
+  body_setup(body init, body exit) : init_(std::move(init)), exit_(std::move(exit)) {}
+  body setup() override { return init_; }
+  body exit() override { return exit_; }
+
+ private:
+  body init_;
+  body exit_;
+};
+
+}  // namespace
+
+struct task_group::data {
+  std::optional<workspace_type> type;
+  std::vector<task> tasks;
+  taskgroup::cluster nodes;
+  std::vector<group_report_step> reports;
+  std::vector<local_entry> locals;
+  mutable bool used = false;
+  // tasks_by_node cache: the node map it was computed for, and the result.
+  std::optional<std::map<std::string, std::string>> remap_used;
+  std::optional<task_group> grouped;
+};
+
+task_group::task_group(std::optional<workspace_type> type) : data_(std::make_shared<data>()) { data_->type = type; }
+
+result<task> task_group::add(task t, node on) {
+  t.node(std::move(on));
+  return add(std::move(t));
+}
+
+result<task> task_group::add(task t) {
+  if (data_->used) return fail(errc::invalid_task, "Cannot add Task to an already used TaskGroup.");
+  if (t.used()) {
+    return fail(errc::invalid_task, "task " + quoted(t.name()) + " already belongs to a task group");
+  }
+  TASKGROUP_TRY(t.validate());
+  auto tt = t.type();
+  if (tt && data_->type && *tt != *data_->type) {
+    return fail(errc::invalid_task, "task " + quoted(t.name()) + ": Require " + std::string(to_string(*data_->type)) +
+                                        " but already have " + std::string(to_string(*tt)) +
+                                        " (a task group cannot mix PRIVATE and GLOBAL tasks)");
+  }
+  if (!tt) t.workspace_type(data_->type.value_or(workspace_type::private_));
+  if (!data_->type) data_->type = t.type();
+
+  // Unique full name within the group: <node>/<name>, then :1, :2, ...
+  const std::string base = t.name();
+  std::string full = base;
+  for (int k = 1;; ++k) {
+    bool taken = std::any_of(data_->tasks.begin(), data_->tasks.end(), [&](const task& o) { return o.name() == full; });
+    if (!taken) break;
+    full = base + ":" + std::to_string(k);
+  }
+  detail::set_task_full_name(*t.state(), full);
+  data_->nodes.add(t.get_node());
+  data_->tasks.push_back(t);
+  return t;
+}
+
+const std::vector<task>& task_group::tasks() const noexcept { return data_->tasks; }
+
+std::vector<std::string> task_group::used_nodes() const {
+  std::vector<std::string> out = data_->nodes.nodes();
+  for (const auto& r : data_->reports) {
+    if (std::find(out.begin(), out.end(), r.node) == out.end()) out.push_back(r.node);
+  }
+  return out;
+}
+
+const taskgroup::cluster& task_group::cluster() const noexcept { return data_->nodes; }
+std::optional<workspace_type> task_group::type() const noexcept { return data_->type; }
+bool task_group::used() const noexcept { return data_->used; }
+void task_group::mark_used() const noexcept { data_->used = true; }
+const std::vector<group_report_step>& task_group::report_steps() const noexcept { return data_->reports; }
+
+task_group& task_group::report_step(execution_step s, node on, std::optional<std::chrono::milliseconds> interval) {
+  auto every = interval.value_or(s.report_interval().value_or(std::chrono::milliseconds(1000)));
+  data_->reports.push_back({std::move(s), on.name(), every});
+  return *this;
+}
+
+task_group& task_group::local_init(node on, body b) {
+  return local_setup(std::move(on), std::make_shared<body_setup>(std::move(b), body{}));
+}
+
+task_group& task_group::local_exit(node on, body b) {
+  return local_setup(std::move(on), std::make_shared<body_setup>(body{}, std::move(b)));
+}
+
+task_group& task_group::local_setup(node on, std::shared_ptr<setup_object> obj) {
+  if (obj) data_->locals.push_back({on.name(), std::move(obj)});
+  return *this;
+}
+
+std::pair<std::vector<body>, std::vector<body>> task_group::local_work(const std::string& name) const {
+  std::vector<body> inits, exits;
+  for (const auto& l : data_->locals) {
+    if (l.node != name || !l.obj->claim(data_.get())) continue;
+    inits.push_back(l.obj->setup());
+    exits.push_back(l.obj->exit());
+  }
+  return {std::move(inits), std::move(exits)};
+}
+
+namespace {
+
+void add_body(execution_step& s, const body& b) {
+  for (const auto& it : b.items()) {
+    if (const auto* n = std::get_if<net>(&it)) {
+      s.add_substep(execution_step(n->name()).add_net(*n));
+    } else if (const auto* st = std::get_if<execution_step>(&it)) {
+      s.add_substep(*st);
+    } else {
+      s.mark_invalid("stop_if/stop cannot be used in setup work");
+    }
+  }
+}
+
+}  // namespace
+
+result<task_group> task_group::tasks_by_node(std::function<std::string(std::string_view)> remap) {
+  data_->used = true;
+  std::map<std::string, std::string> node_map;
+  for (const auto& n : used_nodes()) node_map[n] = remap ? remap(n) : n;
+  if (data_->remap_used) {
+    if (*data_->remap_used != node_map) return fail(errc::invalid_task, "Cannot call tasks_by_node multiple times.");
+    return *data_->grouped;
+  }
+
+  // Group tasks and report steps by mapped node, in first-appearance order.
+  std::vector<std::string> order;
+  std::map<std::string, std::vector<const task*>> by_node;
+  for (const auto& t : data_->tasks) {
+    const std::string& m = node_map[t.node_name()];
+    if (!by_node.count(m)) order.push_back(m);
+    by_node[m].push_back(&t);
+  }
+  for (const auto& r : data_->reports) {
+    if (!by_node.count(node_map[r.node])) {
+      return fail(errc::invalid_task, "report step " + quoted(r.step.name()) + " on node " + quoted(r.node) +
+                                          ", which has no task");
+    }
+  }
+
+  task_group grouped;
+  for (const auto& m : order) {
+    bool any_global = false;
+    execution_step body_step(m + ":body");
+    std::vector<std::string> outputs;
+    for (const auto& r : data_->reports) {
+      if (node_map[r.node] == m) body_step.add_substep(execution_step(r.step.name()).add_substep(r.step).run_every(r.interval));
+    }
+    std::vector<execution_step> steps;
+    for (const task* t : by_node[m]) {
+      TASKGROUP_TRY(auto s, t->get_step());
+      const bool priv = t->type().value_or(workspace_type::private_) == workspace_type::private_;
+      any_global = any_global || !priv;
+      steps.push_back(execution_step(t->name()).add_substep(s).create_workspace(priv));
+      for (const auto& o : t->output_names()) outputs.push_back(o);
+    }
+    for (auto& s : steps) body_step.add_substep(s);
+    body_step.concurrent_substeps(body_step.substeps().size() > 1);
+
+    std::vector<body> inits, exits;
+    for (const auto& [node_name, mapped] : node_map) {
+      if (mapped != m) continue;
+      auto [i, e] = local_work(node_name);
+      inits.insert(inits.end(), i.begin(), i.end());
+      exits.insert(exits.end(), e.begin(), e.end());
+    }
+    execution_step init(m + ":init"), exit(m + ":exit");
+    for (const auto& b : inits) add_body(init, b);
+    for (const auto& b : exits) add_body(exit, b);
+    execution_step whole(m);
+    whole.add_substep(init);
+    whole.add_substep(body_step.empty() ? execution_step("empty") : body_step);
+    whole.add_substep(exit);
+
+    task t("grouped_by_node", whole);
+    t.node(m).workspace_type(any_global ? workspace_type::global : workspace_type::private_);
+    for (const auto& o : outputs) (void)t.output<blob>(o);
+    TASKGROUP_TRY(grouped.add(std::move(t)));
+  }
+  if (grouped.tasks().empty() && !order.empty()) return fail(errc::invalid_task, "tasks_by_node produced no task");
+  data_->remap_used = node_map;
+  data_->grouped = grouped;
+  return grouped;
+}
+
+result<task> task_group::to_task(node on) {
+  const std::string target = on.name();
+  TASKGROUP_TRY(auto grouped, tasks_by_node([target](std::string_view) { return target; }));
+  if (grouped.tasks().empty()) return task();
+  // A fresh, unused task: the caller adds it to a group of its own.
+  const task& g = grouped.tasks().front();
+  task fresh("grouped_by_node", *g.user_step());
+  fresh.node(target);
+  if (g.type()) fresh.workspace_type(*g.type());
+  for (const auto& o : g.output_names()) (void)fresh.output<blob>(o);
+  return fresh;
+}
+
+}  // namespace taskgroup

@@ -1,0 +1,459 @@
+#include <taskgroup/session.hpp>
+
+#include <taskgroup/task_group.hpp>
+
+#include "support/steps.hpp"
+
+#include <boost/asio/bind_cancellation_slot.hpp>
+#include <boost/asio/cancellation_signal.hpp>
+#include <boost/asio/deferred.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/use_future.hpp>
+#include <catch2/catch.hpp>
+
+#include <atomic>
+#include <thread>
+#include <memory>
+#include <string>
+#include <vector>
+
+using namespace taskgroup;
+using namespace taskgroup::test;
+using namespace std::chrono_literals;
+namespace asio = boost::asio;
+
+namespace {
+
+net binary(const std::string& name, const std::string& type, const std::string& a, const std::string& b,
+           const std::string& out) {
+  net n(name);
+  n.op(type, {a, b}, {out});
+  return n;
+}
+
+// A group with a task that never ends by itself (cancellation tests).
+task_group stuck_group(const std::shared_ptr<stuck_counters>& c) {
+  task_group g;
+  (void)g.add(task("stuck", step("stuck").add_net(stuck("stuck", c))), node("n1"));
+  (void)g.add(task("other", step("other").add_net(stuck("stuck2", c))), node("n2"));
+  return g;
+}
+
+}  // namespace
+
+TEST_CASE("nodes are isolated: a blob written on n1 is invisible on n2", "[session]") {
+  task_group g(workspace_type::global);
+  REQUIRE(g.add(task("w", step("w").add_net(fill_int("w", "secret", 1))), node("n1")));
+  net reader("reader");
+  reader.op("Copy", {"secret"}, {"copy"});
+  REQUIRE(g.add(task("r", step("r").add_net(reader)), node("n2")));
+  local_session session(1);
+  auto r = session.run_blocking(g);
+  REQUIRE_FALSE(r);
+  CHECK(r.error().code == errc::blob_not_found);
+  CHECK_THAT(r.error().message, Catch::Contains("task \"n2/r\" (node \"n2\")") &&
+                                    Catch::Contains("input blob \"secret\" does not exist"));
+  CHECK(session.node_workspace("n1")->has("secret"));
+  CHECK_FALSE(session.node_workspace("n2")->has("secret"));
+}
+
+TEST_CASE("tasks of one node share its workspace", "[session]") {
+  task_group g(workspace_type::global);
+  REQUIRE(g.add(task("w", step("w").add_net(fill_int("w", "shared", 5)))));
+  local_session session(1);
+  REQUIRE(session.run_blocking(g));
+  task_group g2(workspace_type::global);
+  net reader("reader");
+  reader.op("Copy", {"shared"}, {"copy"});
+  REQUIRE(g2.add(task("r", step("r").add_net(reader))));
+  REQUIRE(session.run_blocking(g2));
+  CHECK(session.node_workspace("local")->read<i64>("copy").value() == 5);
+}
+
+TEST_CASE("scenario 27: reruns of a GLOBAL group accumulate", "[session][scenario]") {
+  task_group g(workspace_type::global);
+  task t("reader");
+  t.step(loop("read", 100, incr("count", "records")));
+  t.init(step("init").add_net([] {
+    net n("maybe_init");
+    n.op("ConstantFill", {}, {"zero"}, {{"value", std::int64_t{0}}});
+    return n;
+  }()));
+  auto records = t.output<i64>("records");
+  REQUIRE(g.add(t));
+  local_session session(1);
+  session.node_workspace("local")->set("records", std::int64_t{0});
+  REQUIRE(session.run_blocking(g));
+  CHECK(records.get().value() == 100);
+  REQUIRE(session.run_blocking(g));
+  CHECK(records.get().value() == 200);
+}
+
+TEST_CASE("reruns of a PRIVATE group start fresh; its new blobs vanish, outputs survive", "[session]") {
+  task_group g(workspace_type::private_);
+  task t("t");
+  net work("work");
+  work.op("Iter", {}, {"scratch"}).op("Copy", {"scratch"}, {"result"});
+  t.step(work);
+  auto result = t.output<i64>("result");
+  REQUIRE(g.add(t));
+  local_session session(1);
+  REQUIRE(session.run_blocking(g));
+  CHECK(result.get().value() == 1);
+  REQUIRE(session.run_blocking(g));
+  CHECK(result.get().value() == 1);
+  auto ws = session.node_workspace("local");
+  CHECK_FALSE(ws->has("scratch"));
+  CHECK(ws->has("result"));
+}
+
+TEST_CASE("scenario 28: a PRIVATE group writes blobs that exist in the node workspace", "[session][scenario]") {
+  local_session session(1);
+  auto ws = session.node_workspace("local");
+  ws->set("dst", std::vector<i64>{});
+  task_group g(workspace_type::private_);
+  for (i64 v : {2, 4, 12}) {
+    net n("put" + std::to_string(v));
+    n.op("ConstantFill", {}, {"v"}, {{"value", v}}).op("Append", {"dst", "v"}, {"dst"});
+    REQUIRE(g.add(task("pipe" + std::to_string(v), step("p").add_net(n))));
+  }
+  REQUIRE(session.run_blocking(g));
+  auto dst = ws->read<std::vector<i64>>("dst").value();
+  std::sort(dst.begin(), dst.end());
+  CHECK(dst == std::vector<i64>{2, 4, 12});
+  CHECK_FALSE(ws->has("v"));
+}
+
+TEST_CASE("scenario 4: a net added twice runs twice", "[session][scenario]") {
+  task_group g;
+  task t("t");
+  net inc = incr("inc", "total");
+  t.init(fill_int("zero", "total", 0));
+  t.step(step("body").substeps({step("a").add_net(inc), step("b").add_net(inc)}));
+  auto total = t.output<i64>("total");
+  REQUIRE(g.add(t));
+  local_session session(1);
+  REQUIRE(session.run_blocking(g));
+  CHECK(total.get().value() == 2);
+}
+
+TEST_CASE("scenario 26: instances share the node's counters and keep their own", "[session][scenario]") {
+  for (auto [records, instances] : {std::pair<i64, i64>{100, 8}, {25, 6}}) {
+    task_group g;
+    task t("pipe");
+    net fill_queue("fill_queue");
+    fill_queue.op("CreateQueue", {}, {"q"}, {{"capacity", records}})
+        .op("ConstantFill", {}, {"c1"}, {{"value", i64{0}}})
+        .op("ConstantFill", {}, {"c2"}, {{"value", i64{0}}})
+        .op("ConstantFill", {}, {"c3"}, {{"value", i64{0}}})
+        .op("ConstantFill", {}, {"one"}, {{"value", i64{1}}})
+        .op("ConstantFill", {}, {"rec"}, {{"value", i64{0}}});
+    for (i64 i = 0; i < records; ++i) fill_queue.op("Enqueue", {"q", "rec"}, {});
+    fill_queue.op("CloseQueue", {"q"}, {});
+    t.init(fill_queue);
+    t.instance_init(fill_int("counter_init", "task_counter", 0));
+    net take("take");
+    take.op("Dequeue", {"q"}, {"item", "ok"}).op("Not", {"ok"}, {"done"});
+    net count("count");
+    count.op("Add", {"c1", "one"}, {"c1"}).op("Add", {"task_counter", "one"}, {"task_counter"});
+    t.step(loop("drain", {take, stop_if("done"), count}));
+    net tally("tally");
+    tally.op("Add", {"c2", "task_counter"}, {"c2"}).op("Add", {"c3", "one"}, {"c3"});
+    t.instance_exit(tally);
+    t.num_instances(instances);
+    auto c1 = t.output<i64>("c1");
+    auto c2 = t.output<i64>("c2");
+    auto c3 = t.output<i64>("c3");
+    REQUIRE(g.add(t));
+    local_session session(1);
+    REQUIRE(session.run_blocking(g));
+    CHECK(c1.get().value() == records);
+    CHECK(c2.get().value() == records);
+    CHECK(c3.get().value() == instances);
+  }
+}
+
+TEST_CASE("scenario 29: a producer and three consumers through the queue", "[session][scenario]") {
+  task_group g(workspace_type::global);
+  local_session session(1);
+  auto ws = session.node_workspace("local");
+  net init("init");
+  init.op("CreateQueue", {}, {"q"}, {{"capacity", i64{4}}}).op("ConstantFill", {}, {"sum"}, {{"value", i64{0}}});
+  g.local_init(node(), init);
+  net produce("produce");
+  produce.op("ConstantFill", {}, {"item"}, {{"value", i64{0}}}).op("ConstantFill", {}, {"one"}, {{"value", i64{1}}});
+  for (int i = 0; i < 100; ++i) produce.op("Add", {"item", "one"}, {"item"}).op("Enqueue", {"q", "item"}, {});
+  produce.op("CloseQueue", {"q"}, {});
+  REQUIRE(g.add(task("producer", step("produce").add_net(produce))));
+  for (int c = 0; c < 3; ++c) {
+    const std::string id = std::to_string(c);
+    net take("take" + id);
+    take.op("Dequeue", {"q"}, {"got" + id, "ok" + id}).op("Not", {"ok" + id}, {"stop" + id});
+    net sum("sum" + id);
+    sum.op("Add", {"sum", "got" + id}, {"sum"});
+    REQUIRE(g.add(task("consumer" + id, loop("consume" + id, {take, stop_if("stop" + id), sum}))));
+  }
+  auto report = session.run_blocking(g);
+  REQUIRE(report);
+  CHECK(report.value().ok());
+  CHECK(ws->read<i64>("sum").value() == 5050);
+}
+
+TEST_CASE("1,000 tasks on 10 nodes all run, each node in its own workspace", "[session]") {
+  task_group g(workspace_type::global);
+  for (int i = 0; i < 1000; ++i) {
+    REQUIRE(g.add(task("t", step("s").add_net(incr("inc" + std::to_string(i % 10), "count"))),
+                  node("n" + std::to_string(i % 10))));
+  }
+  local_session session(2);
+  auto report = session.run_blocking(g);
+  REQUIRE(report);
+  CHECK(report.value().tasks.size() == 1000);
+  CHECK(report.value().ok());
+  for (int n = 0; n < 10; ++n) CHECK(session.node_workspace("n" + std::to_string(n))->read<i64>("count").value() == 100);
+  CHECK(report.value().tasks[999].name == "n9/t:99");
+}
+
+TEST_CASE("a failing task among 1,000 ends the run with its error and nothing keeps running", "[session]") {
+  auto c = std::make_shared<stuck_counters>();
+  task_group g;
+  for (int i = 0; i < 1000; ++i) {
+    auto s = i == 500 ? step("s").nets({fill_int("x", "x", 1), failing("bad", "broken record")})
+                      : step("s").add_net(stuck("wait", c));
+    REQUIRE(g.add(task("t" + std::to_string(i), s), node("n" + std::to_string(i % 4))));
+  }
+  local_session session(2);
+  auto r = session.run_blocking(g);
+  REQUIRE_FALSE(r);
+  CHECK(r.error().code == errc::op_failed);
+  CHECK(r.error().message == "task \"n0/t500\" (node \"n0\"): s/net \"bad\" op #0 (Fail): broken record");
+  CHECK(c->cancelled == c->started);
+  CHECK(c->finished == 0);
+}
+
+TEST_CASE("the gather policy lets every task finish and reports each", "[session]") {
+  task_group g(workspace_type::global);
+  REQUIRE(g.add(task("good", step("g").nets({[] {
+                  net n("sleep");
+                  n.op("Sleep", {}, {}, {{"ms", std::int64_t{5}}});
+                  return n;
+                }(),
+                                                fill_int("done", "done", 1)}))));
+  REQUIRE(g.add(task("bad", step("b").add_net(failing("bad", "nope")))));
+  local_session session(1);
+  run_options o;
+  o.policy = run_policy::gather;
+  auto r = session.run_blocking(g, o);
+  REQUIRE(r);
+  const run_report& rep = r.value();
+  CHECK_FALSE(rep.ok());
+  CHECK(rep.find("local/good")->status == task_status::succeeded);
+  CHECK(rep.find("local/bad")->status == task_status::failed);
+  CHECK_THAT(rep.find("local/bad")->failure->message, Catch::Contains("nope"));
+  CHECK(rep.first_failure()->message == rep.find("local/bad")->failure->message);
+  CHECK(session.node_workspace("local")->read<i64>("done").value() == 1);
+  CHECK(rep.find("local/good")->finished >= rep.find("local/good")->started);
+}
+
+TEST_CASE("the run report gives status, times, iterations and outputs per task", "[session]") {
+  task_group g;
+  task t("t", step("s").add_net(incr("inc", "n")).iterations(7));
+  t.init(fill_int("zero", "n", 0));
+  (void)t.output<i64>("n");
+  REQUIRE(g.add(t));
+  local_session session(1);
+  auto r = session.run_blocking(g).value();
+  REQUIRE(r.tasks.size() == 1);
+  const auto& tr = r.tasks[0];
+  CHECK(tr.name == "local/t");
+  CHECK(tr.node == "local");
+  CHECK(tr.status == task_status::succeeded);
+  CHECK(tr.iterations == 7);
+  REQUIRE(tr.outputs.size() == 1);
+  CHECK(tr.outputs[0].first == "n");
+  CHECK(tr.outputs[0].second->as<i64>() == 7);
+  CHECK(r.finished >= r.started);
+  CHECK(to_string(task_status::cancelled) == "cancelled");
+}
+
+TEST_CASE("a run deadline cancels every task and fails with a timeout", "[session][cancel]") {
+  auto c = std::make_shared<stuck_counters>();
+  local_session session(1);
+  run_options o;
+  o.timeout = 20ms;
+  auto r = session.run_blocking(stuck_group(c), o);
+  REQUIRE_FALSE(r);
+  CHECK(r.error().code == errc::timeout);
+  CHECK(r.error().message == "run timed out after 20 ms");
+  CHECK(c->cancelled == 2);
+}
+
+TEST_CASE("cancellation through a callback token's slot", "[session][cancel]") {
+  auto c = std::make_shared<stuck_counters>();
+  asio::io_context io;
+  local_session session(io.get_executor());
+  asio::cancellation_signal sig;
+  std::optional<result<run_report>> got;
+  session.async_run(stuck_group(c), asio::bind_cancellation_slot(sig.slot(), [&](result<run_report> r) { got.emplace(std::move(r)); }));
+  asio::steady_timer t(io, 5ms);
+  t.async_wait([&](boost::system::error_code) { sig.emit(asio::cancellation_type::terminal); });
+  io.run();
+  REQUIRE(got);
+  REQUIRE_FALSE(*got);
+  CHECK(got->error().code == errc::cancelled);
+  CHECK(c->cancelled == 2);
+}
+
+TEST_CASE("cancellation through use_future with a bound slot", "[session][cancel]") {
+  auto c = std::make_shared<stuck_counters>();
+  asio::io_context io;
+  local_session session(io.get_executor());
+  asio::cancellation_signal sig;
+  auto f = session.async_run(stuck_group(c), asio::bind_cancellation_slot(sig.slot(), asio::use_future));
+  asio::steady_timer t(io, 5ms);
+  t.async_wait([&](boost::system::error_code) { sig.emit(asio::cancellation_type::terminal); });
+  io.run();
+  auto r = f.get();
+  REQUIRE_FALSE(r);
+  CHECK(r.error().code == errc::cancelled);
+}
+
+TEST_CASE("cancellation of the awaiting coroutine (use_awaitable and run())", "[session][cancel]") {
+  auto c = std::make_shared<stuck_counters>();
+  asio::io_context io;
+  local_session session(io.get_executor());
+  asio::cancellation_signal sig;
+  std::optional<result<run_report>> got;
+  auto g = stuck_group(c);
+  asio::co_spawn(
+      io,
+      [&]() -> asio::awaitable<result<run_report>> { co_return co_await session.async_run(g, asio::use_awaitable); },
+      asio::bind_cancellation_slot(sig.slot(), [&](std::exception_ptr, result<run_report> r) { got.emplace(std::move(r)); }));
+  asio::steady_timer t(io, 5ms);
+  t.async_wait([&](boost::system::error_code) { sig.emit(asio::cancellation_type::terminal); });
+  io.run();
+  REQUIRE(got);
+  CHECK(got->error().code == errc::cancelled);
+  CHECK(c->cancelled == 2);
+
+  io.restart();
+  got.reset();
+  auto c2 = std::make_shared<stuck_counters>();
+  auto g2 = stuck_group(c2);
+  asio::co_spawn(io, g2.run(), asio::bind_cancellation_slot(sig.slot(), [&](std::exception_ptr, result<run_report> r) {
+                   got.emplace(std::move(r));
+                 }));
+  t.expires_after(5ms);
+  t.async_wait([&](boost::system::error_code) { sig.emit(asio::cancellation_type::terminal); });
+  io.run();
+  REQUIRE(got);
+  CHECK(got->error().code == errc::cancelled);
+  CHECK(c2->cancelled == 2);
+}
+
+TEST_CASE("cancellation through a deferred operation", "[session][cancel]") {
+  auto c = std::make_shared<stuck_counters>();
+  asio::io_context io;
+  local_session session(io.get_executor());
+  asio::cancellation_signal sig;
+  std::optional<result<run_report>> got;
+  auto op = session.async_run(stuck_group(c), asio::deferred);
+  std::move(op)(asio::bind_cancellation_slot(sig.slot(), [&](result<run_report> r) { got.emplace(std::move(r)); }));
+  asio::steady_timer t(io, 5ms);
+  t.async_wait([&](boost::system::error_code) { sig.emit(asio::cancellation_type::terminal); });
+  io.run();
+  REQUIRE(got);
+  CHECK(got->error().code == errc::cancelled);
+}
+
+TEST_CASE("group.run() runs on the awaiting coroutine's executor beside other work", "[session]") {
+  asio::io_context io;
+  task_group g(workspace_type::global);
+  task t("t", step("s").nets({[] {
+                                 net n("sleep");
+                                 n.op("Sleep", {}, {}, {{"ms", std::int64_t{20}}});
+                                 return n;
+                               }(),
+                               fill_int("v", "v", 3)}));
+  auto v = t.output<i64>("v");
+  REQUIRE(g.add(t));
+  int ticks = 0;
+  bool done = false;
+  asio::steady_timer ticker(io);
+  std::function<void()> tick = [&] {
+    ticker.expires_after(1ms);
+    ticker.async_wait([&](boost::system::error_code ec) {
+      if (ec || done) return;
+      ++ticks;
+      tick();
+    });
+  };
+  tick();
+  std::optional<result<run_report>> got;
+  asio::co_spawn(io, g.run(), [&](std::exception_ptr, result<run_report> r) {
+    got.emplace(std::move(r));
+    done = true;
+    ticker.cancel();
+  });
+  io.run();
+  REQUIRE(got);
+  REQUIRE(*got);
+  CHECK(v.get().value() == 3);
+  CHECK(ticks >= 2);
+}
+
+TEST_CASE("a closed session refuses to run", "[session]") {
+  local_session session(1);
+  session.close();
+  CHECK(session.closed());
+  auto r = session.run_blocking(task_group());
+  REQUIRE_FALSE(r);
+  CHECK(r.error().code == errc::session_closed);
+  CHECK(r.error().message == "Session is closed.");
+}
+
+TEST_CASE("a group is compiled once per session and reused", "[session]") {
+  int constructed = 0;
+  operator_registry reg(operator_registry::global());
+  REQUIRE(reg.add(operator_schema("Probe").inputs(0).outputs(0).factory([&](op_context&) -> result<std::unique_ptr<op_kernel>> {
+    ++constructed;
+    return make_kernel([] { return ok(); });
+  })));
+  net n("probe");
+  n.op("Probe", {}, {});
+  task_group g(workspace_type::global);
+  REQUIRE(g.add(task("t", step("s").add_net(n))));
+  local_session session(1);
+  session.set_registry(reg);
+  REQUIRE(session.run_blocking(g));
+  REQUIRE(session.run_blocking(g));
+  CHECK(constructed == 1);  // one node workspace, one net instance, one compile
+  CHECK(session.nodes() == std::vector<std::string>{"local"});
+}
+
+TEST_CASE("run_blocking works while another thread runs the session's executor", "[session]") {
+  asio::io_context io;
+  auto guard = asio::make_work_guard(io);
+  local_session session(io.get_executor());
+  std::thread loop([&] { io.run(); });
+  task_group g(workspace_type::global);
+  REQUIRE(g.add(task("t", step("s").add_net(fill_int("v", "v", 9)))));
+  auto r = session.run_blocking(g);
+  guard.reset();
+  loop.join();
+  REQUIRE(r);
+  CHECK(r.value().ok());
+}
+
+TEST_CASE("run_blocking from the session's own coordinator is refused", "[session]") {
+  asio::io_context io;
+  local_session session(io.get_executor());
+  std::optional<result<run_report>> inner;
+  // An unbound completion handler of async_run runs on the coordinator.
+  session.async_run(task_group(), [&](result<run_report>) { inner.emplace(session.run_blocking(task_group())); });
+  io.run();
+  REQUIRE(inner);
+  REQUIRE_FALSE(*inner);
+  CHECK(inner->error().message == "run_blocking called from the session's own coordinator would deadlock");
+}

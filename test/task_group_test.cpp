@@ -1,0 +1,144 @@
+#include <taskgroup/task_group.hpp>
+
+#include <taskgroup/session.hpp>
+
+#include "support/steps.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <string>
+#include <vector>
+
+using namespace taskgroup;
+using namespace taskgroup::test;
+
+TEST_CASE("adding to a used group is an error", "[task_group]") {
+  task_group g;
+  REQUIRE(g.add(task("a", step("s").add_net(fill_int("n", "x", 1)))));
+  local_session session(1);
+  REQUIRE(session.run_blocking(g));
+  CHECK(g.used());
+  auto r = g.add(task("b"));
+  REQUIRE_FALSE(r);
+  CHECK(r.error().code == errc::invalid_task);
+  CHECK(r.error().message == "Cannot add Task to an already used TaskGroup.");
+}
+
+TEST_CASE("workspace types: tasks take the group's, the group takes the first task's, no mixing", "[task_group]") {
+  task_group typed(workspace_type::global);
+  auto t = typed.add(task("t")).value();
+  CHECK(t.type() == workspace_type::global);
+
+  task_group untyped;
+  auto first = untyped.add(task("a").workspace_type(workspace_type::global)).value();
+  CHECK(untyped.type() == workspace_type::global);
+  auto second = untyped.add(task("b")).value();
+  CHECK(second.type() == workspace_type::global);
+  auto clash = untyped.add(task("c").workspace_type(workspace_type::private_));
+  REQUIRE_FALSE(clash);
+  CHECK(clash.error().code == errc::invalid_task);
+  CHECK_THAT(clash.error().message, Catch::Contains("Require global but already have private"));
+
+  task_group defaulted;
+  CHECK(defaulted.add(task("d")).value().type() == workspace_type::private_);
+}
+
+TEST_CASE("used nodes are listed in order of first use and options merge first-wins", "[task_group][node]") {
+  task_group g;
+  REQUIRE(g.add(task("a"), node("n2", {{"gpus", std::int64_t{1}}})));
+  REQUIRE(g.add(task("b"), node("n1")));
+  REQUIRE(g.add(task("c"), node("n2", {{"gpus", std::int64_t{4}}, {"mem", std::string("8G")}})));
+  g.report_step(step("r").add_net(fill_int("r", "x", 1)), node("n1"));
+  CHECK(g.used_nodes() == std::vector<std::string>{"n2", "n1"});
+  CHECK(g.cluster().options("n2").get<std::int64_t>("gpus").value() == 1);
+  CHECK(g.cluster().options("n2").get<std::string>("mem").value() == "8G");
+}
+
+TEST_CASE("a report step on a node with no task is an error", "[task_group]") {
+  task_group g;
+  REQUIRE(g.add(task("a", step("s").add_net(fill_int("n", "x", 1)))));
+  g.report_step(step("r").add_net(fill_int("r", "y", 1)), node("lonely"));
+  local_session session(1);
+  auto r = session.run_blocking(g);
+  REQUIRE_FALSE(r);
+  CHECK(r.error().message == "report step \"r\" on node \"lonely\", which has no task");
+  task_group g2;
+  REQUIRE(g2.add(task("a", step("s").add_net(fill_int("n", "x", 1)))));
+  g2.report_step(step("r").add_net(fill_int("r", "y", 1)), node("lonely"));
+  CHECK_FALSE(g2.tasks_by_node());
+}
+
+TEST_CASE("tasks_by_node groups per node and accepts only the same map again", "[task_group]") {
+  task_group g;
+  REQUIRE(g.add(task("a", step("sa").add_net(fill_int("na", "x", 1))), node("n1")));
+  REQUIRE(g.add(task("b", step("sb").add_net(fill_int("nb", "y", 1))), node("n2")));
+  REQUIRE(g.add(task("c", step("sc").add_net(fill_int("nc", "z", 1))), node("n1")));
+  auto by_node = g.tasks_by_node().value();
+  REQUIRE(by_node.tasks().size() == 2);
+  CHECK(by_node.tasks()[0].name() == "n1/grouped_by_node");
+  CHECK(by_node.tasks()[1].name() == "n2/grouped_by_node");
+  auto again = g.tasks_by_node();
+  REQUIRE(again);
+  CHECK(again.value().same(by_node));
+  auto other = g.tasks_by_node([](std::string_view) { return std::string("x"); });
+  REQUIRE_FALSE(other);
+  CHECK(other.error().message == "Cannot call tasks_by_node multiple times.");
+}
+
+TEST_CASE("to_task merges every node into one task that runs all of them", "[task_group][session]") {
+  task_group g(workspace_type::global);
+  REQUIRE(g.add(task("a", step("sa").add_net(fill_int("na", "x", 1))), node("n1")));
+  REQUIRE(g.add(task("b", step("sb").add_net(fill_int("nb", "y", 2))), node("n2")));
+  auto t = g.to_task().value();
+  CHECK(t.name() == "local/grouped_by_node");
+  task_group single;
+  REQUIRE(single.add(t));
+  local_session session(1);
+  REQUIRE(session.run_blocking(single));
+  auto ws = session.node_workspace("local");
+  CHECK(ws->read<i64>("x").value() == 1);
+  CHECK(ws->read<i64>("y").value() == 2);
+  CHECK(task_group().to_task().value().name() == "local/task");
+}
+
+TEST_CASE("local init runs before a node's tasks and local exit after them", "[task_group][session]") {
+  task_group g(workspace_type::global);
+  auto append = [](const std::string& name, i64 v) {
+    net n(name);
+    n.op("ConstantFill", {}, {name + "/v"}, {{"value", v}}).op("Append", {"log", name + "/v"}, {"log"});
+    return n;
+  };
+  g.local_init(node("n1"), {[] {
+                 net n("log_init");
+                 n.op("ConstantFill", {}, {"log"}, {{"value", std::vector<i64>{}}});
+                 return n;
+               }(),
+                            append("init", 1)});
+  g.local_exit(node("n1"), append("exit", 3));
+  REQUIRE(g.add(task("a", step("a").add_net(append("a", 2))), node("n1")));
+  REQUIRE(g.add(task("b", step("b").add_net(append("b", 2))), node("n1")));
+  local_session session(1);
+  REQUIRE(session.run_blocking(g));
+  CHECK(session.node_workspace("n1")->read<std::vector<i64>>("log").value() == std::vector<i64>{1, 2, 2, 3});
+}
+
+TEST_CASE("a group report step runs on its node and once more after the tasks", "[task_group][session]") {
+  task_group g(workspace_type::global);
+  net report("report");
+  report.op("Iter", {}, {"reports"});
+  g.report_step(step("r").add_net(report), node("n1"), std::chrono::seconds(30));
+  REQUIRE(g.add(task("a", step("a").add_net(fill_int("a", "x", 1))), node("n1")));
+  local_session session(1);
+  REQUIRE(session.run_blocking(g));
+  CHECK(session.node_workspace("n1")->read<i64>("reports").value() == 1);
+}
+
+TEST_CASE("final_output adds a task that carries an output", "[task_group][session]") {
+  task_group g(workspace_type::global);
+  REQUIRE(g.add(task("w", step("w").add_net(fill_int("w", "result", 7)))));
+  auto out = g.final_output<i64>("result").value();
+  CHECK(g.tasks().size() == 2);
+  local_session session(1);
+  REQUIRE(session.run_blocking(g));
+  CHECK(out.get().value() == 7);
+}

@@ -1,0 +1,258 @@
+#include <taskgroup/task.hpp>
+
+#include <taskgroup/session.hpp>
+#include <taskgroup/task_group.hpp>
+
+#include "support/steps.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+using namespace taskgroup;
+using namespace taskgroup::test;
+
+namespace {
+
+net add(const std::string& name, const std::string& a, const std::string& b, const std::string& out) {
+  net n(name);
+  n.op("Add", {a, b}, {out});
+  return n;
+}
+
+// Counts step nets in a tree (Caffe2's plan net count, §3 scenario 11).
+std::size_t count_nets(const execution_step& s) {
+  std::size_t n = s.nets().size();
+  for (const auto& c : s.substeps()) n += count_nets(c);
+  return n;
+}
+
+}  // namespace
+
+TEST_CASE("scenario 31: defaults are local/task on node local with no outputs", "[task]") {
+  task t;
+  CHECK(t.name() == "local/task");
+  CHECK(t.node_name() == "local");
+  CHECK(t.output_names().empty());
+  CHECK_FALSE(t.type());
+  CHECK(t.instances() == 1);
+  task_group g;
+  CHECK_FALSE(g.type());
+  CHECK(node().name() == "local");
+  CHECK(cluster().empty());
+}
+
+TEST_CASE("a task is named after its step when it has no name", "[task]") {
+  task t;
+  t.step(step("train").add_net(fill_int("n", "x", 1))).node("n1");
+  CHECK(t.name() == "n1/train");
+  CHECK(task("reader").node("n2").name() == "n2/reader");
+}
+
+TEST_CASE("names are made unique within a group", "[task][task_group]") {
+  task_group g;
+  auto a = g.add(task()).value();
+  auto b = g.add(task()).value();
+  auto c = g.add(task()).value();
+  auto other = g.add(task(), node("n1")).value();
+  CHECK(a.name() == "local/task");
+  CHECK(b.name() == "local/task:1");
+  CHECK(c.name() == "local/task:2");
+  CHECK(other.name() == "n1/task");
+}
+
+TEST_CASE("a task accepts one step only", "[task]") {
+  task t("t");
+  t.step(fill_int("a", "x", 1));
+  t.step(fill_int("b", "y", 1));
+  auto st = t.validate();
+  REQUIRE_FALSE(st);
+  CHECK(st.error().code == errc::invalid_task);
+  CHECK_THAT(st.error().message, Catch::Contains("This Task already has an execution step."));
+}
+
+TEST_CASE("changing a used task is an error naming it", "[task]") {
+  task_group g;
+  task t("t", step("s").add_net(fill_int("a", "x", 1)));
+  REQUIRE(g.add(t));
+  t.num_instances(3);
+  auto st = t.validate();
+  REQUIRE_FALSE(st);
+  CHECK(st.error().message == "task \"local/t\": Cannot modify task since it is already been used (num_instances)");
+  local_session session(1);
+  auto r = session.run_blocking(g);
+  REQUIRE_FALSE(r);
+  CHECK_THAT(r.error().message, Catch::Contains("Cannot modify task since it is already been used"));
+}
+
+TEST_CASE("a task cannot join two groups", "[task][task_group]") {
+  task_group g1, g2;
+  task t("t");
+  REQUIRE(g1.add(t));
+  auto r = g2.add(t);
+  REQUIRE_FALSE(r);
+  CHECK(r.error().message == "task \"local/t\" already belongs to a task group");
+}
+
+TEST_CASE("scenario 11: the composed step has init, instances and exit around the body", "[task]") {
+  task t("my_task");
+  t.node("trainer").num_instances(2);
+  t.init(fill_int("task_init", "a", 1)).exit(fill_int("task_exit", "b", 1));
+  t.instance_init(fill_int("inst_init", "c", 1)).instance_exit(fill_int("inst_exit", "d", 1));
+  net copy("copy");
+  copy.op("Copy", {"a"}, {"e"});
+  t.step(loop("loop", 100, copy));
+  task_group g;
+  REQUIRE(g.add(t));
+  auto s = t.get_step().value();
+  CHECK(s.name() == "trainer/my_task");
+  // Outside in: init, parallel (2 instances of an instance step in its own
+  // workspace), exit.
+  REQUIRE(s.substeps().size() == 3);
+  CHECK(s.substeps()[0].name() == "trainer/my_task:init");
+  CHECK(s.substeps()[1].name() == "trainer/my_task:parallel");
+  CHECK(s.substeps()[1].num_concurrent_instances() == 2);
+  CHECK(s.substeps()[1].substeps()[0].creates_workspace());
+  CHECK(s.substeps()[2].name() == "trainer/my_task:exit");
+  // 4 body nets (loop init, cond, copy, inc) + 4 setup nets; no dummy output.
+  CHECK(count_nets(s) == 8);
+  CHECK(t.get_step().value().same(s));  // cached
+}
+
+TEST_CASE("task outputs are typed and set by a run", "[task][session]") {
+  task_group g(workspace_type::global);
+  task t("t");
+  t.step(step("s").nets({fill_int("a", "total", 41), incr("inc", "total")}));
+  auto total = t.output<i64>("total");
+  auto both = t.output<i64>(std::vector<std::string>{"total", "total"});
+  auto wrong = t.output<std::string>("total");
+  REQUIRE(g.add(t));
+  auto before = total.get();
+  REQUIRE_FALSE(before);
+  CHECK(before.error().code == errc::output_not_set);
+  CHECK_THAT(before.error().message, Catch::Contains("Output value not set yet."));
+  local_session session(1);
+  auto report = session.run_blocking(g);
+  REQUIRE(report);
+  CHECK(total.get().value() == 42);
+  CHECK(both.get().value() == std::vector<i64>{42, 42});
+  CHECK(wrong.get().error().code == errc::type_mismatch);
+  CHECK(report.value().tasks.at(0).outputs.size() == 4);
+}
+
+TEST_CASE("scenario 6: task init runs before the body, task exit after", "[task][session]") {
+  task t("t");
+  t.init(fill_int("one", "one", 1));
+  t.init(fill_int("three", "three", 3));
+  t.exit(add("seven_1", "accum", "one", "seven_1"));
+  t.step(step("body").nets({add("two", "one", "one", "two"), add("accum", "two", "three", "accum"),
+                            add("six", "accum", "one", "six"), add("accum_inc", "accum", "one", "accum"),
+                            add("seven_2", "accum", "one", "seven_2")}));
+  auto six = t.output<i64>("six");
+  auto seven_1 = t.output<i64>("seven_1");
+  auto seven_2 = t.output<i64>("seven_2");
+  task_group g;
+  REQUIRE(g.add(t));
+  local_session session(1);
+  REQUIRE(session.run_blocking(g));
+  CHECK(six.get().value() == 6);
+  CHECK(seven_2.get().value() == 7);
+  CHECK(seven_1.get().value() == 7);
+}
+
+TEST_CASE("scenario 8: each instance instantiates its nets in its own workspace", "[task][session]") {
+  operator_registry reg(operator_registry::global());
+  auto constructed = std::make_shared<int>(0);
+  auto calls = std::make_shared<int>(0);
+  REQUIRE(reg.add(operator_schema("Counting").inputs(0).outputs(0).factory(
+      [constructed, calls](op_context&) -> result<std::unique_ptr<op_kernel>> {
+        ++*constructed;
+        return make_kernel([calls] {
+          ++*calls;
+          return ok();
+        });
+      })));
+  net n("op");
+  n.op("Counting", {}, {});
+  task t("t");
+  t.num_instances(64).step(loop("l", 4, n));
+  task_group g;
+  REQUIRE(g.add(t));
+  local_session session(1);
+  session.set_registry(reg);
+  REQUIRE(session.run_blocking(g));
+  CHECK(*constructed == 64);
+  CHECK(*calls == 256);
+}
+
+namespace {
+struct counting_setup final : setup_object {
+  explicit counting_setup(std::string blob) : blob_(std::move(blob)) {}
+  body setup() override {
+    net n("setup/" + blob_);
+    n.op("Iter", {}, {blob_});
+    return n;
+  }
+  body exit() override {
+    net n("exit/" + blob_);
+    n.op("Iter", {}, {blob_ + "_exit"});
+    return n;
+  }
+  std::string blob_;
+};
+}  // namespace
+
+TEST_CASE("a setup object runs once per run however many tasks carry it", "[task][session]") {
+  auto obj = std::make_shared<counting_setup>("setups");
+  task_group g(workspace_type::global);
+  for (int i = 0; i < 3; ++i) {
+    task t("t" + std::to_string(i));
+    t.step(fill_int("work" + std::to_string(i), "w" + std::to_string(i), 1)).setup(obj);
+    REQUIRE(g.add(t));
+  }
+  local_session session(1);
+  REQUIRE(session.run_blocking(g));
+  auto ws = session.node_workspace("local");
+  CHECK(ws->read<i64>("setups").value() == 1);
+  CHECK(ws->read<i64>("setups_exit").value() == 1);
+  REQUIRE(session.run_blocking(g));  // once per run
+  CHECK(ws->read<i64>("setups").value() == 2);
+}
+
+TEST_CASE("instance init and exit run once per instance in the instance's workspace", "[task][session]") {
+  task t("t");
+  t.init(step("init").nets({fill_int("c1", "seen", 0)}));
+  t.instance_init(fill_int("mine", "mine", 5));
+  t.instance_exit(add("collect", "seen", "mine", "seen"));
+  t.num_instances(4).step(incr("inc", "mine"));
+  auto seen = t.output<i64>("seen");
+  task_group g;
+  REQUIRE(g.add(t));
+  local_session session(1);
+  REQUIRE(session.run_blocking(g));
+  CHECK(seen.get().value() == 4 * 6);
+  CHECK_FALSE(session.node_workspace("local")->has("mine"));
+}
+
+TEST_CASE("task report steps run during each instance, before its exit", "[task][session]") {
+  task t("t");
+  net report("report");
+  report.op("Iter", {}, {"reports"});
+  t.init(fill_int("init", "reports", 0));
+  t.report(step("r").add_net(report), std::chrono::seconds(10));
+  t.instance_exit(step("exit").nets({[] {
+    net n("copy");
+    n.op("Copy", {"reports"}, {"reports_at_exit"});
+    return n;
+  }()}));
+  t.num_instances(2).step(fill_int("work", "x", 1));
+  auto at_exit = t.output<i64>("reports_at_exit");
+  task_group g;
+  REQUIRE(g.add(t));
+  local_session session(1);
+  REQUIRE(session.run_blocking(g));
+  CHECK(at_exit.get().value() >= 1);  // the final report ran before the instance exit
+}
