@@ -46,11 +46,11 @@ using kernel_result = result<std::unique_ptr<op_kernel>>;
 // --- messages (cold paths) ---------------------------------------------------
 
 std::string input_where(const op_context& ctx, std::size_t i) {
-  return "input #" + std::to_string(i) + " " + quoted(ctx.def().inputs[i]) + ": ";
+  return "input #" + std::to_string(i) + " " + quote(ctx.def().inputs[i]) + ": ";
 }
 
 std::string output_where(const op_context& ctx, std::size_t i) {
-  return "output #" + std::to_string(i) + " " + quoted(ctx.def().outputs[i]) + ": ";
+  return "output #" + std::to_string(i) + " " + quote(ctx.def().outputs[i]) + ": ";
 }
 
 // Input `i` holds no value or a value of another type than `expected`; the
@@ -181,7 +181,7 @@ constexpr std::int64_t wrap(std::uint64_t v) noexcept { return static_cast<std::
 
 kernel_result constant_fill_factory(op_context& ctx) {
   const argument* value = ctx.args().find("value");
-  if (value == nullptr) return fail(errc::bad_argument, "missing required argument " + quoted("value"));
+  if (value == nullptr) return fail(errc::bad_argument, "missing required argument " + quote("value"));
   blob* out = &ctx.output_blob(0);
   // One kernel per kind: the run copy-assigns the parsed value in place
   // (std::vector<bool> for a bool list, std::int64_t for int64, ...).
@@ -467,8 +467,8 @@ kernel_result iter_factory(op_context& ctx) {
   const op_context* c = &ctx;
   if (ctx.num_inputs() == 1 && &ctx.input_blob(0) != out) {
     // Caffe2 enforces Iter in place: input 0, when given, is output 0.
-    return fail(errc::bad_argument, "input 0 " + quoted(ctx.def().inputs[0]) + " must be output 0 " +
-                                        quoted(ctx.def().outputs[0]) + " (the counter is updated in place)");
+    return fail(errc::bad_argument, "input 0 " + quote(ctx.def().inputs[0]) + " must be output 0 " +
+                                        quote(ctx.def().outputs[0]) + " (the counter is updated in place)");
   }
   if (!out->has_value()) {
     out->set(std::int64_t{0});
@@ -530,7 +530,7 @@ constexpr double max_sleep_ms = 1e12;
 
 kernel_result sleep_factory(op_context& ctx) {
   const argument* ms = ctx.args().find("ms");
-  if (ms == nullptr) return fail(errc::bad_argument, "missing required argument " + quoted("ms"));
+  if (ms == nullptr) return fail(errc::bad_argument, "missing required argument " + quote("ms"));
   double value = 0;
   if (const auto* i = std::get_if<std::int64_t>(ms)) {
     value = static_cast<double>(*i);
@@ -538,11 +538,11 @@ kernel_result sleep_factory(op_context& ctx) {
     value = *d;
   } else {
     return fail(errc::bad_argument,
-                "argument " + quoted("ms") + ": expected int64 or double, got " + std::string(to_string(kind_of(*ms))));
+                "argument " + quote("ms") + ": expected int64 or double, got " + std::string(to_string(kind_of(*ms))));
   }
   if (!(value >= 0 && value <= max_sleep_ms)) {  // also rejects NaN
     return fail(errc::bad_argument,
-                "argument " + quoted("ms") + " must be between 0 and 1e12 milliseconds, got " + number_text(value));
+                "argument " + quote("ms") + " must be between 0 and 1e12 milliseconds, got " + number_text(value));
   }
   auto d =
       std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double, std::milli>(value));
@@ -698,10 +698,10 @@ kernel_result get_factory(op_context& ctx) {
   const bool has_arg = ctx.args().has("index");
   if (ctx.num_inputs() == 2 && has_arg) {
     return fail(errc::bad_argument,
-                "give the index either as argument " + quoted("index") + " or as input 1, not both");
+                "give the index either as argument " + quote("index") + " or as input 1, not both");
   }
   if (ctx.num_inputs() == 1 && !has_arg) {
-    return fail(errc::bad_argument, "missing argument " + quoted("index") + " (or an int64 input 1)");
+    return fail(errc::bad_argument, "missing argument " + quote("index") + " (or an int64 input 1)");
   }
   std::int64_t fixed = 0;
   if (has_arg) {
@@ -778,7 +778,7 @@ kernel_result create_queue_factory(op_context& ctx) {
   TASKGROUP_TRY(std::int64_t capacity, ctx.args().get<std::int64_t>("capacity"));
   if (capacity < 1) {
     return fail(errc::bad_argument,
-                "argument " + quoted("capacity") + " must be at least 1, got " + std::to_string(capacity));
+                "argument " + quote("capacity") + " must be at least 1, got " + std::to_string(capacity));
   }
   blob* out = &ctx.output_blob(0);
   const auto cap = static_cast<std::size_t>(capacity);

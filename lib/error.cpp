@@ -56,7 +56,7 @@ bool error::is_cancelled() const noexcept {
 
 void outcome_throw_as_system_error_with_payload(const error& e) { throw system_error(e); }
 
-std::string quoted(std::string_view name) {
+std::string quote(std::string_view name) {
   std::string s;
   s.reserve(name.size() + 2);
   s.push_back('"');

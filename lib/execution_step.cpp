@@ -122,7 +122,7 @@ void execution_step::freeze() const noexcept {
 namespace {
 
 status validate_one(const execution_step& s, const std::string& path, const std::optional<std::string>& misuse) {
-  auto bad = [&](const std::string& what) { return fail(errc::invalid_step, "step " + quoted(path) + ": " + what); };
+  auto bad = [&](const std::string& what) { return fail(errc::invalid_step, "step " + quote(path) + ": " + what); };
   if (misuse) return bad(*misuse);
   if (!s.nets().empty() && !s.substeps().empty()) return bad("cannot have both nets and substeps");
   if (s.num_iter() && s.stop_blob()) return bad("cannot set both should_stop_blob and num_iter");
@@ -154,7 +154,7 @@ status execution_step::validate() const {
     for (const auto& n : s.nets()) {
       auto [it, inserted] = seen.emplace(n.name(), n);
       if (!inserted && !it->second.same(n)) {
-        return fail(errc::duplicate_net, "step " + quoted(path) + ": different nets with same name: " + quoted(n.name()));
+        return fail(errc::duplicate_net, "step " + quote(path) + ": different nets with same name: " + quote(n.name()));
       }
     }
     return ok();

@@ -42,7 +42,7 @@ std::optional<std::string> net::first_inline_op() const {
 namespace {
 
 std::string op_where(const std::string& net_name, std::size_t i, const std::string& type) {
-  return "net " + quoted(net_name) + " op #" + std::to_string(i) + " (" + type + ")";
+  return "net " + quote(net_name) + " op #" + std::to_string(i) + " (" + type + ")";
 }
 
 result<std::shared_ptr<const operator_schema>> schema_of(const op_def& def, const operator_registry& registry) {
@@ -84,7 +84,7 @@ result<std::unique_ptr<net_instance>> net_instance::make(const net& n, workspace
     inputs.reserve(def.inputs.size());
     for (const auto& in : def.inputs) {
       auto b = ws.find_shared(in);
-      if (!b) return fail(errc::blob_not_found, where() + ": input blob " + quoted(in) + " does not exist");
+      if (!b) return fail(errc::blob_not_found, where() + ": input blob " + quote(in) + " does not exist");
       inputs.push_back(std::move(b));
     }
     std::vector<std::shared_ptr<blob>> outputs;

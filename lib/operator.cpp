@@ -47,7 +47,7 @@ const argument* arguments::find(std::string_view name) const noexcept {
 }
 
 error arguments::kind_error(std::string_view name, argument_kind expected, const argument& got) {
-  return {errc::bad_argument, "argument " + quoted(name) + ": expected " + std::string(to_string(expected)) + ", got " +
+  return {errc::bad_argument, "argument " + quote(name) + ": expected " + std::string(to_string(expected)) + ", got " +
                                   std::string(to_string(kind_of(got)))};
 }
 
@@ -59,7 +59,7 @@ op_context::op_context(const op_def& def, workspace& ws, std::vector<std::shared
 
 error op_context::input_error(std::size_t i, const std::string& expected) const {
   const blob& b = *inputs_[i];
-  std::string where = "input #" + std::to_string(i) + " " + quoted(def_->inputs[i]) + ": ";
+  std::string where = "input #" + std::to_string(i) + " " + quote(def_->inputs[i]) + ": ";
   if (!b.has_value()) return {errc::blob_empty, where + "expected " + expected + ", but the blob has no value"};
   return {errc::type_mismatch, where + "expected " + expected + ", got " + b.type_name()};
 }
@@ -176,13 +176,13 @@ status operator_schema::validate(const op_def& def) const {
   for (const auto& spec : args_) {
     const argument* a = def.args.find(spec.name);
     if (a == nullptr) {
-      if (spec.required) return fail(errc::bad_argument, "missing required argument " + quoted(spec.name));
+      if (spec.required) return fail(errc::bad_argument, "missing required argument " + quote(spec.name));
       continue;
     }
     if (std::find(spec.kinds.begin(), spec.kinds.end(), kind_of(*a)) == spec.kinds.end()) {
       std::string expected;
       for (auto k : spec.kinds) expected += (expected.empty() ? "" : " or ") + std::string(to_string(k));
-      return fail(errc::bad_argument, "argument " + quoted(spec.name) + ": expected " + expected + ", got " +
+      return fail(errc::bad_argument, "argument " + quote(spec.name) + ": expected " + expected + ", got " +
                                           std::string(to_string(kind_of(*a))));
     }
   }
@@ -190,14 +190,14 @@ status operator_schema::validate(const op_def& def) const {
     for (const auto& item : def.args) {
       const std::string& name = item.first;
       bool known = std::any_of(args_.begin(), args_.end(), [&](const argument_spec& s) { return s.name == name; });
-      if (!known) return fail(errc::bad_argument, "unknown argument " + quoted(name));
+      if (!known) return fail(errc::bad_argument, "unknown argument " + quote(name));
     }
   }
   return ok();
 }
 
 result<std::unique_ptr<op_kernel>> operator_schema::instantiate(op_context& ctx) const {
-  if (!factory_) return fail(errc::unknown_operator, "operator " + quoted(type_) + " has no kernel");
+  if (!factory_) return fail(errc::unknown_operator, "operator " + quote(type_) + " has no kernel");
   return factory_(ctx);
 }
 
@@ -221,7 +221,7 @@ status operator_registry::add(operator_schema schema) {
   std::unique_lock lock(mutex_);
   std::string type = schema.type();
   if (table_.count(type) != 0) {
-    return fail(errc::duplicate_operator, "operator type " + quoted(type) + " is already registered");
+    return fail(errc::duplicate_operator, "operator type " + quote(type) + " is already registered");
   }
   table_.emplace(std::move(type), std::make_shared<const operator_schema>(std::move(schema)));
   return ok();
@@ -241,7 +241,7 @@ std::shared_ptr<const operator_schema> operator_registry::find(std::string_view 
 
 result<std::shared_ptr<const operator_schema>> operator_registry::get(std::string_view type) const {
   if (auto s = find(type)) return s;
-  return fail(errc::unknown_operator, "unknown operator type " + quoted(type));
+  return fail(errc::unknown_operator, "unknown operator type " + quote(type));
 }
 
 std::vector<std::string> operator_registry::types() const {

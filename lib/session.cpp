@@ -91,7 +91,7 @@ result<std::shared_ptr<const compiled_group>> compile_group(const task_group& g)
   }
   for (const auto& r : g.report_steps()) {
     if (!node_index.count(r.node)) {
-      return fail(errc::invalid_task, "report step " + quoted(r.step.name()) + " on node " + quoted(r.node) +
+      return fail(errc::invalid_task, "report step " + quote(r.step.name()) + " on node " + quote(r.node) +
                                           ", which has no task");
     }
     node_of(r.node).reports.emplace_back(r.step, r.interval);
@@ -110,8 +110,28 @@ result<std::shared_ptr<const compiled_group>> compile_group(const task_group& g)
   return std::shared_ptr<const compiled_group>(std::move(out));
 }
 
+// Forwards a step runner's events to the run observer with task context.
+class task_events final : public step_observer {
+ public:
+  task_events(run_observer* o, std::string task, std::string node)
+      : o_(o), task_(std::move(task)), node_(std::move(node)) {}
+  void step_begin(std::string_view step) override { o_->step_begin(task_, node_, step); }
+  void step_end(std::string_view step, std::uint64_t iterations, const status& r) override {
+    o_->step_end(task_, node_, step, iterations, r);
+  }
+  void net_begin(std::string_view n) override { o_->net_begin(task_, node_, n); }
+  void net_end(std::string_view n, const status& r) override { o_->net_end(task_, node_, n, r); }
+  void report_begin(std::string_view step) override { o_->report_begin(task_, node_, step); }
+  void report_end(std::string_view step, const status& r) override { o_->report_end(task_, node_, step, r); }
+
+ private:
+  run_observer* o_;
+  std::string task_;
+  std::string node_;
+};
+
 error task_error(const compiled_task& ct, const error& e) {
-  return {e.code, "task " + quoted(ct.t.name()) + " (node " + quoted(ct.node) + "): " + e.message};
+  return {e.code, "task " + quote(ct.t.name()) + " (node " + quote(ct.node) + "): " + e.message};
 }
 
 // The state of one run, shared by the coroutines of every node.
@@ -219,15 +239,24 @@ asio::awaitable<status> run_task(std::shared_ptr<run_state> rs, std::size_t k, n
   run_step_options o;
   o.registry = rs->registry;
   o.stats = &stats;
+  run_observer* observer = rs->options.observer;
+  std::optional<task_events> events;
+  if (observer != nullptr) {
+    events.emplace(observer, rep.name, rep.node);
+    o.observer = &*events;
+    observer->task_begin(rep.name, rep.node);
+  }
   status st = co_await detail::run_compiled(ct.step, std::move(ws), o);
   rep.finished = std::chrono::system_clock::now();
   rep.iterations = stats.iterations;
   if (st) {
     rep.status = task_status::succeeded;
-    co_return ok();
+  } else {
+    rep.status = st.error().is_cancelled() ? task_status::cancelled : task_status::failed;
+    rep.failure = task_error(ct, st.error());
   }
-  rep.status = st.error().is_cancelled() ? task_status::cancelled : task_status::failed;
-  rep.failure = task_error(ct, st.error());
+  if (observer != nullptr) observer->task_end(rep);
+  if (st) co_return ok();
   co_return *rep.failure;
 }
 
@@ -241,21 +270,21 @@ void fetch_outputs(run_state& rs, const compiled_node& cn, node_state& n) {
       out->failure.reset();
       out->set = false;
       if (rep.status != task_status::succeeded) {
-        out->failure = error(errc::output_not_set, "task " + quoted(ct.t.name()) + " output " +
-                                                       quoted(out->blobs.front()) + ": the task did not succeed");
+        out->failure = error(errc::output_not_set, "task " + quote(ct.t.name()) + " output " +
+                                                       quote(out->blobs.front()) + ": the task did not succeed");
         continue;
       }
       for (const auto& name : out->blobs) {
         blob* b = n.ws->find(name);
         if (b == nullptr || !b->has_value()) {
-          out->failure = error(errc::output_not_set, "task " + quoted(ct.t.name()) + " output " + quoted(name) +
-                                                         ": blob " + quoted(name) + " has no value in node " +
-                                                         quoted(n.name));
+          out->failure = error(errc::output_not_set, "task " + quote(ct.t.name()) + " output " + quote(name) +
+                                                         ": blob " + quote(name) + " has no value in node " +
+                                                         quote(n.name));
           break;
         }
         auto copy = b->clone();
         if (!copy) {
-          out->failure = copy.error().with_context("task " + quoted(ct.t.name()) + " output " + quoted(name));
+          out->failure = copy.error().with_context("task " + quote(ct.t.name()) + " output " + quote(name));
           break;
         }
         auto shared = std::make_shared<const blob>(std::move(copy).value());
@@ -273,7 +302,12 @@ asio::awaitable<status> run_node(std::shared_ptr<run_state> rs, std::size_t i) {
   node_state* n = rs->nodes[i];
   run_step_options o;
   o.registry = rs->registry;
-  auto node_error = [&](const error& e) { return error(e.code, "node " + quoted(cn.name) + ": " + e.message); };
+  std::optional<task_events> events;
+  if (rs->options.observer != nullptr) {
+    events.emplace(rs->options.observer, std::string(), cn.name);
+    o.observer = &*events;
+  }
+  auto node_error = [&](const error& e) { return error(e.code, "node " + quote(cn.name) + ": " + e.message); };
   // Every declared output lives in the node workspace, made before any task
   // starts, so private tasks write through to it and it survives them.
   for (std::size_t k : cn.tasks) {
@@ -327,6 +361,11 @@ asio::awaitable<result<run_report>> local_session::run_here(task_group group, ru
   }
   run_report report;
   report.started = std::chrono::system_clock::now();
+  if (options.observer != nullptr) {
+    std::vector<std::pair<std::string, std::string>> names;
+    for (const auto& r : rs->reports) names.emplace_back(r.name, r.node);
+    options.observer->run_begin(names);
+  }
 
   auto coord = impl_->coord;
   const auto mode = options.policy == run_policy::gather ? detail::join_mode::gather : detail::join_mode::fail_fast;

@@ -123,7 +123,11 @@ struct report_control {
 
 struct runner {  // internal: every member is used by the entry points below
   runner(asio::any_io_executor ex, const operator_registry& registry, const run_step_options& options)
-      : ex_(std::move(ex)), registry_(registry), stats_(options.stats), yield_every_(std::max<std::uint32_t>(1, options.yield_every)) {}
+      : ex_(std::move(ex)),
+        registry_(registry),
+        stats_(options.stats),
+        observer_(options.observer),
+        yield_every_(std::max<std::uint32_t>(1, options.yield_every)) {}
 
   // Binds `n` and, down to any create_workspace boundary, its subtree.
   status bind(const node& n, workspace& ws, bound& b, const path_t* path) {
@@ -143,7 +147,7 @@ struct runner {  // internal: every member is used by the entry points below
     if (n.stop) {
       b.stop = ws.find(*n.stop);
       if (b.stop == nullptr) {
-        return at(path, errc::blob_not_found, "should_stop_blob: blob " + quoted(*n.stop) + " does not exist");
+        return at(path, errc::blob_not_found, "should_stop_blob: blob " + quote(*n.stop) + " does not exist");
       }
     }
     return ok();
@@ -151,17 +155,27 @@ struct runner {  // internal: every member is used by the entry points below
 
   // One execution of a step: deadline, workspace, reporters, iterations.
   asio::awaitable<status> exec(const node& n, std::shared_ptr<workspace> ws, const bound* b, const path_t* path) {
+    if (observer_ == nullptr) co_return co_await exec_timed(n, std::move(ws), b, path);
+    observer_->step_begin(n.name);
+    std::uint64_t iterations = 0;
+    status st = co_await exec_timed(n, std::move(ws), b, path, &iterations);
+    observer_->step_end(n.name, iterations, st);
+    co_return st;
+  }
+
+  asio::awaitable<status> exec_timed(const node& n, std::shared_ptr<workspace> ws, const bound* b, const path_t* path,
+                                     std::uint64_t* iterations = nullptr) {
     if (n.timeout) {
       const auto limit = *n.timeout;
       co_return co_await guarded(detail::join(
           ex_, 2,
           [&](std::size_t i) -> asio::awaitable<status> {
-            if (i == 0) return exec_untimed(n, ws, b, path);
+            if (i == 0) return exec_untimed(n, ws, b, path, iterations);
             return deadline(limit, path);
           },
           detail::join_mode::race));
     }
-    co_return co_await exec_untimed(n, std::move(ws), b, path);
+    co_return co_await exec_untimed(n, std::move(ws), b, path, iterations);
   }
 
   asio::awaitable<status> deadline(std::chrono::milliseconds limit, const path_t* path) {
@@ -172,41 +186,40 @@ struct runner {  // internal: every member is used by the entry points below
   }
 
   asio::awaitable<status> exec_untimed(const node& n, std::shared_ptr<workspace> ws, const bound* b,
-                                       const path_t* path) {
+                                       const path_t* path, std::uint64_t* iterations) {
     bound local;
     if (n.create_ws) {
       ws = ws->create_child(ws->name() + "/" + n.name);
       if (auto st = bind(n, *ws, local, path); !st) co_return st;
       b = &local;
     }
-    if (n.reports.empty()) co_return co_await iterate(n, *ws, *b, path);
-
-    report_control ctl;
-    co_return co_await guarded(detail::join(
-        ex_, 1 + n.reports.size(),
-        [&](std::size_t i) -> asio::awaitable<status> {
-          if (i == 0) return body_then_finish(n, *ws, *b, path, ctl);
-          return report_loop(n.children[n.reports[i - 1]], ws, b->children[n.reports[i - 1]], path, ctl);
-        },
-        detail::join_mode::fail_fast));
-  }
-
-  asio::awaitable<status> body_then_finish(const node& n, workspace& ws, const bound& b, const path_t* path,
-                                           report_control& ctl) {
-    status st = co_await iterate(n, ws, b, path);
-    if (st) ctl.finish();  // on failure the join cancels the reporters instead
-    co_return st;
+    if (n.reports.empty()) co_return co_await iterate(n, *ws, *b, path, iterations);
+    co_return co_await beside_reports(
+        [&]() { return iterate(n, *ws, *b, path, iterations); }, n.reports.size(),
+        [&](std::size_t i, report_control& ctl) {
+          return report_loop(n.children[n.reports[i]], ws, b->children[n.reports[i]], path, ctl);
+        });
   }
 
   // Runs `body` beside report steps (already bound in `ws`).
   asio::awaitable<status> with_reporters(std::function<asio::awaitable<status>()> body, const std::vector<node>& reports,
                                          std::vector<bound>& bounds, std::shared_ptr<workspace> ws, const path_t* path) {
+    co_return co_await beside_reports(body, reports.size(), [&](std::size_t i, report_control& ctl) {
+      return report_loop(reports[i], ws, bounds[i], path, ctl);
+    });
+  }
+
+  // A fail-fast join of `body` and `count` report loops; the reporters get
+  // their final run once the body has succeeded (on failure the join
+  // cancels them instead).
+  template <class Body, class Report>
+  asio::awaitable<status> beside_reports(Body body, std::size_t count, Report report) {
     report_control ctl;
     co_return co_await guarded(detail::join(
-        ex_, 1 + reports.size(),
+        ex_, 1 + count,
         [&](std::size_t i) -> asio::awaitable<status> {
           if (i == 0) return finish_after(body(), ctl);
-          return report_loop(reports[i - 1], ws, bounds[i - 1], path, ctl);
+          return report(i - 1, ctl);
         },
         detail::join_mode::fail_fast));
   }
@@ -235,7 +248,10 @@ struct runner {  // internal: every member is used by the entry points below
       // that arrives during the run ends the loop without another.
       const bool last = ctl.done;
       if (stats_ != nullptr) ++stats_->report_runs;
-      if (status st = co_await exec(r, ws, &b, &path); !st) co_return st;
+      if (observer_ != nullptr) observer_->report_begin(r.name);
+      status st = co_await exec(r, ws, &b, &path);
+      if (observer_ != nullptr) observer_->report_end(r.name, st);
+      if (!st) co_return st;
       if (last || ctl.done) co_return ok();
     }
   }
@@ -246,11 +262,12 @@ struct runner {  // internal: every member is used by the entry points below
     if (const bool* v = b.stop->try_get<bool>()) return *v;
     if (!b.stop->has_value()) return false;  // not written yet: keep going
     return at(path, errc::type_mismatch,
-              "should_stop_blob " + quoted(*n.stop) + " expects a scalar boolean, got " + b.stop->type_name());
+              "should_stop_blob " + quote(*n.stop) + " expects a scalar boolean, got " + b.stop->type_name());
   }
 
   asio::awaitable<status> run_net(net_instance& inst, const path_t* path) {
     if (stats_ != nullptr) ++stats_->net_runs;
+    if (observer_ != nullptr) observer_->net_begin(inst.name());
     // No co_await inside ?: — GCC 12 miscompiles the temporaries there.
     status st = ok();
     if (inst.has_async()) {
@@ -258,11 +275,13 @@ struct runner {  // internal: every member is used by the entry points below
     } else {
       st = inst.run_sync();
     }
+    if (observer_ != nullptr) observer_->net_end(inst.name(), st);
     if (!st) co_return at(path, st.error());
     co_return ok();
   }
 
-  asio::awaitable<status> iterate(const node& n, workspace& ws, const bound& b, const path_t* path) {
+  asio::awaitable<status> iterate(const node& n, workspace& ws, const bound& b, const path_t* path,
+                                  std::uint64_t* iterations) {
     asio::cancellation_state cs = co_await asio::this_coro::cancellation_state;
     const bool stop_mode = n.stop.has_value();
     const bool concurrent = (n.concurrent && n.recurring.size() >= 2) || n.instances > 1;
@@ -282,6 +301,7 @@ struct runner {  // internal: every member is used by the entry points below
         if (cs.cancelled() != asio::cancellation_type::none) co_return cancelled_at(path);
       }
       if (n.counted && stats_ != nullptr) ++stats_->iterations;
+      if (iterations != nullptr) ++*iterations;
 
       if (concurrent) {
         if (status st = co_await concurrent_iteration(n, ws, b, path); !st) co_return st;
@@ -319,7 +339,9 @@ struct runner {  // internal: every member is used by the entry points below
 
   status run_sync_net(net_instance& inst, const path_t* path) {
     if (stats_ != nullptr) ++stats_->net_runs;
+    if (observer_ != nullptr) observer_->net_begin(inst.name());
     status st = inst.run_sync();
+    if (observer_ != nullptr) observer_->net_end(inst.name(), st);
     if (!st) return at(path, st.error());
     return ok();
   }
@@ -370,6 +392,7 @@ struct runner {  // internal: every member is used by the entry points below
   asio::any_io_executor ex_;
   const operator_registry& registry_;
   step_stats* stats_;
+  step_observer* observer_;
   std::uint32_t yield_every_;
 };
 

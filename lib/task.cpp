@@ -7,12 +7,12 @@ std::string_view to_string(workspace_type t) noexcept {
 }
 
 error detail::output_not_set(const output_state& s) {
-  return {errc::output_not_set, "task " + quoted(s.task) + " output " + quoted(s.blobs.empty() ? "" : s.blobs[0]) +
+  return {errc::output_not_set, "task " + quote(s.task) + " output " + quote(s.blobs.empty() ? "" : s.blobs[0]) +
                                     ": Output value not set yet."};
 }
 
 error detail::output_type_error(const output_state& s, std::size_t i, const blob& b, const std::string& expected) {
-  return {errc::type_mismatch, "task " + quoted(s.task) + " output " + quoted(s.blobs.at(i)) + ": expected " +
+  return {errc::type_mismatch, "task " + quote(s.task) + " output " + quote(s.blobs.at(i)) + ": expected " +
                                    expected + ", got " + b.type_name()};
 }
 
@@ -147,6 +147,14 @@ std::vector<std::pair<body, body>> task::local_work() const {
   return out;
 }
 
+std::vector<std::pair<std::shared_ptr<setup_object>, setup_scope>> task::setups() const {
+  std::vector<std::pair<std::shared_ptr<setup_object>, setup_scope>> out;
+  for (const auto& a : data_->setups) out.emplace_back(a.obj, a.scope);
+  return out;
+}
+
+std::vector<std::pair<execution_step, std::chrono::milliseconds>> task::reports() const { return data_->reports; }
+
 const std::vector<std::shared_ptr<detail::output_state>>& task::output_states() const noexcept {
   return data_->outputs;
 }
@@ -158,10 +166,10 @@ std::vector<std::string> task::output_names() const {
 }
 
 status task::validate() const {
-  if (data_->misuse) return fail(errc::invalid_task, "task " + quoted(name()) + ": " + *data_->misuse);
+  if (data_->misuse) return fail(errc::invalid_task, "task " + quote(name()) + ": " + *data_->misuse);
   if (data_->instances < 1) {
     return fail(errc::invalid_task,
-                "task " + quoted(name()) + ": num_instances must be >= 1, got " + std::to_string(data_->instances));
+                "task " + quote(name()) + ": num_instances must be >= 1, got " + std::to_string(data_->instances));
   }
   return ok();
 }

@@ -75,12 +75,12 @@ result<task> task_group::add(task t, node on) {
 result<task> task_group::add(task t) {
   if (data_->used) return fail(errc::invalid_task, "Cannot add Task to an already used TaskGroup.");
   if (t.used()) {
-    return fail(errc::invalid_task, "task " + quoted(t.name()) + " already belongs to a task group");
+    return fail(errc::invalid_task, "task " + quote(t.name()) + " already belongs to a task group");
   }
   TASKGROUP_TRY(t.validate());
   auto tt = t.type();
   if (tt && data_->type && *tt != *data_->type) {
-    return fail(errc::invalid_task, "task " + quoted(t.name()) + ": Require " + std::string(to_string(*data_->type)) +
+    return fail(errc::invalid_task, "task " + quote(t.name()) + ": Require " + std::string(to_string(*data_->type)) +
                                         " but already have " + std::string(to_string(*tt)) +
                                         " (a task group cannot mix PRIVATE and GLOBAL tasks)");
   }
@@ -136,6 +136,12 @@ task_group& task_group::local_setup(node on, std::shared_ptr<setup_object> obj) 
   return *this;
 }
 
+std::vector<std::pair<std::string, std::shared_ptr<setup_object>>> task_group::local_setups() const {
+  std::vector<std::pair<std::string, std::shared_ptr<setup_object>>> out;
+  for (const auto& l : data_->locals) out.emplace_back(l.node, l.obj);
+  return out;
+}
+
 std::pair<std::vector<body>, std::vector<body>> task_group::local_work(const std::string& name) const {
   std::vector<body> inits, exits;
   for (const auto& l : data_->locals) {
@@ -181,7 +187,7 @@ result<task_group> task_group::tasks_by_node(std::function<std::string(std::stri
   }
   for (const auto& r : data_->reports) {
     if (!by_node.count(node_map[r.node])) {
-      return fail(errc::invalid_task, "report step " + quoted(r.step.name()) + " on node " + quoted(r.node) +
+      return fail(errc::invalid_task, "report step " + quote(r.step.name()) + " on node " + quote(r.node) +
                                           ", which has no task");
     }
   }

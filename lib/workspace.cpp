@@ -33,7 +33,7 @@ std::shared_ptr<blob> workspace::find_shared(std::string_view name) const noexce
 
 result<blob*> workspace::get_blob(std::string_view name) const {
   if (blob* b = find(name)) return b;
-  return fail(errc::blob_not_found, "workspace " + quoted(name_) + ": blob " + quoted(name) + " does not exist");
+  return fail(errc::blob_not_found, "workspace " + quote(name_) + ": blob " + quote(name) + " does not exist");
 }
 
 std::shared_ptr<blob> workspace::create_shared(std::string_view name) {
@@ -78,14 +78,14 @@ status workspace::forward(std::string local_name, const workspace& other, std::s
   auto b = other.lookup(other_name);
   if (!b) {
     return fail(errc::blob_not_found,
-                "workspace " + quoted(other.name_) + ": blob " + quoted(other_name) + " does not exist");
+                "workspace " + quote(other.name_) + ": blob " + quote(other_name) + " does not exist");
   }
   forwarded_.insert_or_assign(std::move(local_name), std::move(b));
   return ok();
 }
 
 error workspace::typed_error(std::string_view name, const blob& b, const std::string& expected) const {
-  std::string where = "workspace " + quoted(name_) + ": blob " + quoted(name) + ": ";
+  std::string where = "workspace " + quote(name_) + ": blob " + quote(name) + ": ";
   if (!b.has_value()) return {errc::blob_empty, where + "expected " + expected + ", but it has no value"};
   return {errc::type_mismatch, where + "expected " + expected + ", got " + b.type_name()};
 }
@@ -98,7 +98,7 @@ result<net_instance*> workspace::create_net(const net& n, const operator_registr
   auto it = nets_.find(n.name());
   if (it != nets_.end() && !overwrite) {
     return fail(errc::net_exists,
-                "workspace " + quoted(name_) + ": net " + quoted(n.name()) + " already exists (overwrite not requested)");
+                "workspace " + quote(name_) + ": net " + quote(n.name()) + " already exists (overwrite not requested)");
   }
   if (it != nets_.end()) nets_.erase(it);
   TASKGROUP_TRY(auto inst, net_instance::make(n, *this, registry));

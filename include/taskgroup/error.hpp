@@ -169,7 +169,7 @@ inline auto fail(errc e, std::string message) { return BOOST_OUTCOME_V2_NAMESPAC
 inline auto fail(error e) { return BOOST_OUTCOME_V2_NAMESPACE::failure(std::move(e)); }
 
 /// Quotes a name for messages: `"x"`.
-std::string quoted(std::string_view name);
+std::string quote(std::string_view name);
 
 }  // namespace taskgroup
 

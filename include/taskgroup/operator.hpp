@@ -85,7 +85,7 @@ class arguments {
   template <class T>
   [[nodiscard]] result<T> get(std::string_view name) const {
     const argument* a = find(name);
-    if (a == nullptr) return fail(errc::bad_argument, "missing argument " + quoted(name));
+    if (a == nullptr) return fail(errc::bad_argument, "missing argument " + quote(name));
     if (const T* v = std::get_if<T>(a)) return *v;
     return kind_error(name, detail::argument_kind_of<T>::value, *a);
   }

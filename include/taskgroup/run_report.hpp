@@ -11,6 +11,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -26,12 +27,40 @@ enum class run_policy {
   gather,
 };
 
+struct task_report;
+
+/// Receives what happens during a run: tasks beginning and ending, and,
+/// with their task and node, step executions, net runs and report-step
+/// runs (for traces and progress displays). `task` is empty for work that
+/// belongs to a node rather than a task (local init/exit, group report
+/// steps). Called inline on the node strands, so possibly from several
+/// threads at once: an observer must be thread-safe and cheap.
+class run_observer {
+ public:
+  virtual ~run_observer() = default;
+  /// The run starts: every task's name and node, in group order.
+  virtual void run_begin(const std::vector<std::pair<std::string, std::string>>& /*tasks*/) {}
+  virtual void task_begin(std::string_view /*task*/, std::string_view /*node*/) {}
+  virtual void task_end(const task_report& /*report*/) {}
+  virtual void step_begin(std::string_view /*task*/, std::string_view /*node*/, std::string_view /*step*/) {}
+  virtual void step_end(std::string_view /*task*/, std::string_view /*node*/, std::string_view /*step*/,
+                        std::uint64_t /*iterations*/, const status& /*result*/) {}
+  virtual void net_begin(std::string_view /*task*/, std::string_view /*node*/, std::string_view /*net*/) {}
+  virtual void net_end(std::string_view /*task*/, std::string_view /*node*/, std::string_view /*net*/,
+                       const status& /*result*/) {}
+  virtual void report_begin(std::string_view /*task*/, std::string_view /*node*/, std::string_view /*step*/) {}
+  virtual void report_end(std::string_view /*task*/, std::string_view /*node*/, std::string_view /*step*/,
+                          const status& /*result*/) {}
+};
+
 /// Options of one run.
 struct run_options {
   run_policy policy = run_policy::join;
   /// A deadline for the whole run: on expiry every task is cancelled and
   /// the run fails with `errc::timeout`.
   std::optional<std::chrono::milliseconds> timeout;
+  /// Told of the run's progress when not null (see run_observer).
+  run_observer* observer = nullptr;
 };
 
 /// How a task ended.

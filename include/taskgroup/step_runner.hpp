@@ -53,6 +53,7 @@
 #include <exception>
 #include <memory>
 #include <optional>
+#include <string_view>
 #include <utility>
 
 namespace taskgroup {
@@ -67,6 +68,22 @@ struct step_stats {
   std::uint64_t report_runs = 0;
 };
 
+/// Receives the begin and end of step executions, net runs and report-step
+/// runs, e.g. to write a trace or show progress. Called on the strand that
+/// runs the step, inline (keep it cheap); an observer shared by several
+/// nodes must be thread-safe. Names are the step's or net's own name.
+class step_observer {
+ public:
+  virtual ~step_observer() = default;
+  virtual void step_begin(std::string_view /*step*/) {}
+  /// `iterations`: iterations the execution started.
+  virtual void step_end(std::string_view /*step*/, std::uint64_t /*iterations*/, const status& /*result*/) {}
+  virtual void net_begin(std::string_view /*net*/) {}
+  virtual void net_end(std::string_view /*net*/, const status& /*result*/) {}
+  virtual void report_begin(std::string_view /*step*/) {}
+  virtual void report_end(std::string_view /*step*/, const status& /*result*/) {}
+};
+
 /// Options of `run_step`.
 struct run_step_options {
   /// Where operator types are found; null means `operator_registry::global()`.
@@ -75,6 +92,8 @@ struct run_step_options {
   step_stats* stats = nullptr;
   /// Iterations of a loop between two yields to the executor (>= 1).
   std::uint32_t yield_every = 256;
+  /// Told of steps, nets and report runs when not null.
+  step_observer* observer = nullptr;
 };
 
 /// Runs `step` in `ws`. Completes with success, or the first error with

@@ -189,6 +189,12 @@ class task {
   task_output<std::vector<E>> output(std::vector<std::string> blobs) {
     return task_output<std::vector<E>>(add_output(std::move(blobs), true));
   }
+  /// Declares an output without a C++ type (plan files): its value is in
+  /// the run report. `list` marks a list output.
+  task& declare_output(std::vector<std::string> blobs, bool list = false) {
+    (void)add_output(std::move(blobs), list);
+    return *this;
+  }
 
   // --- observers ----------------------------------------------------------
 
@@ -218,6 +224,10 @@ class task {
   /// The node-local init and exit work of setup objects attached with
   /// `setup_scope::local` and claimed by this task (after `get_step`).
   [[nodiscard]] std::vector<std::pair<body, body>> local_work() const;
+  /// Attached setup objects (explicit init/exit bodies included), in order.
+  [[nodiscard]] std::vector<std::pair<std::shared_ptr<setup_object>, setup_scope>> setups() const;
+  /// Report steps with their intervals, in order.
+  [[nodiscard]] std::vector<std::pair<execution_step, std::chrono::milliseconds>> reports() const;
   /// The task's output states (sessions fill them after a run).
   [[nodiscard]] const std::vector<std::shared_ptr<detail::output_state>>& output_states() const noexcept;
 

@@ -111,6 +111,8 @@ class task_group {
   struct data;
   [[nodiscard]] const std::shared_ptr<data>& state() const noexcept { return data_; }
   [[nodiscard]] const std::vector<group_report_step>& report_steps() const noexcept;
+  /// Local setup objects by node name, in order of attachment.
+  [[nodiscard]] std::vector<std::pair<std::string, std::shared_ptr<setup_object>>> local_setups() const;
   /// Local init/exit work of node `name`, claiming setup objects.
   [[nodiscard]] std::pair<std::vector<body>, std::vector<body>> local_work(const std::string& name) const;
   /// Marks the group used (sessions call this when they compile it).

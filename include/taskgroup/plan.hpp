@@ -1,0 +1,58 @@
+// taskgroup: plan files, task groups as JSON data.
+//
+// A task group built from registered operators can be written to a JSON
+// plan and read back into a group that runs identically; the `taskgroup`
+// command runs plan files. The format is documented in docs/plan-format.md.
+// Control-flow helpers are written as the plain steps and nets they build.
+// Setup objects are written as the init and exit work they return.
+//
+// Errors name the location as a JSON pointer and what is wrong, e.g.
+// `/tasks/2/step/substeps/0: both "nets" and "substeps"`,
+// `/nets/1/ops/0: unknown operator type "Ad"`, or for malformed JSON
+// `line 3, column 14: syntax error`. A bad plan never crashes the reader.
+//
+// Threading: pure functions (reentrant); the registry is thread-safe.
+#pragma once
+
+#include <taskgroup/error.hpp>
+#include <taskgroup/operator.hpp>
+#include <taskgroup/task_group.hpp>
+
+#include <boost/json/value.hpp>
+
+#include <filesystem>
+#include <string>
+#include <string_view>
+
+namespace taskgroup {
+
+/// The plan format version written and accepted.
+inline constexpr int plan_format_version = 1;
+
+/// `group` as a JSON plan. Errors: `errc::not_serializable` naming an
+/// inline operator (`task "local/t": net "n" op #2 (halve): an inline
+/// operator cannot be written to a plan`) or a blob argument that JSON
+/// cannot hold; `errc::duplicate_net` for two different nets sharing a
+/// name.
+result<boost::json::value> plan_to_json(const task_group& group);
+
+/// `group` as JSON text, pretty-printed. Errors: those of `plan_to_json`.
+result<std::string> write_plan(const task_group& group);
+
+/// A group from a JSON plan (a new, unused group). Every op is checked
+/// against `registry` (type, arity, arguments). Errors:
+/// `errc::invalid_plan` with the JSON pointer of the fault.
+result<task_group> read_plan(const boost::json::value& plan,
+                             const operator_registry& registry = operator_registry::global());
+
+/// Same, from JSON text (malformed JSON reports line and column).
+result<task_group> read_plan(std::string_view text, const operator_registry& registry = operator_registry::global());
+
+/// Same, from a file. Errors also: the file cannot be read (naming it).
+result<task_group> read_plan_file(const std::filesystem::path& path,
+                                  const operator_registry& registry = operator_registry::global());
+
+/// Pretty-prints JSON (two-space indent), as `write_plan` does.
+std::string pretty_json(const boost::json::value& v);
+
+}  // namespace taskgroup
