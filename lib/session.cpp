@@ -331,10 +331,11 @@ asio::awaitable<status> run_node(std::shared_ptr<run_state> rs, std::size_t i) {
   co_return ok();
 }
 
-asio::awaitable<status> deadline(std::chrono::milliseconds limit) {
+asio::awaitable<status> deadline(std::chrono::milliseconds limit, bool& expired) {
   asio::steady_timer timer(co_await asio::this_coro::executor, limit);
   auto [ec] = co_await timer.async_wait(asio::as_tuple(asio::use_awaitable));
   if (ec) co_return fail(errc::cancelled, "cancelled");
+  expired = true;
   co_return fail(errc::timeout, "run timed out after " + std::to_string(limit.count()) + " ms");
 }
 
@@ -375,11 +376,13 @@ asio::awaitable<result<run_report>> local_session::run_here(task_group group, ru
         [&](std::size_t i) { return asio::any_io_executor(rs->nodes[i]->strand); }, mode);
   };
   status st = ok();
+  bool expired = false;
   try {
     if (options.timeout) {
       const auto limit = *options.timeout;
       st = co_await detail::join(
-          coord, 2, [&](std::size_t i) { return i == 0 ? all_nodes() : deadline(limit); }, detail::join_mode::race);
+          coord, 2, [&](std::size_t i) { return i == 0 ? all_nodes() : deadline(limit, expired); },
+          detail::join_mode::race);
     } else {
       st = co_await all_nodes();
     }
@@ -388,8 +391,13 @@ asio::awaitable<result<run_report>> local_session::run_here(task_group group, ru
   }
   report.finished = std::chrono::system_clock::now();
   report.tasks = std::move(rs->reports);
+  // The run's own ends (deadline, cancellation from outside) are errors
+  // under every policy; a task's failure (even its own step timeout) is the
+  // run's error under join only.
+  asio::cancellation_state cs = co_await asio::this_coro::cancellation_state;
+  if (expired) co_return st.error();
+  if (cs.cancelled() != asio::cancellation_type::none) co_return error(errc::cancelled, "run cancelled");
   if (!st && options.policy == run_policy::join) co_return st.error();
-  if (!st && (st.error().code == errc::timeout || st.error().is_cancelled())) co_return st.error();
   co_return report;
 }
 

@@ -457,3 +457,18 @@ TEST_CASE("run_blocking from the session's own coordinator is refused", "[sessio
   REQUIRE_FALSE(*inner);
   CHECK(inner->error().message == "run_blocking called from the session's own coordinator would deadlock");
 }
+
+TEST_CASE("under gather a task's own step timeout is that task's failure, not the run's", "[session][cancel]") {
+  auto c = std::make_shared<stuck_counters>();
+  task_group g(workspace_type::global);
+  REQUIRE(g.add(task("fetch", step("fetch").add_net(stuck("wait", c)).timeout(10ms))));
+  REQUIRE(g.add(task("quick", step("quick").add_net(fill_int("q", "q", 1)))));
+  local_session session(1);
+  run_options o;
+  o.policy = run_policy::gather;
+  auto r = session.run_blocking(g, o);
+  REQUIRE(r);
+  CHECK(r.value().find("local/fetch")->status == task_status::failed);
+  CHECK(r.value().find("local/fetch")->failure->code == errc::timeout);
+  CHECK(r.value().find("local/quick")->status == task_status::succeeded);
+}

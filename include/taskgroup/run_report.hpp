@@ -58,7 +58,7 @@ struct run_options {
   run_policy policy = run_policy::join;
   /// A deadline for the whole run: on expiry every task is cancelled and
   /// the run fails with `errc::timeout`.
-  std::optional<std::chrono::milliseconds> timeout;
+  std::optional<std::chrono::milliseconds> timeout{};
   /// Told of the run's progress when not null (see run_observer).
   run_observer* observer = nullptr;
 };

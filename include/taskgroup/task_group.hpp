@@ -11,6 +11,11 @@
 // with the node's group report steps every interval) -> one final run of
 // each report step -> local exit.
 //
+// Tasks start together, and each binds its nets when it starts: a task
+// cannot read a blob that only a concurrent sibling creates. Hand data
+// over through blobs that exist before both start (made in local init, or
+// a queue blob).
+//
 // A group is a handle: copies share one group.
 //
 // Threading: build on one thread, then share read-only (reentrant).

@@ -9,6 +9,7 @@
 #include <taskgroup/net.hpp>
 #include <taskgroup/node.hpp>
 #include <taskgroup/operator.hpp>
+#include <taskgroup/plan.hpp>
 #include <taskgroup/queue.hpp>
 #include <taskgroup/run_report.hpp>
 #include <taskgroup/session.hpp>

@@ -1,0 +1,232 @@
+#include <taskgroup/plan.hpp>
+
+#include <taskgroup/builtin_ops.hpp>
+#include <taskgroup/session.hpp>
+
+#include "support/steps.hpp"
+
+#include <boost/json.hpp>
+#include <catch2/catch.hpp>
+
+#include <string>
+#include <vector>
+
+using namespace taskgroup;
+using namespace taskgroup::test;
+namespace json = boost::json;
+
+namespace {
+
+net binary(const std::string& name, const std::string& type, const std::string& a, const std::string& b,
+           const std::string& out) {
+  net n(name);
+  n.op(type, {a, b}, {out});
+  return n;
+}
+
+// A group that uses every feature the format holds.
+task_group rich_group() {
+  task_group g(workspace_type::global);
+  net init("init");
+  init.op("ConstantFill", {}, {"x"}, {{"value", std::int64_t{5}}})
+      .op("ConstantFill", {}, {"y"}, {{"value", std::int64_t{0}}})
+      .op("ConstantFill", {}, {"zero"}, {{"value", std::int64_t{0}}})
+      .op("ConstantFill", {}, {"one"}, {{"value", std::int64_t{1}}})
+      .op("ConstantFill", {}, {"ratio"}, {{"value", 2.0}})
+      .op("ConstantFill", {}, {"empty"}, {{"value", std::vector<std::int64_t>{}}})
+      .op("ConstantFill", {}, {"names"}, {{"value", std::vector<std::string>{"a", "b"}}});
+  task t("counter");
+  t.node(node("n1", {{"cores", std::int64_t{2}}}));
+  t.init(init);
+  t.step(do_("main", {loop("countdown", {stop_if(binary("is_zero", "EQ", "x", "zero", "x_is_zero")),
+                                         binary("dec", "Sub", "x", "one", "x"), binary("inc", "Add", "y", "one", "y")}),
+                      if_("check", binary("gt", "GT", "y", "zero", "positive"), fill_int("mark", "marked", 1),
+                          body(fill_int("unmark", "marked", 0)))}));
+  t.report(step("progress").add_net(incr("tick", "ticks")), std::chrono::milliseconds(250));
+  (void)t.output<std::int64_t>("y");
+  (void)t.output<std::int64_t>(std::vector<std::string>{"y", "marked"});
+  REQUIRE(g.add(t));
+  task par("parallel");
+  par.num_instances(3).step(step("work").add_net(fill_int("w", "w", 1)).iterations(2).timeout(std::chrono::seconds(5)));
+  par.instance_init(fill_int("ii", "local", 1));
+  REQUIRE(g.add(par, node("n2")));
+  g.report_step(step("watch").add_net(fill_int("watch", "watched", 1)), node("n1"), std::chrono::milliseconds(100));
+  g.local_init(node("n2"), fill_int("n2_init", "n2_ready", 1));
+  g.local_exit(node("n2"), fill_int("n2_exit", "n2_done", 1));
+  return g;
+}
+
+std::string outputs_of(const run_report& r) {
+  std::string out;
+  for (const auto& t : r.tasks) {
+    for (const auto& [name, value] : t.outputs) out += t.name + "." + name + "=" + to_display_string(*value) + ";";
+  }
+  return out;
+}
+
+error read_error(const std::string& text) {
+  auto g = read_plan(std::string_view(text));
+  REQUIRE_FALSE(g);
+  CHECK(g.error().code == errc::invalid_plan);
+  return g.error();
+}
+
+}  // namespace
+
+TEST_CASE("a group written to JSON and read back runs identically", "[plan]") {
+  auto original = rich_group();
+  auto text = write_plan(original).value();
+  auto copy = read_plan(std::string_view(text)).value();
+  CHECK(write_plan(copy).value() == text);  // stable
+  local_session a(1), b(1);
+  auto ra = a.run_blocking(original).value();
+  auto rb = b.run_blocking(copy).value();
+  CHECK(outputs_of(ra) == outputs_of(rb));
+  CHECK(outputs_of(ra) == "n1/counter.y=5;n1/counter.y=5;n1/counter.marked=1;");
+  CHECK(b.node_workspace("n2")->read<std::int64_t>("n2_done").value() == 1);
+  CHECK(b.node_workspace("n1")->read<std::int64_t>("watched").value() == 1);
+  CHECK(copy.cluster().options("n1").get<std::int64_t>("cores").value() == 2);
+}
+
+TEST_CASE("a plan keeps every step field", "[plan]") {
+  task_group g;
+  auto s = step("all")
+               .add_substep(step("a").add_net(fill_int("a", "x", 1)).create_workspace())
+               .add_substep(step("b").add_net(fill_bool("b", "stop", true)).should_stop_blob("stop").only_once())
+               .add_substep(step("r").add_net(fill_int("r", "z", 1)).run_every(std::chrono::milliseconds(7)))
+               .concurrent_substeps()
+               .concurrent_instances(2)
+               .timeout(std::chrono::milliseconds(900));
+  REQUIRE(g.add(task("t", s)));
+  auto j = plan_to_json(g).value();
+  auto back = read_plan(j).value();
+  const auto& rs = *back.tasks().at(0).user_step();
+  CHECK(rs.has_concurrent_substeps());
+  CHECK(rs.num_concurrent_instances() == 2);
+  CHECK(rs.deadline() == std::chrono::milliseconds(900));
+  CHECK(rs.substeps().at(0).creates_workspace());
+  CHECK(rs.substeps().at(1).stop_blob() == "stop");
+  CHECK(rs.substeps().at(1).is_only_once());
+  CHECK(rs.substeps().at(2).report_interval() == std::chrono::milliseconds(7));
+  CHECK(write_plan(back).value() == write_plan(g).value());
+}
+
+TEST_CASE("every scenario group of registered operators round-trips", "[plan]") {
+  // The control-flow scenarios, as tasks of one group.
+  task_group g(workspace_type::global);
+  const net init = [] {
+    net n("init");
+    for (const char* b : {"i", "count"}) n.op("ConstantFill", {}, {b}, {{"value", std::int64_t{0}}});
+    n.op("ConstantFill", {}, {"one"}, {{"value", std::int64_t{1}}}).op("ConstantFill", {}, {"n"}, {{"value", std::int64_t{10}}});
+    return n;
+  }();
+  REQUIRE(g.add(task("loops", do_("main", {init, loop("l", 10, binary("c", "Add", "count", "one", "count")),
+                                           while_("w", binary("lt", "LT", "i", "n", "lt"),
+                                                  {binary("c2", "Add", "count", "one", "count"),
+                                                   binary("si", "Add", "i", "one", "i")}),
+                                           switch_("s", {{"lt", fill_int("never", "never", 1)}})}))));
+  auto text = write_plan(g).value();
+  auto back = read_plan(std::string_view(text)).value();
+  local_session a(1), b(1);
+  REQUIRE(a.run_blocking(g));
+  REQUIRE(b.run_blocking(back));
+  CHECK(a.node_workspace("local")->read<std::int64_t>("count").value() == 20);
+  CHECK(b.node_workspace("local")->read<std::int64_t>("count").value() == 20);
+}
+
+TEST_CASE("a group with an inline operator refuses to be written, naming it", "[plan]") {
+  task_group g;
+  net n("n");
+  n.op("ConstantFill", {}, {"x"}, {{"value", std::int64_t{1}}});
+  n.lambda("halve", {"x"}, {"x"}, [](op_context&) { return ok(); });
+  REQUIRE(g.add(task("t", step("s").add_net(n))));
+  auto r = write_plan(g);
+  REQUIRE_FALSE(r);
+  CHECK(r.error().code == errc::not_serializable);
+  CHECK(r.error().message == "task \"local/t\": net \"n\" op #1 (halve): an inline operator cannot be written to a plan");
+}
+
+TEST_CASE("plan errors name the JSON pointer of the fault", "[plan]") {
+  const std::string head = R"({"taskgroup_plan": 1, "nets": [{"name": "a", "ops": [{"type": "ConstantFill", "outputs": ["x"], "args": {"value": 1}}]}], )";
+  SECTION("both nets and substeps") {
+    auto e = read_error(head + R"("tasks": [{"name": "t", "step": {"nets": ["a"], "substeps": []}}]})");
+    CHECK(e.message == "/tasks/0/step: both \"nets\" and \"substeps\"");
+  }
+  SECTION("nested step") {
+    auto e = read_error(head + R"("tasks": [{}, {}, {"step": {"substeps": [{"nets": ["a"], "substeps": [{"nets": ["a"]}]}]}}]})");
+    CHECK(e.message == "/tasks/2/step/substeps/0: both \"nets\" and \"substeps\"");
+  }
+  SECTION("unknown net") {
+    auto e = read_error(head + R"("tasks": [{"step": {"nets": ["a", "b"]}}]})");
+    CHECK(e.message == "/tasks/0/step/nets/1: unknown net \"b\"");
+  }
+  SECTION("unknown operator type") {
+    auto e = read_error(R"({"taskgroup_plan": 1, "nets": [{"name": "a", "ops": [{"type": "Ad"}]}]})");
+    CHECK(e.message == "/nets/0/ops/0: unknown operator type \"Ad\"");
+  }
+  SECTION("wrong input count") {
+    auto e = read_error(R"({"taskgroup_plan": 1, "nets": [{"name": "a", "ops": [{"type": "Add", "inputs": ["x"], "outputs": ["y"]}]}]})");
+    CHECK(e.message == "/nets/0/ops/0: Add: expects 2 input(s), got 1");
+  }
+  SECTION("wrong output count") {
+    auto e = read_error(R"({"taskgroup_plan": 1, "nets": [{"name": "a", "ops": [{"type": "Negate", "inputs": ["x"]}]}]})");
+    CHECK(e.message == "/nets/0/ops/0: Negate: expects 1 output(s), got 0");
+  }
+  SECTION("argument of the wrong type") {
+    auto e = read_error(R"({"taskgroup_plan": 1, "nets": [{"name": "a", "ops": [{"type": "Sleep", "args": {"ms": "long"}}]}]})");
+    CHECK(e.message == "/nets/0/ops/0/args/ms: Sleep: argument \"ms\": expected int64 or double, got string");
+  }
+  SECTION("report step on a node with no task") {
+    auto e = read_error(head + R"("tasks": [{"step": {"nets": ["a"]}}], "report_steps": [{"node": "nowhere", "step": {"nets": ["a"]}}]})");
+    CHECK(e.message == "/report_steps/0: report step on node \"nowhere\", which has no task");
+  }
+  SECTION("an unknown key") {
+    auto e = read_error(head + R"("tasks": [{"stpe": {}}]})");
+    CHECK(e.message == "/tasks/0/stpe: unknown key \"stpe\"");
+  }
+  SECTION("a value of the wrong JSON type") {
+    auto e = read_error(head + R"("tasks": [{"num_instances": "two"}]})");
+    CHECK(e.message == "/tasks/0/num_instances: expected an integer, got string");
+  }
+  SECTION("num_iter with a stop blob") {
+    auto e = read_error(head + R"("tasks": [{"step": {"nets": ["a"], "num_iter": 2, "should_stop_blob": "s"}}]})");
+    CHECK(e.message == "/tasks/0/step: both \"num_iter\" and \"should_stop_blob\"");
+  }
+  SECTION("mixed workspace types") {
+    auto e = read_error(head + R"("tasks": [{"workspace_type": "global"}, {"workspace_type": "private"}]})");
+    CHECK_THAT(e.message, Catch::StartsWith("/tasks/1: ") && Catch::Contains("Require global but already have private"));
+  }
+  SECTION("not a plan") {
+    CHECK(read_error(R"({"tasks": []})").message == "/: not a taskgroup plan (no \"taskgroup_plan\" version)");
+    CHECK(read_error(R"([1, 2])").message == "/: expected an object, got array");
+    CHECK(read_error(R"({"taskgroup_plan": 9})").message ==
+          "/taskgroup_plan: unsupported plan version 9 (this reader knows 1)");
+  }
+  SECTION("duplicate net names") {
+    auto e = read_error(R"({"taskgroup_plan": 1, "nets": [{"name": "a"}, {"name": "a"}]})");
+    CHECK(e.message == "/nets/1/name: duplicate net name \"a\"");
+  }
+}
+
+TEST_CASE("malformed JSON reports line and column", "[plan]") {
+  auto e = read_error("{\n  \"taskgroup_plan\": 1,\n  \"tasks\": [,]\n}");
+  CHECK_THAT(e.message, Catch::StartsWith("line 3, column 13: "));
+  CHECK_THAT(read_error("{\"taskgroup_plan\": 1} x").message, Catch::Contains("line 1"));
+}
+
+TEST_CASE("typed arguments keep empty lists and whole doubles", "[plan]") {
+  task_group g;
+  net n("n");
+  n.op("ConstantFill", {}, {"d"}, {{"value", 3.0}}).op("ConstantFill", {}, {"l"}, {{"value", std::vector<double>{}}});
+  REQUIRE(g.add(task("t", step("s").add_net(n))));
+  auto back = read_plan(plan_to_json(g).value()).value();
+  const auto& ops = back.tasks()[0].user_step()->nets()[0].ops();
+  CHECK(kind_of(*ops[0].args.find("value")) == argument_kind::float64);
+  CHECK(kind_of(*ops[1].args.find("value")) == argument_kind::float64_list);
+}
+
+TEST_CASE("a plan file that cannot be opened is an error naming it", "[plan]") {
+  auto r = read_plan_file("/nonexistent/plan.json");
+  REQUIRE_FALSE(r);
+  CHECK(r.error().message == "cannot open plan file \"/nonexistent/plan.json\"");
+}
