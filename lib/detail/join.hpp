@@ -58,9 +58,13 @@ class join_state : public std::enable_shared_from_this<join_state<Handler>> {
   void start() {
     parent_slot_ = boost::asio::get_associated_cancellation_slot(*handler_);
     if (parent_slot_.is_connected()) {
-      parent_slot_.assign([self = this->shared_from_this()](boost::asio::cancellation_type_t) {
-        self->cancelled_from_outside_ = true;
-        self->cancel_all();
+      // Weak: the state owns the parent's handler, which owns the slot; a
+      // strong reference here would be a cycle that leaks an abandoned run.
+      parent_slot_.assign([weak = this->weak_from_this()](boost::asio::cancellation_type_t) {
+        if (auto self = weak.lock()) {
+          self->cancelled_from_outside_ = true;
+          self->cancel_all();
+        }
       });
     }
   }
