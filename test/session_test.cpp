@@ -25,12 +25,6 @@ namespace asio = boost::asio;
 
 namespace {
 
-net binary(const std::string& name, const std::string& type, const std::string& a, const std::string& b,
-           const std::string& out) {
-  net n(name);
-  n.op(type, {a, b}, {out});
-  return n;
-}
 
 // A group with a task that never ends by itself (cancellation tests).
 task_group stuck_group(const std::shared_ptr<stuck_counters>& c) {
