@@ -2,6 +2,7 @@
 
 #include <boost/json.hpp>
 
+#include <charconv>
 #include <fstream>
 #include <map>
 #include <set>
@@ -272,7 +273,12 @@ void pretty(std::ostream& os, const json::value& v, int indent) {
       const auto& a = v.get_array();
       bool scalars = std::all_of(a.begin(), a.end(), [](const json::value& x) { return !x.is_structured(); });
       if (a.empty() || scalars) {
-        os << json::serialize(v);
+        os << "[";
+        for (std::size_t i = 0; i < a.size(); ++i) {
+          if (i != 0) os << ", ";
+          pretty(os, a[i], indent + 1);
+        }
+        os << "]";
         return;
       }
       os << "[\n";
@@ -284,6 +290,16 @@ void pretty(std::ostream& os, const json::value& v, int indent) {
         pretty(os, x, indent + 1);
       }
       os << "\n" << pad << "]";
+      return;
+    }
+    case json::kind::double_: {
+      // Shortest round-trip form, always with a '.' or exponent so it reads
+      // back as a double (Boost.JSON would write 1.5E0).
+      char buf[64];
+      auto [end, ec] = std::to_chars(buf, buf + sizeof buf, v.get_double());
+      std::string text(buf, ec == std::errc() ? end : buf);
+      if (text.find_first_of(".eEn") == std::string::npos) text += ".0";
+      os << text;
       return;
     }
     default: os << json::serialize(v);
@@ -455,21 +471,49 @@ class reader {
       case json::kind::array: {
         const auto& arr = v.get_array();
         if (arr.empty()) return bad(ptr, "an empty list needs a type: {\"type\": \"list<int64>\", \"value\": []}");
+        // The first element fixes the list's type; every other must match.
+        auto same = [&](auto pred, const char* what) -> status {
+          for (std::size_t i = 0; i < arr.size(); ++i) {
+            if (!pred(arr[i])) {
+              return bad(child(ptr, i), std::string("expected ") + what + " like the list's first element, got " +
+                                            std::string(kind_name(arr[i])));
+            }
+          }
+          return ok();
+        };
         const json::value& first = arr.front();
-        json::object typed;
         if (first.is_bool()) {
-          typed["type"] = "list<bool>";
-        } else if (first.is_int64() || first.is_uint64()) {
-          typed["type"] = "list<int64>";
-        } else if (first.is_double()) {
-          typed["type"] = "list<double>";
-        } else if (first.is_string()) {
-          typed["type"] = "list<string>";
-        } else {
-          return bad(child(ptr, 0), "a list holds bools, integers, numbers or strings");
+          TASKGROUP_TRY(same([](const json::value& x) { return x.is_bool(); }, "a bool"));
+          std::vector<bool> out;
+          for (const auto& x : arr) out.push_back(x.get_bool());
+          return argument(std::move(out));
         }
-        typed["value"] = arr;
-        return arg(typed, ptr);
+        if (first.is_int64() || first.is_uint64()) {
+          std::vector<std::int64_t> out;
+          for (std::size_t i = 0; i < arr.size(); ++i) {
+            if (!arr[i].is_int64() && !arr[i].is_uint64()) {
+              return bad(child(ptr, i), "expected an integer like the list's first element, got " +
+                                            std::string(kind_name(arr[i])) +
+                                            " (write a list of doubles as {\"type\": \"list<double>\", ...})");
+            }
+            TASKGROUP_TRY(auto x, integer(arr[i], child(ptr, i)));
+            out.push_back(x);
+          }
+          return argument(std::move(out));
+        }
+        if (first.is_double()) {
+          TASKGROUP_TRY(same([](const json::value& x) { return x.is_number(); }, "a number"));
+          std::vector<double> out;
+          for (const auto& x : arr) out.push_back(x.to_number<double>());
+          return argument(std::move(out));
+        }
+        if (first.is_string()) {
+          TASKGROUP_TRY(same([](const json::value& x) { return x.is_string(); }, "a string"));
+          std::vector<std::string> out;
+          for (const auto& x : arr) out.emplace_back(x.get_string());
+          return argument(std::move(out));
+        }
+        return bad(child(ptr, 0), "a list holds bools, integers, numbers or strings");
       }
       default: return bad(ptr, "an argument is a bool, number, string or list, got " + std::string(kind_name(v)));
     }
@@ -782,6 +826,9 @@ class reader {
         std::string node_name = "local";
         if (e->contains("node")) {
           TASKGROUP_TRY(node_name, string(e->at("node"), child(ip, "node")));
+        }
+        if (!task_nodes.count(node_name)) {
+          return bad(ip, "local setup on node " + quote(node_name) + ", which has no task");
         }
         if (!e->contains("body")) return bad(ip, "local setup needs a \"body\"");
         TASKGROUP_TRY(auto b, body_of(e->at("body"), child(ip, "body")));

@@ -96,6 +96,11 @@ result<std::shared_ptr<const compiled_group>> compile_group(const task_group& g)
     }
     node_of(r.node).reports.emplace_back(r.step, r.interval);
   }
+  for (const auto& [node_name, obj] : g.local_setups()) {
+    if (!node_index.count(node_name)) {
+      return fail(errc::invalid_task, "local setup on node " + quote(node_name) + ", which has no task");
+    }
+  }
   for (auto& n : out->nodes) {
     auto [inits, exits] = g.local_work(n.name);
     for (std::size_t k : n.tasks) {

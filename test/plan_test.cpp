@@ -202,6 +202,14 @@ TEST_CASE("plan errors name the JSON pointer of the fault", "[plan]") {
     CHECK(read_error(R"({"taskgroup_plan": 9})").message ==
           "/taskgroup_plan: unsupported plan version 9 (this reader knows 1)");
   }
+  SECTION("a list mixing element types") {
+    auto e = read_error(R"({"taskgroup_plan": 1, "nets": [{"name": "a", "ops": [{"type": "ConstantFill", "outputs": ["x"], "args": {"value": [1, 2.5]}}]}]})");
+    CHECK_THAT(e.message, Catch::StartsWith("/nets/0/ops/0/args/value/1: expected an integer like the list's first element, got number"));
+  }
+  SECTION("local setup on a node with no task") {
+    auto e = read_error(head + R"("tasks": [{"step": {"nets": ["a"]}}], "local_init": [{"node": "n9", "body": [{"net": "a"}]}]})");
+    CHECK(e.message == "/local_init/0: local setup on node \"n9\", which has no task");
+  }
   SECTION("duplicate net names") {
     auto e = read_error(R"({"taskgroup_plan": 1, "nets": [{"name": "a"}, {"name": "a"}]})");
     CHECK(e.message == "/nets/1/name: duplicate net name \"a\"");
@@ -212,6 +220,16 @@ TEST_CASE("malformed JSON reports line and column", "[plan]") {
   auto e = read_error("{\n  \"taskgroup_plan\": 1,\n  \"tasks\": [,]\n}");
   CHECK_THAT(e.message, Catch::StartsWith("line 3, column 13: "));
   CHECK_THAT(read_error("{\"taskgroup_plan\": 1} x").message, Catch::Contains("line 1"));
+}
+
+TEST_CASE("written plans show doubles readably", "[plan]") {
+  task_group g;
+  net n("n");
+  n.op("ConstantFill", {}, {"d"}, {{"value", 1.5}}).op("ConstantFill", {}, {"l"}, {{"value", std::vector<double>{0.25, 2.0}}});
+  REQUIRE(g.add(task("t", step("s").add_net(n))));
+  auto text = write_plan(g).value();
+  CHECK_THAT(text, Catch::Contains("\"value\": 1.5") && Catch::Contains("[0.25, 2.0]"));
+  CHECK(write_plan(read_plan(std::string_view(text)).value()).value() == text);
 }
 
 TEST_CASE("typed arguments keep empty lists and whole doubles", "[plan]") {

@@ -142,3 +142,13 @@ TEST_CASE("final_output adds a task that carries an output", "[task_group][sessi
   REQUIRE(session.run_blocking(g));
   CHECK(out.get().value() == 7);
 }
+
+TEST_CASE("local setup on a node with no task is an error", "[task_group][session]") {
+  task_group g;
+  REQUIRE(g.add(task("a", step("s").add_net(fill_int("n", "x", 1)))));
+  g.local_init(node("empty_node"), fill_int("i", "y", 1));
+  local_session session(1);
+  auto r = session.run_blocking(g);
+  REQUIRE_FALSE(r);
+  CHECK(r.error().message == "local setup on node \"empty_node\", which has no task");
+}

@@ -10,7 +10,12 @@
 //
 // A run, per node: local init -> the node's tasks concurrently, with its
 // group report steps -> a final run of each report step -> local exit.
-// Outputs are copied from the node workspaces when the node's tasks end.
+// Every declared output blob is created in its node's workspace before any
+// task starts (so a PRIVATE task writes through to it and it survives the
+// task; note that this makes an output of a multi-instance task one blob
+// shared by the instances). Outputs are copied from the node workspaces
+// when the node's tasks end. Local setup or a report step on a node with
+// no task is an error.
 //
 // Errors name the node, the task, the step path, the net and the op:
 // `task "n1/train" (node "n1"): train/net "read" op #1 (Dequeue): ...`.

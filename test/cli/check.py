@@ -1,0 +1,50 @@
+"""`check`: validates and summarises every shipped plan; exit 2 on errors.
+Also: the documentation's complete example is the shipped pipeline."""
+import json
+import os
+
+from cli_support import Cli, OK, USAGE, SHIPPED
+
+cli = Cli()
+
+for name in SHIPPED:
+    path = cli.shipped(name)
+    p = cli.run("check", path)
+    cli.check_exit(p, OK, f"check {name}")
+    cli.check(p.stdout.startswith(f"{path}: valid plan (format 1)\n"), f"check {name}: first line", p.stdout)
+    cli.check(p.stderr == "", f"check {name}: nothing on stderr", p.stderr)
+
+p = cli.run("check", cli.shipped("seed.json"))
+out = p.stdout
+cli.check("3 nodes (local, n2, n1), 5 tasks, 5 steps, 6 nets (10 ops)" in out, "seed: totals", out)
+for line in ["node local: 2 tasks", "node n2: 2 tasks", "node n1: 1 task",
+             "local/s1  1 instance, global workspace, 1 step, 1 net, outputs: note",
+             "n1/s4  1 instance, global workspace, 1 step, 1 net, outputs: note",
+             "local init: 1 net (make_mailbox)"]:
+    cli.check(line in out, f"seed summary has {line!r}", out)
+
+p = cli.run("check", cli.shipped("pipeline.json"))
+for line in ["local/produce  2 instances, global workspace, 1 step, 2 nets, outputs: none",
+             "local/consume  3 instances, global workspace, 1 step, 3 nets, outputs: total, consumed",
+             'report step "progress" every 100 ms (1 step, 1 net)']:
+    cli.check(line in p.stdout, f"pipeline summary has {line!r}", p.stdout)
+
+p = cli.run("check", cli.plan("types.json"))
+cli.check("outputs: i, d, whole, b, s, li, ld, lb, ls, empty, q, [x, y]" in p.stdout, "list outputs in brackets",
+          p.stdout)
+
+bad = cli.temp("bad.json", '{"taskgroup_plan": 1, "nets": [{"name": "n", "ops": [{"type": "Ad"}]}]}')
+p = cli.run("check", bad)
+cli.check_exit(p, USAGE, "check on a plan with an unknown op")
+cli.check(p.stderr == f'taskgroup: {bad}: /nets/0/ops/0: unknown operator type "Ad"\n', "check: the error", p.stderr)
+cli.check(p.stdout == "", "check: no summary for an invalid plan", p.stdout)
+
+doc = open(os.path.join(cli.root, "docs", "plan-format.md"), encoding="utf-8").read()
+example = doc.split("## A complete example", 1)[-1].split("```json\n", 1)[-1].split("```", 1)[0]
+pipeline = json.load(open(cli.shipped("pipeline.json"), encoding="utf-8"))
+cli.check(cli.json_of(example, "docs example") == pipeline,
+          "docs/plan-format.md: the complete example is examples/plans/pipeline.json")
+p = cli.run("check", cli.temp("doc-example.json", example))
+cli.check_exit(p, OK, "check the documentation's complete example")
+
+cli.done()

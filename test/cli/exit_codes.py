@@ -1,0 +1,77 @@
+"""Exit statuses: 0 ok, 1 run failed, 2 usage or plan error, 3 timeout."""
+import os
+import time
+
+from cli_support import Cli, OK, RUN_FAILED, USAGE, TIMEOUT
+
+cli = Cli()
+
+for name in ["seed.json", "pipeline.json"]:
+    p = cli.run("run", "-q", cli.shipped(name))
+    cli.check_exit(p, OK, f"run {name}")
+    cli.check(p.stderr == "", f"run -q {name}: nothing on stderr", repr(p.stderr))
+
+# A failing plan: exit 1, one error line naming node, task, step path, net and op.
+start = time.monotonic()
+p = cli.run("run", cli.shipped("fails.json"))
+elapsed = time.monotonic() - start
+cli.check_exit(p, RUN_FAILED, "run fails.json")
+expected = ('taskgroup: task "worker/train" (node "worker"): train/check/net "check" op #1 (Fail): '
+            'checksum mismatch (this plan fails on purpose)\n')
+cli.check(p.stderr.endswith(expected), "fails.json: the error names node, task, step path, net and op", repr(p.stderr))
+cli.check(p.stdout == "", "fails.json: no results on stdout", repr(p.stdout))
+cli.check(elapsed < 8, "fails.json: the failure cancels the 10 s sleeper at once", f"{elapsed:.1f} s")
+
+# Gather: every task runs; the run still exits 1 and prints every failure.
+p = cli.run("run", "--policy", "gather", "-q", cli.plan("gather.json"))
+cli.check_exit(p, RUN_FAILED, "run --policy gather with a failing task")
+cli.check("local/good  answer  42" in p.stdout, "gather: the good task's output is printed", p.stdout)
+cli.check("n1/bad" in p.stdout and "(failed)" in p.stdout, "gather: the failed task is listed", p.stdout)
+cli.check('taskgroup: task "n1/bad" (node "n1"): bad/net "bad" op #0 (Fail): bad on purpose' in p.stderr,
+          "gather: the failure is on stderr", p.stderr)
+
+# Plan errors.
+p = cli.run("run", cli.temp("both.json", '{"taskgroup_plan": 1, "tasks": [{"step": {"nets": [], "substeps": []}}]}'))
+cli.check_exit(p, USAGE, "run on an invalid plan")
+cli.check('/tasks/0/step: both "nets" and "substeps"' in p.stderr, "invalid plan: JSON pointer in the error", p.stderr)
+p = cli.run("run", cli.temp("missing.json"))
+cli.check_exit(p, USAGE, "run on a missing file")
+cli.check("cannot open plan file" in p.stderr and p.stderr.startswith("taskgroup: "), "missing file: message",
+          p.stderr)
+for sub in ["check", "graph", "fmt"]:
+    p = cli.run(sub, cli.temp("both.json"))
+    cli.check_exit(p, USAGE, f"{sub} on an invalid plan")
+
+# Usage errors.
+for args in [[], ["frobnicate"], ["run"], ["run", cli.shipped("seed.json"), "--policy", "sometimes"],
+             ["run", cli.shipped("seed.json"), "--threads", "0"], ["run", cli.shipped("seed.json"), "--timeout", "-1"],
+             ["run", cli.shipped("seed.json"), "--no-such-option"], ["check"]]:
+    p = cli.run(*args)
+    cli.check_exit(p, USAGE, f"usage error {args}")
+    cli.check(p.stderr.startswith("taskgroup: ") and p.stdout == "", f"usage error {args}: message on stderr",
+              (p.stdout, p.stderr))
+p = cli.run("--help")
+cli.check_exit(p, OK, "--help")
+cli.check("run" in p.stdout and "check" in p.stdout and "graph" in p.stdout, "--help lists the subcommands", p.stdout)
+cli.check("fmt" not in p.stdout, "--help hides fmt", p.stdout)
+p = cli.run("run", "--help")
+cli.check_exit(p, OK, "run --help")
+for opt in ["--threads", "--policy", "--timeout", "--trace", "--json", "--quiet"]:
+    cli.check(opt in p.stdout, f"run --help shows {opt}", p.stdout)
+
+# An unwritable trace file is a usage error, found before the run.
+p = cli.run("run", cli.shipped("seed.json"), "--trace", os.path.join(cli.tmp.name, "no", "such", "dir", "t.json"))
+cli.check_exit(p, USAGE, "run --trace into a missing directory")
+cli.check("cannot write trace file" in p.stderr, "unwritable trace: message", p.stderr)
+
+# Timeout: exit 3, quickly, with the timeout named.
+start = time.monotonic()
+p = cli.run("run", cli.plan("long_sleep.json"), "--timeout", "0.05", timeout=30)
+elapsed = time.monotonic() - start
+cli.check_exit(p, TIMEOUT, "run --timeout 0.05 on a long sleep")
+cli.check("taskgroup: run timed out after 50 ms" in p.stderr, "timeout: message", p.stderr)
+cli.check(elapsed < 10, "timeout: the command ends soon after the deadline", f"{elapsed:.1f} s")
+p = cli.run("run", cli.plan("long_sleep.json"), "--timeout", "0.05", "--policy", "gather", "--threads", "2")
+cli.check_exit(p, TIMEOUT, "run --timeout under gather with 2 threads")
+
+cli.done()

@@ -1,0 +1,45 @@
+"""`run --json`: exactly one JSON object {task: {blob: value}} on stdout."""
+from cli_support import Cli, OK, RUN_FAILED
+
+cli = Cli()
+
+p = cli.run("run", "--json", cli.shipped("seed.json"))
+cli.check_exit(p, OK, "run --json seed.json")
+seed = cli.json_of(p.stdout, "seed --json")
+cli.check(seed == {
+    "local/s1": {"note": "from s1 on local"},
+    "local/s2": {"s2_got": "from s1 on local"},
+    "n2/s3": {"note": "from s3 on n2"},
+    "n1/s4": {"note": "from s4 on n1"},
+    "n2/s5": {"s5_got": "from s3 on n2"},
+}, "seed: tasks of a node share blobs, nodes do not", seed)
+cli.check(list(seed or {}) == ["local/s1", "local/s2", "n2/s3", "n1/s4", "n2/s5"], "seed: tasks in group order")
+cli.check("task local/s1 started" in p.stderr, "--json without --quiet: progress stays on stderr", p.stderr)
+
+p = cli.run("run", "--json", "--quiet", "--threads", "2", cli.shipped("pipeline.json"))
+cli.check_exit(p, OK, "run --json pipeline.json")
+cli.check(p.stderr == "", "--quiet: nothing on stderr (not even Print lines)", p.stderr)
+pipe = cli.json_of(p.stdout, "pipeline --json")
+cli.check(pipe == {"local/produce": {}, "local/consume": {"total": 420, "consumed": 40}},
+          "pipeline: 2 producers x 20 items, sum 2 * (1 + ... + 20)", pipe)
+
+p = cli.run("run", "--json", "-q", cli.plan("types.json"))
+cli.check_exit(p, OK, "run --json types.json")
+values = (cli.json_of(p.stdout, "types --json") or {}).get("local/values", {})
+expected = {"i": -7, "d": 2.5, "whole": 3.0, "b": True, "s": 'a "quoted"\nline', "li": [1, 2, 3],
+            "ld": [0.5, 1.5], "lb": [True, False], "ls": ["a", "b"], "empty": [], "q": "queue(0/2)",
+            "x": 10, "y": 20}
+cli.check(values == expected, "types: JSON values for every blob type, display strings for others", values)
+cli.check(type(values.get("whole")) is float and type(values.get("i")) is int, "types: doubles stay doubles")
+cli.check('"whole": 3.0' in p.stdout and "E0" not in p.stdout, "types: doubles are written plainly", p.stdout)
+
+p = cli.run("run", "--json", "-q", cli.shipped("fails.json"))
+cli.check_exit(p, RUN_FAILED, "run --json fails.json")
+cli.check(p.stdout == "", "failed run: nothing on stdout", p.stdout)
+
+p = cli.run("run", "--json", "-q", "--policy", "gather", cli.plan("gather.json"))
+cli.check_exit(p, RUN_FAILED, "run --json --policy gather")
+cli.check(cli.json_of(p.stdout, "gather --json") == {"local/good": {"answer": 42}, "n1/bad": {}},
+          "gather: every task, outputs of the ones that succeeded", p.stdout)
+
+cli.done()

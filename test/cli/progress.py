@@ -1,0 +1,76 @@
+"""Progress on stderr: plain lines off a terminal, a redrawn block on one
+(checked through a pseudo-terminal), nothing with --quiet; stdout keeps
+only the results."""
+import os
+import pty
+import re
+import select
+import subprocess
+import time
+
+from cli_support import Cli, OK
+
+cli = Cli()
+
+TABLE = ("task           blob      value\n"
+         "local/produce  -         (succeeded)\n"
+         "local/consume  total     420\n"
+         "local/consume  consumed  40\n")
+
+# Plain: one line per task event, Print lines in between, all on stderr.
+p = cli.run("run", cli.shipped("pipeline.json"))
+cli.check_exit(p, OK, "plain run")
+cli.check(p.stdout == TABLE, "plain: stdout is exactly the outputs table", p.stdout)
+lines = p.stderr.splitlines()
+for task in ["local/produce", "local/consume"]:
+    cli.check(f"task {task} started" in lines, f"plain: {task} started", lines)
+    cli.check(any(re.fullmatch(rf"task {task} finished \(succeeded, \d+ ms\)", l) for l in lines),
+              f"plain: {task} finished with status and duration", lines)
+prints = [l for l in lines if l.startswith("progress: consumed: ")]
+cli.check(len(prints) >= 2 and prints[-1] == "progress: consumed: 40", "plain: Print lines of the report step",
+          prints)
+cli.check("\x1b[" not in p.stderr, "plain: no escape sequences off a terminal")
+
+p = cli.run("run", cli.shipped("fails.json"))
+cli.check("task worker/train finished (failed, " in p.stderr and "task local/wait finished (cancelled, " in p.stderr,
+          "plain: failed and cancelled tasks", p.stderr)
+
+# Quiet: nothing but the results.
+p = cli.run("run", "--quiet", cli.shipped("pipeline.json"))
+cli.check(p.stdout == TABLE and p.stderr == "", "quiet: only the table", (p.stdout, p.stderr))
+
+# Live: stderr on a pseudo-terminal.
+master, slave = pty.openpty()
+env = dict(os.environ, TERM="xterm")
+proc = subprocess.Popen([cli.exe, "run", cli.shipped("pipeline.json"), "--threads", "2"], stdout=subprocess.PIPE,
+                        stderr=slave, env=env)
+os.close(slave)
+screen = b""
+deadline = time.monotonic() + 60
+while time.monotonic() < deadline:
+    ready, _, _ = select.select([master], [], [], 0.1)
+    if ready:
+        try:
+            chunk = os.read(master, 65536)
+        except OSError:  # EIO: the other side is closed
+            break
+        if not chunk:
+            break
+        screen += chunk
+    elif proc.poll() is not None:
+        break
+out = proc.stdout.read().decode()
+proc.wait(timeout=30)
+os.close(master)
+text = screen.decode(errors="replace")
+cli.check(proc.returncode == 0, "live: exit status 0", proc.returncode)
+cli.check(out == TABLE, "live: stdout is exactly the outputs table", out)
+cli.check("\x1b[" in text and "A\x1b[J" in text, "live: the block is redrawn in place", text[:300])
+cli.check(re.search(r"local\s+running 2\s+done 0/2", text) is not None, "live: per-node running and done counts",
+          text)
+cli.check(re.search(r"local\s+running 0\s+done 2/2\s+\d+\.\d\d s", text) is not None,
+          "live: the final block shows every task done and the elapsed time", text[-400:])
+cli.check("progress: consumed: 40" in text, "live: Print lines scroll above the block")
+cli.check("task local/produce started" not in text, "live: no plain lines")
+
+cli.done()

@@ -1,0 +1,67 @@
+"""Ctrl-C: SIGINT cancels the run through the cancellation path; the
+command exits 130 (SIGTERM: 143) soon after, without hanging."""
+import os
+import select
+import signal
+import subprocess
+import time
+
+from cli_support import Cli, SIGINT_EXIT, SIGTERM_EXIT
+
+cli = Cli()
+
+
+def wait_for_line(proc, needle, limit=20.0):
+    """Reads stderr until a line containing `needle` (plain progress mode)."""
+    seen = ""
+    deadline = time.monotonic() + limit
+    fd = proc.stderr.fileno()
+    while time.monotonic() < deadline:
+        ready, _, _ = select.select([fd], [], [], 0.1)
+        if ready:
+            chunk = os.read(fd, 4096).decode()
+            if not chunk:
+                break
+            seen += chunk
+            if needle in seen:
+                return seen
+    return seen
+
+
+def interrupt(sig, expected, *extra):
+    trace = cli.temp(f"interrupted-{sig}.json")
+    env = dict(os.environ)
+    env.pop("TERM", None)
+    proc = subprocess.Popen([cli.exe, "run", cli.plan("long_sleep.json"), "--trace", trace, *extra],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    seen = wait_for_line(proc, "task n1/counter started")
+    cli.check("task local/sleeper started" in seen and "task n1/counter started" in seen,
+              f"{sig.name}: both tasks started", seen)
+    start = time.monotonic()
+    proc.send_signal(sig)
+    try:
+        out, err = proc.communicate(timeout=15)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        out, err = proc.communicate()
+        cli.check(False, f"{sig.name}: the command ends after the signal (it hung)")
+        return
+    elapsed = time.monotonic() - start
+    err = seen + err.decode()
+    cli.check(proc.returncode == expected, f"{sig.name}: exit status {expected}", (proc.returncode, err))
+    cli.check(elapsed < 5, f"{sig.name}: ends within seconds", f"{elapsed:.2f} s")
+    cli.check(f"taskgroup: run cancelled by {sig.name}" in err, f"{sig.name}: says so", err)
+    cli.check("task local/sleeper finished (cancelled" in err and "task n1/counter finished (cancelled" in err,
+              f"{sig.name}: every task was cancelled (not killed)", err)
+    cli.check(out == b"", f"{sig.name}: no results on stdout", out)
+    # The trace of the cut-short run is still written, with both task spans.
+    data = cli.json_of(open(trace, encoding="utf-8").read(), f"{sig.name}: trace") or {}
+    tasks = {e["name"] for e in data.get("traceEvents", []) if e.get("ph") == "X" and e["cat"] == "task"}
+    cli.check(tasks == {"local/sleeper", "n1/counter"}, f"{sig.name}: trace of the cancelled run", tasks)
+
+
+interrupt(signal.SIGINT, SIGINT_EXIT)
+interrupt(signal.SIGINT, SIGINT_EXIT, "--threads", "2", "--policy", "gather")
+interrupt(signal.SIGTERM, SIGTERM_EXIT)
+
+cli.done()

@@ -1,0 +1,158 @@
+#include "check.hpp"
+
+#include <taskgroup/control.hpp>
+#include <taskgroup/execution_step.hpp>
+#include <taskgroup/net.hpp>
+#include <taskgroup/plan.hpp>
+#include <taskgroup/task.hpp>
+
+#include <algorithm>
+#include <map>
+#include <set>
+#include <variant>
+#include <vector>
+
+namespace taskgroup::cli {
+
+namespace {
+
+// Steps and nets reached from some roots.
+struct tally {
+  std::size_t steps = 0;
+  std::set<std::string> nets;   // distinct, by name (names are unique in a plan)
+  std::map<std::string, std::size_t> ops;  // per distinct net
+
+  void add(const net& n) {
+    nets.insert(n.name());
+    ops[n.name()] = n.size();
+  }
+  void add(const execution_step& s) {
+    ++steps;
+    for (const auto& n : s.nets()) add(n);
+    for (const auto& c : s.substeps()) add(c);
+  }
+  void add(const body& b) {
+    for (const auto& item : b.items()) {
+      if (const auto* n = std::get_if<net>(&item)) {
+        add(*n);
+      } else if (const auto* s = std::get_if<execution_step>(&item)) {
+        add(*s);
+      }
+    }
+  }
+  void add(const tally& other) {
+    steps += other.steps;
+    nets.insert(other.nets.begin(), other.nets.end());
+    for (const auto& [k, v] : other.ops) ops[k] = v;
+  }
+  [[nodiscard]] std::size_t op_count() const {
+    std::size_t n = 0;
+    for (const auto& [k, v] : ops) n += v;
+    return n;
+  }
+};
+
+std::string plural(std::size_t n, const char* one, const char* many) {
+  return std::to_string(n) + " " + (n == 1 ? one : many);
+}
+
+tally task_tally(const task& t) {
+  tally out;
+  if (t.user_step()) out.add(*t.user_step());
+  for (const auto& [obj, scope] : t.setups()) {
+    out.add(obj->setup());
+    out.add(obj->exit());
+  }
+  for (const auto& [s, every] : t.reports()) out.add(s);
+  return out;
+}
+
+std::string join(const std::vector<std::string>& v) {
+  std::string out;
+  for (std::size_t i = 0; i < v.size(); ++i) {
+    if (i > 0) out += ", ";
+    out += v[i];
+  }
+  return out;
+}
+
+}  // namespace
+
+status validate_group(const task_group& group) {
+  for (const auto& t : group.tasks()) {
+    TASKGROUP_TRY(t.validate());
+    auto s = t.get_step();
+    if (!s) return s.error().with_context("task " + quote(t.name()));
+    if (auto st = s.value().validate(); !st) return st.error().with_context("task " + quote(t.name()));
+  }
+  for (const auto& r : group.report_steps()) {
+    if (auto st = r.step.validate(); !st) return st.error().with_context("report step " + quote(r.step.name()));
+  }
+  return ok();
+}
+
+std::string summarize_group(const task_group& group, std::string_view path) {
+  std::string out;
+  const auto nodes = group.used_nodes();
+  const auto locals = group.local_setups();
+  tally total;
+
+  out += std::string(path) + ": valid plan (format " + std::to_string(plan_format_version) + ")\n";
+  if (group.type()) out += "workspace type: " + std::string(to_string(*group.type())) + "\n";
+
+  std::string body_text;
+  for (const auto& node_name : nodes) {
+    std::vector<const task*> tasks;
+    for (const auto& t : group.tasks()) {
+      if (t.node_name() == node_name) tasks.push_back(&t);
+    }
+    body_text += "node " + node_name + ": " + plural(tasks.size(), "task", "tasks") + "\n";
+    std::size_t name_width = 0;
+    for (const auto* t : tasks) name_width = std::max(name_width, t->name().size());
+    for (const auto* t : tasks) {
+      const auto type = t->type().value_or(group.type().value_or(workspace_type::private_));
+      tally tt = task_tally(*t);
+      total.add(tt);
+      std::vector<std::string> outs;
+      for (const auto& st : t->output_states()) {
+        outs.push_back(st->list ? "[" + join(st->blobs) + "]" : st->blobs.front());
+      }
+      std::string line = "  " + t->name() + std::string(name_width - t->name().size(), ' ');
+      line += "  " + plural(static_cast<std::size_t>(t->instances()), "instance", "instances");
+      line += ", " + std::string(to_string(type)) + " workspace";
+      line += ", " + plural(tt.steps, "step", "steps") + ", " + plural(tt.nets.size(), "net", "nets");
+      line += ", outputs: " + (outs.empty() ? std::string("none") : join(outs));
+      body_text += line + "\n";
+    }
+    for (const auto& r : group.report_steps()) {
+      if (r.node != node_name) continue;
+      tally rt;
+      rt.add(r.step);
+      total.add(rt);
+      body_text += "  report step " + quote(r.step.name()) + " every " + std::to_string(r.interval.count()) +
+                   " ms (" + plural(rt.steps, "step", "steps") + ", " + plural(rt.nets.size(), "net", "nets") +
+                   ")\n";
+    }
+    tally init, exit;
+    for (const auto& [n, obj] : locals) {
+      if (n != node_name) continue;
+      init.add(obj->setup());
+      exit.add(obj->exit());
+    }
+    if (!init.nets.empty()) {
+      body_text += "  local init: " + plural(init.nets.size(), "net", "nets") + " (" + join({init.nets.begin(), init.nets.end()}) + ")\n";
+    }
+    if (!exit.nets.empty()) {
+      body_text += "  local exit: " + plural(exit.nets.size(), "net", "nets") + " (" + join({exit.nets.begin(), exit.nets.end()}) + ")\n";
+    }
+    total.add(init);
+    total.add(exit);
+  }
+  out += plural(nodes.size(), "node", "nodes") + " (" + join(nodes) + "), " +
+         plural(group.tasks().size(), "task", "tasks") + ", " + plural(total.steps, "step", "steps") + ", " +
+         plural(total.nets.size(), "net", "nets") + " (" + plural(total.op_count(), "op", "ops") + ")\n";
+  out += body_text;
+  return out;
+}
+
+}  // namespace taskgroup::cli

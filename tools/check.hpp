@@ -1,0 +1,23 @@
+// taskgroup command: validating a plan and summarising it.
+//
+// Threading: pure functions (reentrant).
+#pragma once
+
+#include <taskgroup/error.hpp>
+#include <taskgroup/task_group.hpp>
+
+#include <string>
+#include <string_view>
+
+namespace taskgroup::cli {
+
+/// Checks what the plan reader leaves to the session: each task's composed
+/// step tree (misuse, instance counts, setup work). Errors name the task.
+status validate_group(const task_group& group);
+
+/// A summary of `group` read from `path`: nodes, and per node its tasks
+/// (instances, workspace type, outputs, steps and nets), report steps and
+/// local setup; totals of steps, nets and ops.
+std::string summarize_group(const task_group& group, std::string_view path);
+
+}  // namespace taskgroup::cli

@@ -1,0 +1,30 @@
+// taskgroup command: a task group as a Graphviz DOT graph.
+//
+// One cluster per node (labelled with the node and its options), holding a
+// node anchor, the node's local init and exit work, its group report
+// steps, and one graph node per task (full name, instances, workspace
+// type, outputs). Each task points at its step tree (and its init, exit,
+// instance init/exit and report steps); steps are rounded boxes showing
+// their fields (iterations, stop blob, concurrency, interval, workspace,
+// instances, timeout); nets are boxes listing their ops as
+// `Type(inputs) -> outputs [args]`. Edges into the children of a
+// sequential step are numbered in execution order. Every label is escaped.
+//
+// Threading: pure function (reentrant).
+#pragma once
+
+#include <taskgroup/task_group.hpp>
+
+#include <string>
+#include <string_view>
+
+namespace taskgroup::cli {
+
+/// The DOT text of `group`; `title` labels the graph (e.g. the plan file).
+std::string group_to_dot(const task_group& group, std::string_view title);
+
+/// `s` as the inside of a DOT double-quoted string (\, " and newlines
+/// escaped).
+std::string dot_escape(std::string_view s);
+
+}  // namespace taskgroup::cli

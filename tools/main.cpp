@@ -1,0 +1,299 @@
+// taskgroup: the command-line runner for plan files (docs/plan-format.md).
+//
+//   taskgroup run PLAN [--threads N] [--policy join|gather] [--timeout S]
+//                      [--trace FILE] [--json] [--quiet]
+//   taskgroup check PLAN
+//   taskgroup graph PLAN
+//   taskgroup fmt PLAN          (hidden: the plan as the writer writes it)
+//
+// Exit status: 0 success, 1 the run failed (a task failed, or was
+// cancelled from inside), 2 usage or plan error, 3 the run timed out,
+// 128 + signal number when cancelled by SIGINT (130) or SIGTERM (143).
+//
+// stdout carries only results (the outputs table, the --json object, the
+// check summary, DOT, the formatted plan); progress, Print lines and
+// errors (`taskgroup: <message>`) go to stderr.
+#include "check.hpp"
+#include "graph.hpp"
+#include "progress.hpp"
+#include "results.hpp"
+#include "start_run.hpp"
+#include "trace.hpp"
+
+#include <taskgroup/error.hpp>
+#include <taskgroup/plan.hpp>
+#include <taskgroup/run_report.hpp>
+#include <taskgroup/session.hpp>
+
+#include <CLI/CLI.hpp>
+#include <boost/asio/cancellation_signal.hpp>
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/signal_set.hpp>
+#include <boost/json/serialize.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace asio = boost::asio;
+namespace tg = taskgroup;
+
+namespace {
+
+enum exit_status : int {
+  exit_ok = 0,
+  exit_run_failed = 1,
+  exit_usage = 2,
+  exit_timeout = 3,
+};
+
+int print_error(const std::string& message, int code) {
+  std::fflush(stdout);
+  std::fprintf(stderr, "taskgroup: %s\n", message.c_str());
+  std::fflush(stderr);
+  return code;
+}
+
+void print_out(const std::string& text) {
+  std::fwrite(text.data(), 1, text.size(), stdout);
+  std::fflush(stdout);
+}
+
+// Fans the session's events out to several observers.
+class observers final : public tg::run_observer {
+ public:
+  void add(tg::run_observer* o) { list_.push_back(o); }
+  void run_begin(const std::vector<std::pair<std::string, std::string>>& tasks) override {
+    for (auto* o : list_) o->run_begin(tasks);
+  }
+  void task_begin(std::string_view task, std::string_view node) override {
+    for (auto* o : list_) o->task_begin(task, node);
+  }
+  void task_end(const tg::task_report& report) override {
+    for (auto* o : list_) o->task_end(report);
+  }
+  void step_begin(std::string_view task, std::string_view node, std::string_view step) override {
+    for (auto* o : list_) o->step_begin(task, node, step);
+  }
+  void step_end(std::string_view task, std::string_view node, std::string_view step, std::uint64_t iterations,
+                const tg::status& result) override {
+    for (auto* o : list_) o->step_end(task, node, step, iterations, result);
+  }
+  void net_begin(std::string_view task, std::string_view node, std::string_view net) override {
+    for (auto* o : list_) o->net_begin(task, node, net);
+  }
+  void net_end(std::string_view task, std::string_view node, std::string_view net,
+               const tg::status& result) override {
+    for (auto* o : list_) o->net_end(task, node, net, result);
+  }
+  void report_begin(std::string_view task, std::string_view node, std::string_view step) override {
+    for (auto* o : list_) o->report_begin(task, node, step);
+  }
+  void report_end(std::string_view task, std::string_view node, std::string_view step,
+                  const tg::status& result) override {
+    for (auto* o : list_) o->report_end(task, node, step, result);
+  }
+
+ private:
+  std::vector<tg::run_observer*> list_;
+};
+
+struct run_args {
+  std::string plan;
+  std::size_t threads = 1;
+  std::string policy = "join";
+  std::optional<double> timeout_s;  // set when --timeout was given
+  std::string trace;
+  bool json = false;
+  bool quiet = false;
+};
+
+int run_command(const run_args& a) {
+  auto group = tg::read_plan_file(a.plan);
+  if (!group) return print_error(group.error().message, exit_usage);
+
+  std::ofstream trace_file;
+  if (!a.trace.empty()) {
+    trace_file.open(a.trace, std::ios::binary | std::ios::trunc);
+    if (!trace_file) return print_error("cannot write trace file " + tg::quote(a.trace), exit_usage);
+  }
+
+  tg::run_options options;
+  options.policy = a.policy == "gather" ? tg::run_policy::gather : tg::run_policy::join;
+  if (a.timeout_s) {
+    // Whole milliseconds, rounded up (a positive timeout never becomes 0),
+    // at most 10^9 s so that the deadline stays in the clock's range.
+    const double ms = std::ceil(std::min(*a.timeout_s, 1e9) * 1000.0);
+    options.timeout = std::chrono::milliseconds(static_cast<std::int64_t>(ms));
+  }
+
+  asio::io_context io;  // before the observers: they may hold its timers
+  tg::cli::progress progress(a.quiet ? tg::cli::progress_mode::quiet : tg::cli::default_progress_mode());
+  std::optional<tg::cli::trace_recorder> trace;
+  observers fan_out;
+  fan_out.add(&progress);
+  if (!a.trace.empty()) fan_out.add(&trace.emplace());
+  options.observer = &fan_out;
+
+  auto work = asio::make_work_guard(io);
+  asio::signal_set signals(io, SIGINT, SIGTERM);
+  asio::cancellation_signal cancel;
+  int signal_number = 0;
+  std::optional<tg::result<tg::run_report>> outcome;
+
+  std::function<void(const boost::system::error_code&, int)> on_signal = [&](const boost::system::error_code& ec,
+                                                                              int sig) {
+    if (ec) return;  // the run ended: waiting was cancelled
+    if (signal_number != 0) {
+      // A second signal: the run did not unwind (an op blocking its thread).
+      std::fprintf(stderr, "taskgroup: interrupted again; exiting without waiting for the run\n");
+      std::fflush(stderr);
+      std::_Exit(128 + sig);
+    }
+    signal_number = sig;
+    progress.note(std::string("taskgroup: ") + (sig == SIGINT ? "SIGINT" : "SIGTERM") +
+                  ": cancelling the run (again to exit at once)");
+    cancel.emit(asio::cancellation_type::terminal);
+    signals.async_wait(on_signal);
+  };
+  signals.async_wait(on_signal);
+
+  {
+    tg::local_session session(a.threads);
+    progress.start(io);
+    tg::cli::start_run(session, group.value(), options, io, cancel.slot(), [&](tg::result<tg::run_report> r) {
+      outcome = std::move(r);
+      cancel.slot().clear();
+      boost::system::error_code ignored;
+      signals.cancel(ignored);
+      progress.finish();
+      work.reset();
+    });
+    io.run();
+  }  // the session's pool is joined here
+  progress.finish();
+
+  if (trace) {
+    const std::string text = boost::json::serialize(trace->to_json());
+    trace_file << text << '\n';
+    trace_file.close();
+    if (!trace_file) return print_error("cannot write trace file " + tg::quote(a.trace), exit_run_failed);
+  }
+
+  if (!outcome) return print_error("the run did not complete", exit_run_failed);
+  auto& r = *outcome;
+  if (!r) {
+    const tg::error& e = r.error();
+    if (signal_number != 0 && e.is_cancelled()) {
+      return print_error(std::string("run cancelled by ") + (signal_number == SIGINT ? "SIGINT" : "SIGTERM"),
+                         128 + signal_number);
+    }
+    if (e.code == tg::errc::timeout) return print_error(e.message, exit_timeout);
+    return print_error(e.message, exit_run_failed);
+  }
+  const tg::run_report& report = r.value();
+  if (a.json) {
+    print_out(tg::cli::json_text(tg::cli::outputs_json(report)));
+  } else {
+    print_out(tg::cli::outputs_table(report));
+  }
+  if (report.ok()) return exit_ok;
+  // Gather: every failure, in task order.
+  for (const auto& t : report.tasks) {
+    if (t.failure) print_error(t.failure->message, exit_run_failed);
+  }
+  return exit_run_failed;
+}
+
+int check_command(const std::string& path) {
+  auto group = tg::read_plan_file(path);
+  if (!group) return print_error(group.error().message, exit_usage);
+  if (auto st = tg::cli::validate_group(group.value()); !st) {
+    return print_error(st.error().with_context(path).message, exit_usage);
+  }
+  print_out(tg::cli::summarize_group(group.value(), path));
+  return exit_ok;
+}
+
+int graph_command(const std::string& path) {
+  auto group = tg::read_plan_file(path);
+  if (!group) return print_error(group.error().message, exit_usage);
+  print_out(tg::cli::group_to_dot(group.value(), path));
+  return exit_ok;
+}
+
+int fmt_command(const std::string& path) {
+  auto group = tg::read_plan_file(path);
+  if (!group) return print_error(group.error().message, exit_usage);
+  auto text = tg::write_plan(group.value());
+  if (!text) return print_error(text.error().with_context(path).message, exit_usage);
+  print_out(text.value());
+  return exit_ok;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"Runs, checks and draws taskgroup plan files (JSON; see docs/plan-format.md).", "taskgroup"};
+  app.require_subcommand(1);
+  app.fallthrough(false);
+  app.failure_message([](const CLI::App*, const CLI::Error& e) {
+    return "taskgroup: " + std::string(e.what()) + "\nRun with --help for more information.\n";
+  });
+
+  run_args ra;
+  auto* run = app.add_subcommand("run", "Run a plan and print every task's outputs");
+  run->add_option("plan", ra.plan, "The plan file")->required()->type_name("FILE");
+  run->add_option("--threads", ra.threads, "Threads of the session's pool (default 1)")
+      ->check(CLI::Range(std::size_t{1}, std::size_t{1024}));
+  run->add_option("--policy", ra.policy, "join: the first failure cancels the run (default); gather: every task runs")
+      ->check(CLI::IsMember({"join", "gather"}));
+  double timeout_s = 0;
+  auto* timeout = run->add_option("--timeout", timeout_s, "Cancel the run after SECONDS (exit status 3)")
+                      ->type_name("SECONDS")
+                      ->check(CLI::PositiveNumber);
+  run->add_option("--trace", ra.trace, "Write a Chrome trace-event JSON file (opens in Perfetto)")->type_name("FILE");
+  run->add_flag("--json", ra.json, "Print the outputs as one JSON object {task: {blob: value}}");
+  run->add_flag("--quiet,-q", ra.quiet, "Print nothing but the result or the error");
+
+  std::string check_plan;
+  auto* check = app.add_subcommand("check", "Validate a plan and summarise its nodes, tasks and steps");
+  check->add_option("plan", check_plan, "The plan file")->required()->type_name("FILE");
+
+  std::string graph_plan;
+  auto* graph = app.add_subcommand("graph", "Print the plan as a Graphviz DOT graph");
+  graph->add_option("plan", graph_plan, "The plan file")->required()->type_name("FILE");
+
+  std::string fmt_plan;
+  auto* fmt = app.add_subcommand("fmt", "Print the plan as the plan writer writes it");
+  fmt->add_option("plan", fmt_plan, "The plan file")->required()->type_name("FILE");
+  fmt->group("");  // hidden
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int code = app.exit(e);
+    return code == 0 ? exit_ok : exit_usage;
+  }
+
+  try {
+    if (run->parsed()) {
+      if (timeout->count() > 0) ra.timeout_s = timeout_s;
+      return run_command(ra);
+    }
+    if (check->parsed()) return check_command(check_plan);
+    if (graph->parsed()) return graph_command(graph_plan);
+    if (fmt->parsed()) return fmt_command(fmt_plan);
+  } catch (const std::exception& e) {
+    return print_error(e.what(), exit_run_failed);
+  }
+  return exit_usage;
+}

@@ -1,0 +1,92 @@
+// taskgroup command: progress of a run on stderr.
+//
+// Three modes:
+// - live (stderr is a terminal): a status block, one line per node (tasks
+//   running and done, failures, elapsed time), redrawn with ANSI escapes
+//   at most 10 times a second from a timer on the caller's io_context;
+//   lines written by Print ops and notes scroll above the block.
+// - plain (anything else): one line per event, `task <name> started` and
+//   `task <name> finished (<status>, <ms> ms)`, plus the Print lines.
+// - quiet: nothing at all (Print lines are dropped too).
+//
+// Print output goes to stderr in every mode, so that stdout holds only
+// the results (a table, or the `--json` object).
+//
+// Threading: the observer callbacks come from the session's node strands
+// (several threads at once) and the print sink from any thread; every
+// entry point takes one mutex. `start`/`finish` and the timer run on the
+// io_context's thread.
+#pragma once
+
+#include <taskgroup/run_report.hpp>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/steady_timer.hpp>
+
+#include <chrono>
+#include <cstddef>
+#include <cstdio>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace taskgroup::cli {
+
+enum class progress_mode { quiet, plain, live };
+
+/// Live when stderr is a terminal (and TERM is not "dumb"), else plain.
+progress_mode default_progress_mode();
+
+class progress final : public run_observer {
+ public:
+  explicit progress(progress_mode mode, std::FILE* out = stderr);
+  ~progress() override;
+  progress(const progress&) = delete;
+  progress& operator=(const progress&) = delete;
+
+  /// Installs the print sink and, in live mode, starts the redraw timer on
+  /// `io` (stopped by `finish`).
+  void start(boost::asio::io_context& io);
+  /// Stops the timer, draws the final block (live mode), restores the
+  /// previous print sink. Idempotent.
+  void finish();
+  /// A line above the block (plain and live modes).
+  void note(std::string_view line);
+
+  void run_begin(const std::vector<std::pair<std::string, std::string>>& tasks) override;
+  void task_begin(std::string_view task, std::string_view node) override;
+  void task_end(const task_report& report) override;
+
+ private:
+  using clock = std::chrono::steady_clock;
+  struct node_state {
+    std::string name;
+    std::size_t tasks = 0;
+    std::size_t running = 0;
+    std::size_t done = 0;
+    std::size_t failed = 0;
+    std::optional<clock::time_point> first_start;
+    std::optional<clock::time_point> last_end;
+  };
+
+  node_state& node_locked(std::string_view name);
+  void line_locked(std::string_view line);
+  void erase_block_locked();
+  void draw_block_locked();
+  void schedule_redraw();
+
+  progress_mode mode_;
+  std::FILE* out_;
+  std::mutex mutex_;  // guards what follows
+  std::vector<node_state> nodes_;
+  clock::time_point started_ = clock::now();
+  std::size_t drawn_lines_ = 0;
+  bool sink_installed_ = false;
+  bool finished_ = false;
+  std::optional<boost::asio::steady_timer> timer_;
+};
+
+}  // namespace taskgroup::cli

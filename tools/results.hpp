@@ -1,0 +1,36 @@
+// taskgroup command: the outputs of a run, as a table or as JSON.
+//
+// Threading: pure functions (reentrant).
+#pragma once
+
+#include <taskgroup/blob.hpp>
+#include <taskgroup/run_report.hpp>
+
+#include <boost/json/value.hpp>
+
+#include <string>
+
+namespace taskgroup::cli {
+
+/// A blob's value as JSON: int64, double, bool, string and vectors of them
+/// as JSON values; anything else (and non-finite doubles) as its display
+/// string (`taskgroup::to_display_string`).
+boost::json::value blob_to_json(const blob& b);
+
+/// `{"<task full name>": {"<blob>": <value>, ...}, ...}`: every task of the
+/// run in group order, with its declared outputs (empty when it has none or
+/// did not succeed).
+boost::json::value outputs_json(const run_report& report);
+
+/// `v` as pretty-printed JSON text (two-space indent, arrays of scalars on
+/// one line) ending in a newline. Doubles are written in their shortest
+/// round-trip form and always look like doubles (`2.5`, `3.0`, `1e+300`),
+/// not Boost.JSON's `2.5E0`.
+std::string json_text(const boost::json::value& v);
+
+/// The outputs as an aligned text table with a header (task, blob, value);
+/// a task without outputs has one row whose blob is "-" and whose value is
+/// its status in parentheses.
+std::string outputs_table(const run_report& report);
+
+}  // namespace taskgroup::cli

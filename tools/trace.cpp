@@ -1,0 +1,228 @@
+#include "trace.hpp"
+
+#include <boost/json.hpp>
+
+#include <algorithm>
+
+namespace taskgroup::cli {
+
+namespace json = boost::json;
+
+namespace {
+
+const char* category(int k) {
+  switch (k) {
+    case 0: return "task";
+    case 1: return "step";
+    case 2: return "net";
+    default: return "report";
+  }
+}
+
+double micros(std::int64_t ns) { return static_cast<double>(ns) / 1000.0; }
+
+json::object metadata(const char* name, std::int64_t pid, std::int64_t tid, json::object args) {
+  return json::object{{"name", name}, {"ph", "M"}, {"pid", pid}, {"tid", tid}, {"args", std::move(args)}};
+}
+
+}  // namespace
+
+trace_recorder::trace_recorder(std::size_t max_spans) : max_spans_(max_spans) {}
+
+std::int64_t trace_recorder::now_ns() const {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(clock::now() - origin_).count();
+}
+
+std::size_t trace_recorder::node_index_locked(std::string_view node) {
+  for (std::size_t i = 0; i < nodes_.size(); ++i) {
+    if (nodes_[i] == node) return i;
+  }
+  nodes_.emplace_back(node);
+  return nodes_.size() - 1;
+}
+
+std::size_t trace_recorder::track_locked(std::string_view node, std::string_view task) {
+  auto key = std::make_pair(std::string(node), std::string(task));
+  auto it = track_index_.find(key);
+  if (it != track_index_.end()) return it->second;
+  (void)node_index_locked(node);
+  tracks_.push_back(track{key.first, key.second});
+  track_index_.emplace(std::move(key), tracks_.size() - 1);
+  return tracks_.size() - 1;
+}
+
+void trace_recorder::run_begin(const std::vector<std::pair<std::string, std::string>>& tasks) {
+  std::lock_guard lock(mutex_);
+  // Nodes (processes) and tasks (threads) in the run's order, so that pids
+  // and thread order do not depend on which thread reports first.
+  for (const auto& [task, node] : tasks) (void)track_locked(node, task);
+}
+
+void trace_recorder::begin(kind k, std::string_view task, std::string_view node, std::string_view name) {
+  const std::int64_t t = now_ns();
+  std::lock_guard lock(mutex_);
+  const std::size_t tr = track_locked(node, task);
+  open_[std::make_tuple(tr, k, std::string(name))].push_back(t);
+}
+
+void trace_recorder::end(kind k, std::string_view task, std::string_view node, std::string_view name,
+                         const status* result, std::int64_t iterations) {
+  const std::int64_t t = now_ns();
+  std::lock_guard lock(mutex_);
+  const std::size_t tr = track_locked(node, task);
+  auto it = open_.find(std::make_tuple(tr, k, std::string(name)));
+  if (it == open_.end() || it->second.empty()) return;  // an end without a begin: ignored
+  const std::int64_t start = it->second.back();
+  it->second.pop_back();
+  if (it->second.empty()) open_.erase(it);
+  if (spans_.size() >= max_spans_) {
+    ++dropped_;
+    return;
+  }
+  span s{tr, k, std::string(name), start, t};
+  s.iterations = iterations;
+  if (result != nullptr && !*result) s.error = result->error().message;
+  spans_.push_back(std::move(s));
+}
+
+void trace_recorder::task_begin(std::string_view task, std::string_view node) { begin(kind::task, task, node, task); }
+
+void trace_recorder::task_end(const task_report& report) {
+  const std::int64_t t = now_ns();
+  std::lock_guard lock(mutex_);
+  const std::size_t tr = track_locked(report.node, report.name);
+  auto it = open_.find(std::make_tuple(tr, kind::task, report.name));
+  if (it == open_.end() || it->second.empty()) return;
+  const std::int64_t start = it->second.back();
+  it->second.pop_back();
+  if (it->second.empty()) open_.erase(it);
+  // Task spans are kept even past the limit: there are few of them.
+  span s{tr, kind::task, report.name, start, t};
+  if (report.failure) s.error = report.failure->message;
+  spans_.push_back(std::move(s));
+}
+
+void trace_recorder::step_begin(std::string_view task, std::string_view node, std::string_view step) {
+  begin(kind::step, task, node, step);
+}
+void trace_recorder::step_end(std::string_view task, std::string_view node, std::string_view step,
+                              std::uint64_t iterations, const status& result) {
+  end(kind::step, task, node, step, &result, static_cast<std::int64_t>(iterations));
+}
+void trace_recorder::net_begin(std::string_view task, std::string_view node, std::string_view net) {
+  begin(kind::net, task, node, net);
+}
+void trace_recorder::net_end(std::string_view task, std::string_view node, std::string_view net,
+                             const status& result) {
+  end(kind::net, task, node, net, &result, -1);
+}
+void trace_recorder::report_begin(std::string_view task, std::string_view node, std::string_view step) {
+  begin(kind::report, task, node, step);
+}
+void trace_recorder::report_end(std::string_view task, std::string_view node, std::string_view step,
+                                const status& result) {
+  end(kind::report, task, node, step, &result, -1);
+}
+
+json::value trace_recorder::to_json() {
+  std::lock_guard lock(mutex_);
+  const std::int64_t now = now_ns();
+  // Close what is still open (a run cut short by a signal).
+  std::vector<span> spans = spans_;
+  for (const auto& [key, begins] : open_) {
+    for (std::int64_t b : begins) {
+      span s{std::get<0>(key), std::get<1>(key), std::get<2>(key), b, now};
+      s.unfinished = true;
+      spans.push_back(std::move(s));
+    }
+  }
+  // Longest first among equal starts, so that parents precede children.
+  std::stable_sort(spans.begin(), spans.end(), [](const span& a, const span& b) {
+    if (a.begin_ns != b.begin_ns) return a.begin_ns < b.begin_ns;
+    return a.end_ns > b.end_ns;
+  });
+
+  // Lanes per track: each lane is a stack of open end times; a span goes to
+  // the first lane where it nests, so every thread of the file nests
+  // properly even when a task runs work concurrently.
+  std::vector<std::vector<std::vector<std::int64_t>>> lanes(tracks_.size());
+  std::vector<std::size_t> lane_of(spans.size());
+  for (std::size_t i = 0; i < spans.size(); ++i) {
+    const span& s = spans[i];
+    auto& ls = lanes[s.track];
+    std::size_t chosen = ls.size();
+    for (std::size_t l = 0; l < ls.size(); ++l) {
+      auto& stack = ls[l];
+      while (!stack.empty() && stack.back() <= s.begin_ns) stack.pop_back();
+      if (stack.empty() || stack.back() >= s.end_ns) {
+        chosen = l;
+        break;
+      }
+    }
+    if (chosen == ls.size()) ls.emplace_back();
+    ls[chosen].push_back(s.end_ns);
+    lane_of[i] = chosen;
+  }
+
+  // Thread ids: per process, "node" is 1, then each task's lanes in order.
+  json::array events;
+  std::vector<std::int64_t> next_tid(nodes_.size(), 2);
+  std::vector<std::vector<std::int64_t>> tid_of(tracks_.size());
+  for (std::size_t n = 0; n < nodes_.size(); ++n) {
+    const auto pid = static_cast<std::int64_t>(n + 1);
+    events.emplace_back(metadata("process_name", pid, 0, json::object{{"name", nodes_[n]}}));
+    events.emplace_back(metadata("process_sort_index", pid, 0, json::object{{"sort_index", pid}}));
+    events.emplace_back(metadata("thread_name", pid, 1, json::object{{"name", "node"}}));
+    events.emplace_back(metadata("thread_sort_index", pid, 1, json::object{{"sort_index", 1}}));
+  }
+  for (std::size_t t = 0; t < tracks_.size(); ++t) {
+    const std::size_t n = node_index_locked(tracks_[t].node);
+    const auto pid = static_cast<std::int64_t>(n + 1);
+    if (tracks_[t].task.empty()) {
+      tid_of[t].assign(std::max<std::size_t>(lanes[t].size(), 1), 1);
+      for (std::size_t l = 1; l < lanes[t].size(); ++l) {
+        tid_of[t][l] = next_tid[n]++;
+        const std::string name = "node #" + std::to_string(l + 1);
+        events.emplace_back(metadata("thread_name", pid, tid_of[t][l], json::object{{"name", name}}));
+        events.emplace_back(
+            metadata("thread_sort_index", pid, tid_of[t][l], json::object{{"sort_index", tid_of[t][l]}}));
+      }
+      continue;
+    }
+    const std::size_t count = std::max<std::size_t>(lanes[t].size(), 1);
+    for (std::size_t l = 0; l < count; ++l) {
+      const std::int64_t tid = next_tid[n]++;
+      tid_of[t].push_back(tid);
+      const std::string name = l == 0 ? tracks_[t].task : tracks_[t].task + " #" + std::to_string(l + 1);
+      events.emplace_back(metadata("thread_name", pid, tid, json::object{{"name", name}}));
+      events.emplace_back(metadata("thread_sort_index", pid, tid, json::object{{"sort_index", tid}}));
+    }
+  }
+
+  for (std::size_t i = 0; i < spans.size(); ++i) {
+    const span& s = spans[i];
+    const std::size_t n = node_index_locked(tracks_[s.track].node);
+    json::object e;
+    e["name"] = s.name;
+    e["cat"] = category(static_cast<int>(s.k));
+    e["ph"] = "X";
+    e["ts"] = micros(s.begin_ns);
+    e["dur"] = micros(s.end_ns - s.begin_ns);
+    e["pid"] = static_cast<std::int64_t>(n + 1);
+    e["tid"] = tid_of[s.track][lane_of[i]];
+    json::object args;
+    if (!tracks_[s.track].task.empty()) args["task"] = tracks_[s.track].task;
+    args["node"] = tracks_[s.track].node;
+    if (s.k == kind::step && s.iterations >= 0) args["iterations"] = s.iterations;
+    if (!s.error.empty()) args["error"] = s.error;
+    if (s.unfinished) args["unfinished"] = true;
+    e["args"] = std::move(args);
+    events.emplace_back(std::move(e));
+  }
+
+  json::object out{{"traceEvents", std::move(events)}, {"displayTimeUnit", "ms"}};
+  if (dropped_ > 0) out["otherData"] = json::object{{"dropped_spans", static_cast<std::int64_t>(dropped_)}};
+  return out;
+}
+
+}  // namespace taskgroup::cli

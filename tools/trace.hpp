@@ -1,0 +1,102 @@
+// taskgroup command: a run as a Chrome trace-event file (opens in Perfetto
+// and chrome://tracing).
+//
+// Layout of the file, `{"traceEvents": [...], "displayTimeUnit": "ms"}`:
+// - a process per node: pid = the node's index in the run (1, 2, ... in
+//   the order the run lists them), named by a `process_name` metadata event;
+// - a thread per task, named after the task's full name (`thread_name`),
+//   and a thread "node" for the node's own work (local init and exit, group
+//   report steps); concurrent work inside one task (instances, concurrent
+//   substeps) that does not nest goes to extra threads named
+//   `<task> #2`, `#3`, ...;
+// - complete events ("ph": "X", ts and dur in microseconds since the run
+//   began) with "cat" = "task", "step" (args: iterations), "net" or
+//   "report"; failed spans carry args.error.
+//
+// The observer only sees names, so begin and end events of concurrent
+// spans with the same name on the same task are paired last-in first-out
+// (which keeps them nested); their exact boundaries may be swapped.
+// After `max_spans` spans further ones are counted, not kept
+// ("otherData": {"dropped_spans": n}).
+//
+// Threading: thread-safe (one mutex); callbacks are cheap (a clock read and
+// an append).
+#pragma once
+
+#include <taskgroup/run_report.hpp>
+
+#include <boost/json/value.hpp>
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <ostream>
+#include <string>
+#include <string_view>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+namespace taskgroup::cli {
+
+class trace_recorder final : public run_observer {
+ public:
+  explicit trace_recorder(std::size_t max_spans = 2'000'000);
+
+  void run_begin(const std::vector<std::pair<std::string, std::string>>& tasks) override;
+  void task_begin(std::string_view task, std::string_view node) override;
+  void task_end(const task_report& report) override;
+  void step_begin(std::string_view task, std::string_view node, std::string_view step) override;
+  void step_end(std::string_view task, std::string_view node, std::string_view step, std::uint64_t iterations,
+                const status& result) override;
+  void net_begin(std::string_view task, std::string_view node, std::string_view net) override;
+  void net_end(std::string_view task, std::string_view node, std::string_view net, const status& result) override;
+  void report_begin(std::string_view task, std::string_view node, std::string_view step) override;
+  void report_end(std::string_view task, std::string_view node, std::string_view step, const status& result) override;
+
+  /// The trace so far. Spans still open are closed at the current time
+  /// with args.unfinished = true.
+  [[nodiscard]] boost::json::value to_json();
+
+ private:
+  using clock = std::chrono::steady_clock;
+  enum class kind : std::uint8_t { task, step, net, report };
+  struct span {
+    span(std::size_t t, kind kd, std::string n, std::int64_t b, std::int64_t e)
+        : track(t), k(kd), name(std::move(n)), begin_ns(b), end_ns(e) {}
+    std::size_t track;
+    kind k;
+    std::string name;
+    std::int64_t begin_ns;
+    std::int64_t end_ns;
+    std::int64_t iterations = -1;  // steps only
+    std::string error;
+    bool unfinished = false;
+  };
+  struct track {
+    std::string node;
+    std::string task;  // empty: the node's own work
+  };
+
+  std::int64_t now_ns() const;
+  std::size_t track_locked(std::string_view node, std::string_view task);
+  std::size_t node_index_locked(std::string_view node);
+  void begin(kind k, std::string_view task, std::string_view node, std::string_view name);
+  void end(kind k, std::string_view task, std::string_view node, std::string_view name, const status* result,
+           std::int64_t iterations);
+
+  std::mutex mutex_;  // guards what follows
+  clock::time_point origin_ = clock::now();
+  std::size_t max_spans_;
+  std::size_t dropped_ = 0;
+  std::vector<std::string> nodes_;  // index + 1 = pid
+  std::vector<track> tracks_;
+  std::vector<span> spans_;
+  // Open spans per (track, kind, name): begin times, paired LIFO.
+  std::map<std::tuple<std::size_t, kind, std::string>, std::vector<std::int64_t>> open_;
+  std::map<std::pair<std::string, std::string>, std::size_t, std::less<>> track_index_;
+};
+
+}  // namespace taskgroup::cli
