@@ -181,6 +181,19 @@ execution_step make_conditional_loop(std::string name, const condition& cond, co
 
 }  // namespace
 
+execution_step& append_body(execution_step& s, const body& b) {
+  for (const auto& it : b.items()) {
+    if (const auto* n = std::get_if<net>(&it)) {
+      s.add_substep(execution_step(n->name()).add_net(*n));
+    } else if (const auto* st = std::get_if<execution_step>(&it)) {
+      s.add_substep(*st);
+    } else {
+      s.mark_invalid("stop_if/stop cannot be used here: no helper owns a stop blob");
+    }
+  }
+  return s;
+}
+
 execution_step do_(std::string name, body b) {
   if (b.has_stop()) return run_once(name, b.items(), name + "/stop");
   return assemble(name, name, b.items(), nullptr);

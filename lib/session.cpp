@@ -48,23 +48,10 @@ struct compiled_group {
   std::vector<compiled_node> nodes;
 };
 
-// Adds the items of `b` as substeps of `s`.
-void add_body(execution_step& s, const body& b) {
-  for (const auto& it : b.items()) {
-    if (const auto* n = std::get_if<net>(&it)) {
-      s.add_substep(execution_step(n->name()).add_net(*n));
-    } else if (const auto* st = std::get_if<execution_step>(&it)) {
-      s.add_substep(*st);
-    } else {
-      s.mark_invalid("stop_if/stop cannot be used in setup work");
-    }
-  }
-}
-
 result<std::shared_ptr<const detail::compiled_step>> compile_setup(const std::string& name,
                                                                    const std::vector<body>& bodies) {
   execution_step s(name);
-  for (const auto& b : bodies) add_body(s, b);
+  for (const auto& b : bodies) append_body(s, b);
   if (s.empty() && s.validate()) return std::shared_ptr<const detail::compiled_step>();
   return detail::compile_step(s);
 }

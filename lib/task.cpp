@@ -38,6 +38,10 @@ struct attachment {
 
 }  // namespace
 
+std::shared_ptr<setup_object> make_setup(body init, body exit) {
+  return std::make_shared<body_setup>(std::move(init), std::move(exit));
+}
+
 struct task::data {
   std::string base;
   taskgroup::node where;
@@ -96,14 +100,10 @@ task& task::workspace_type(taskgroup::workspace_type t) {
   return *this;
 }
 
-task& task::init(body b) { return setup(std::make_shared<body_setup>(std::move(b), body{}), setup_scope::task); }
-task& task::exit(body b) { return setup(std::make_shared<body_setup>(body{}, std::move(b)), setup_scope::task); }
-task& task::instance_init(body b) {
-  return setup(std::make_shared<body_setup>(std::move(b), body{}), setup_scope::instance);
-}
-task& task::instance_exit(body b) {
-  return setup(std::make_shared<body_setup>(body{}, std::move(b)), setup_scope::instance);
-}
+task& task::init(body b) { return setup(make_setup(std::move(b), body{}), setup_scope::task); }
+task& task::exit(body b) { return setup(make_setup(body{}, std::move(b)), setup_scope::task); }
+task& task::instance_init(body b) { return setup(make_setup(std::move(b), body{}), setup_scope::instance); }
+task& task::instance_exit(body b) { return setup(make_setup(body{}, std::move(b)), setup_scope::instance); }
 
 task& task::report(execution_step s, std::optional<std::chrono::milliseconds> interval) {
   if (!check_mutable("report")) return *this;
@@ -176,26 +176,13 @@ status task::validate() const {
 
 namespace {
 
-// Adds `b` (nets, steps) as substeps of `s`; markers are not allowed here.
-void add_body(execution_step& s, const body& b) {
-  for (const auto& it : b.items()) {
-    if (const auto* n = std::get_if<net>(&it)) {
-      s.add_substep(execution_step(n->name()).add_net(*n));
-    } else if (const auto* st = std::get_if<execution_step>(&it)) {
-      s.add_substep(*st);
-    } else {
-      s.mark_invalid("stop_if/stop cannot be used in setup work");
-    }
-  }
-}
-
 // [name:init] + inner + [name:exit], or inner alone when there is no setup.
 execution_step wrap(const std::string& name, execution_step inner, const std::vector<body>& inits,
                     const std::vector<body>& exits) {
   execution_step init(name + ":init");
-  for (const auto& b : inits) add_body(init, b);
+  for (const auto& b : inits) append_body(init, b);
   execution_step exit(name + ":exit");
-  for (const auto& b : exits) add_body(exit, b);
+  for (const auto& b : exits) append_body(exit, b);
   if (init.empty() && exit.empty()) return inner;
   execution_step outer(name);
   outer.add_substep(init);

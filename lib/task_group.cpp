@@ -40,16 +40,6 @@ struct local_entry {
   std::shared_ptr<setup_object> obj;
 };
 
-class body_setup final : public setup_object {
- public:
-  body_setup(body init, body exit) : init_(std::move(init)), exit_(std::move(exit)) {}
-  body setup() override { return init_; }
-  body exit() override { return exit_; }
-
- private:
-  body init_;
-  body exit_;
-};
 
 }  // namespace
 
@@ -124,11 +114,11 @@ task_group& task_group::report_step(execution_step s, node on, std::optional<std
 }
 
 task_group& task_group::local_init(node on, body b) {
-  return local_setup(std::move(on), std::make_shared<body_setup>(std::move(b), body{}));
+  return local_setup(std::move(on), make_setup(std::move(b), body{}));
 }
 
 task_group& task_group::local_exit(node on, body b) {
-  return local_setup(std::move(on), std::make_shared<body_setup>(body{}, std::move(b)));
+  return local_setup(std::move(on), make_setup(body{}, std::move(b)));
 }
 
 task_group& task_group::local_setup(node on, std::shared_ptr<setup_object> obj) {
@@ -152,21 +142,6 @@ std::pair<std::vector<body>, std::vector<body>> task_group::local_work(const std
   return {std::move(inits), std::move(exits)};
 }
 
-namespace {
-
-void add_body(execution_step& s, const body& b) {
-  for (const auto& it : b.items()) {
-    if (const auto* n = std::get_if<net>(&it)) {
-      s.add_substep(execution_step(n->name()).add_net(*n));
-    } else if (const auto* st = std::get_if<execution_step>(&it)) {
-      s.add_substep(*st);
-    } else {
-      s.mark_invalid("stop_if/stop cannot be used in setup work");
-    }
-  }
-}
-
-}  // namespace
 
 result<task_group> task_group::tasks_by_node(std::function<std::string(std::string_view)> remap) {
   data_->used = true;
@@ -219,8 +194,8 @@ result<task_group> task_group::tasks_by_node(std::function<std::string(std::stri
       exits.insert(exits.end(), e.begin(), e.end());
     }
     execution_step init(m + ":init"), exit(m + ":exit");
-    for (const auto& b : inits) add_body(init, b);
-    for (const auto& b : exits) add_body(exit, b);
+    for (const auto& b : inits) append_body(init, b);
+    for (const auto& b : exits) append_body(exit, b);
     execution_step whole(m);
     whole.add_substep(init);
     whole.add_substep(body_step.empty() ? execution_step("empty") : body_step);

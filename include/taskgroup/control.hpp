@@ -83,6 +83,11 @@ class body {
   std::vector<item> items_;
 };
 
+/// Appends the items of `b` to `s` as substeps, each net wrapped in a step
+/// of its own (setup work, group bodies). A stop marker has no helper to
+/// end here: it is recorded as a misuse that `s.validate()` reports.
+execution_step& append_body(execution_step& s, const body& b);
+
 /// Runs `b` once, in order (control.py Do). Stop markers end the block.
 execution_step do_(std::string name, body b);
 

@@ -80,6 +80,10 @@ class setup_object {
   std::atomic<const void*> consumer_{nullptr};
 };
 
+/// A setup object whose work is the given bodies (how `task::init`,
+/// `task::exit`, `task_group::local_init` ... attach plain work).
+std::shared_ptr<setup_object> make_setup(body init, body exit);
+
 /// Where a setup object's work runs.
 enum class setup_scope {
   task,      ///< task init / task exit
