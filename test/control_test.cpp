@@ -13,13 +13,6 @@ using namespace taskgroup::test;
 
 namespace {
 
-net binary(const std::string& name, const std::string& type, const std::string& a, const std::string& b,
-           const std::string& out) {
-  net n(name);
-  n.op(type, {a, b}, {out});
-  return n;
-}
-
 net consts(const std::string& name, const std::vector<std::pair<std::string, i64>>& values) {
   net n(name);
   for (const auto& [blob, v] : values) n.op("ConstantFill", {}, {blob}, {{"value", v}});

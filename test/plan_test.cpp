@@ -17,13 +17,6 @@ namespace json = boost::json;
 
 namespace {
 
-net binary(const std::string& name, const std::string& type, const std::string& a, const std::string& b,
-           const std::string& out) {
-  net n(name);
-  n.op(type, {a, b}, {out});
-  return n;
-}
-
 // A group that uses every feature the format holds.
 task_group rich_group() {
   task_group g(workspace_type::global);

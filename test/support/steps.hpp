@@ -45,6 +45,14 @@ inline net incr(const std::string& net_name, const std::string& blob) {
   return n;
 }
 
+/// A net of one binary op: `out = type(a, b)`.
+inline net binary(const std::string& name, const std::string& type, const std::string& a, const std::string& b,
+                  const std::string& out) {
+  net n(name);
+  n.op(type, {a, b}, {out});
+  return n;
+}
+
 /// Counters shared with a `stuck` op.
 struct stuck_counters {
   int started = 0;
