@@ -1,5 +1,4 @@
 // Precompiled header of the test binary: the heavy third-party headers.
-#pragma once
 #include <boost/asio.hpp>
 #include <boost/outcome/basic_result.hpp>
 #include <catch2/catch.hpp>
