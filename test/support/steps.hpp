@@ -2,10 +2,14 @@
 #pragma once
 
 #include <taskgroup/net.hpp>
+#include <taskgroup/plan.hpp>
+#include <taskgroup/task_group.hpp>
 #include <taskgroup/step_runner.hpp>
 #include <taskgroup/workspace.hpp>
 
 #include "run.hpp"
+
+#include <catch2/catch.hpp>
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/steady_timer.hpp>
@@ -21,8 +25,25 @@ namespace taskgroup::test {
 
 using i64 = std::int64_t;
 
-/// Runs `s` in `ws` on a fresh io_context and returns its status.
+/// Checks that a valid tree of registered operators survives a plan round
+/// trip: written, read back and written again, the JSON is the same.
+inline void check_plan_round_trip(const execution_step& s,
+                                  const operator_registry& registry = operator_registry::global()) {
+  if (!s.validate()) return;
+  task_group g;
+  if (!g.add(task("round_trip", s))) return;
+  auto text = write_plan(g);
+  if (!text) return;  // inline operators: not serializable by design
+  auto back = read_plan(std::string_view(text.value()), registry);
+  INFO(text.value());
+  REQUIRE(back);
+  REQUIRE(write_plan(back.value()).value() == text.value());
+}
+
+/// Runs `s` in `ws` on a fresh io_context and returns its status; every
+/// tree a test runs this way is also checked to round-trip as a plan.
 inline status run_tree(const execution_step& s, const std::shared_ptr<workspace>& ws, run_step_options o = {}) {
+  check_plan_round_trip(s, o.registry != nullptr ? *o.registry : operator_registry::global());
   return run(run_step(s, ws, o));
 }
 
