@@ -101,9 +101,6 @@ std::optional<options> parse(int argc, char** argv) {
       } else {
         o.min_time = d;
       }
-    } else if (a == "--help" || a == "-h") {
-      usage(std::cout);
-      std::exit(0);
     } else {
       std::cerr << "taskgroup_bench: unknown argument " << a << "\n";
       usage(std::cerr);
@@ -118,6 +115,7 @@ std::optional<options> parse(int argc, char** argv) {
 struct sample {
   std::vector<double> reps_ns;  // per benchmark iteration, one per repetition
   double median_ns = nan;       // Google Benchmark's median aggregate
+  double cpu_median_ns = nan;   // same, CPU time of the benchmark thread
   std::int64_t iterations = 0;  // benchmark iterations per repetition
   std::string error;
 };
@@ -166,6 +164,7 @@ class collector final : public benchmark::BenchmarkReporter {
       if (r.run_type == Run::RT_Aggregate) {
         if (r.aggregate_name == "median") {
           s.median_ns = r.GetAdjustedRealTime();
+          s.cpu_median_ns = r.GetAdjustedCPUTime();
           progress(name, s);
         }
       } else {
@@ -207,6 +206,7 @@ class collector final : public benchmark::BenchmarkReporter {
 struct figure {
   const contender* c = nullptr;
   double median = nan;  // in the workload's unit
+  double cpu_median = nan;  // CPU time of the benchmark thread, same unit
   double min = nan;
   double max = nan;
   std::size_t reps = 0;
@@ -250,6 +250,7 @@ figure make_figure(const workload& w, const contender& c, const std::map<std::st
   }
   const double scale = 1.0 / (c.units_per_iteration * w.unit_ns);
   f.median = (std::isnan(s.median_ns) ? median_of(s.reps_ns) : s.median_ns) * scale;
+  f.cpu_median = s.cpu_median_ns * scale;
   f.min = *std::min_element(s.reps_ns.begin(), s.reps_ns.end()) * scale;
   f.max = *std::max_element(s.reps_ns.begin(), s.reps_ns.end()) * scale;
   f.reps = s.reps_ns.size();
@@ -322,12 +323,14 @@ std::string_view kind_name(target_kind k) {
 
 std::string compiler() {
 #if defined(__clang__)
-  return std::string("clang++ ") + __clang_version__;
+  std::string s = std::string("clang++ ") + __clang_version__;
 #elif defined(__GNUC__)
-  return std::string("g++ ") + __VERSION__;
+  std::string s = std::string("g++ ") + __VERSION__;
 #else
-  return "unknown compiler";
+  std::string s = "unknown compiler";
 #endif
+  while (!s.empty() && s.back() == ' ') s.pop_back();
+  return s;
 }
 
 std::string build_kind() {
@@ -372,6 +375,7 @@ void print_table(const std::vector<workload_result>& results) {
     for (const target_result& t : r.targets) {
       std::printf("  target: %-36s got %-10s %s\n", t.text.c_str(), fmt(t.value).c_str(), t.holds ? "yes" : "NO");
     }
+    if (r.targets.empty()) std::printf("  target: none (informational)\n");
   }
 }
 
@@ -417,6 +421,7 @@ json::object to_json(const std::vector<workload_result>& results, const options&
       c["median"] = num(f.median);
       c["min"] = num(f.min);
       c["max"] = num(f.max);
+      c["cpu_median_main_thread"] = num(f.cpu_median);
       c["repetitions"] = f.reps;
       c["iterations_per_repetition"] = f.iterations;
       c["units_per_iteration"] = f.c->units_per_iteration;
@@ -449,6 +454,12 @@ json::object to_json(const std::vector<workload_result>& results, const options&
 }  // namespace
 
 int main(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    if (std::string_view(argv[i]) == "--help" || std::string_view(argv[i]) == "-h") {
+      usage(std::cout);  // before Google Benchmark, which has its own --help
+      return 0;
+    }
+  }
   benchmark::Initialize(&argc, argv);  // consumes --benchmark_* flags
   const auto parsed = parse(argc, argv);
   if (!parsed) return 2;
@@ -540,8 +551,12 @@ int main(int argc, char** argv) {
   }
 
   const machine& m = coll.machine_info();
-  std::printf("taskgroup_bench: %s, %s; %d CPUs @ %.0f MHz; %s mode: median of %d repetitions (>= %g s each)\n",
-              compiler().c_str(), build_kind().c_str(), m.cpus, m.mhz, o.quick ? "quick" : "normal", reps, min_time);
+  std::string load;
+  for (double l : m.load_avg) load += (load.empty() ? "" : " ") + fmt(l);
+  std::printf("taskgroup_bench: %s, %s; %d CPUs @ %.0f MHz, load average %s; %s mode: median of %d repetitions "
+              "(>= %g s each)\n",
+              compiler().c_str(), build_kind().c_str(), m.cpus, m.mhz, load.empty() ? "n/a" : load.c_str(),
+              o.quick ? "quick" : "normal", reps, min_time);
   print_table(results);
   std::printf("\n");
   std::fflush(stdout);

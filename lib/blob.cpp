@@ -6,6 +6,8 @@ namespace taskgroup {
 
 std::string detail::demangle(const char* mangled) { return boost::core::demangle(mangled); }
 
+bool detail::same_type(const std::type_info& a, const std::type_info& b) noexcept { return a == b; }
+
 result<blob> blob::clone() const {
   blob copy;
   if (data_ == nullptr) return copy;

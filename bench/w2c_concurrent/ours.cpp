@@ -1,6 +1,7 @@
-// w2c_concurrent / ours: co_await taskgroup::run_step(step, ws) on a
-// single-threaded io_context, where step = concurrent_substeps() over 4
-// substeps (each one net of 1,000 Add ops) with iterations(1000).
+// w2c_concurrent, w2c_sched / ours: co_await taskgroup::run_step(step, ws)
+// on a single-threaded io_context, where step = concurrent_substeps() over
+// 4 substeps (each one net of 1,000 Add ops, or 1 for w2c_sched) with
+// iterations(1000).
 #include "w2c_concurrent/w2c_concurrent.hpp"
 
 #include "common/registry.hpp"
@@ -16,7 +17,7 @@ namespace {
 
 using namespace tgbench::w2c;
 
-void run(benchmark::State& state) {
+void run(benchmark::State& state, std::size_t ops) {
   auto ws = taskgroup::workspace::make("w2c");
   ws->set("one", std::int64_t{1});
   std::vector<taskgroup::execution_step> subs;
@@ -24,7 +25,7 @@ void run(benchmark::State& state) {
     const std::string acc = "acc" + std::to_string(k);
     ws->set(acc, std::int64_t{0});
     subs.push_back(taskgroup::step("sub" + std::to_string(k))
-                       .add_net(tgbench::add_chain_net("sub" + std::to_string(k) + "/net", acc, "one", ops_per_net)));
+                       .add_net(tgbench::add_chain_net("sub" + std::to_string(k) + "/net", acc, "one", ops)));
   }
   auto top = taskgroup::step("w2c").concurrent_substeps().iterations(static_cast<std::int64_t>(iterations));
   top.substeps(std::move(subs));
@@ -39,7 +40,7 @@ void run(benchmark::State& state) {
     }
   }
   const auto expected =
-      static_cast<std::int64_t>(ops_per_net * iterations * (1 + static_cast<std::size_t>(state.iterations())));
+      static_cast<std::int64_t>(ops * iterations * (1 + static_cast<std::size_t>(state.iterations())));
   for (std::size_t k = 0; k < substeps; ++k) {
     if (ws->read<std::int64_t>("acc" + std::to_string(k)).value() != expected) {
       state.SkipWithError("w2c ours: wrong sum");
@@ -52,7 +53,15 @@ const tgbench::add_contender reg{{
     .name = tgbench::ours,
     .what = "co_await run_step(step, ws): concurrent_substeps(), 4 substeps, iterations(1000)",
     .units_per_iteration = static_cast<double>(iterations),
-    .fn = run,
+    .fn = [](benchmark::State& state) { run(state, ops_per_net); },
+}};
+
+const tgbench::add_contender reg_sched{{
+    .workload = "w2c_sched",
+    .name = tgbench::ours,
+    .what = "co_await run_step(step, ws): concurrent_substeps(), 4 substeps of a 1-op net, iterations(1000)",
+    .units_per_iteration = static_cast<double>(iterations),
+    .fn = [](benchmark::State& state) { run(state, sched_ops_per_net); },
 }};
 
 }  // namespace

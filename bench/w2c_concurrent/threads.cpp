@@ -1,4 +1,4 @@
-// w2c_concurrent / threads: a Caffe2-shaped executor (pytorch
+// w2c_concurrent, w2c_sched / threads: a Caffe2-shaped executor (pytorch
 // caffe2/core/plan_executor.cc, ExecuteStepRecursive with
 // concurrent_substeps): on every iteration one new std::thread per
 // substep; each worker takes a substep index from an atomic counter, runs
@@ -46,17 +46,17 @@ void run_iteration(std::array<tgbench::vnet, substeps>& nets) {
   for (auto& t : threads) t.join();
 }
 
-void run(benchmark::State& state) {
+void run(benchmark::State& state, std::size_t ops) {
   std::array<tgbench::counter, substeps> counters{};
   std::array<tgbench::vnet, substeps> nets;
-  for (std::size_t k = 0; k < substeps; ++k) nets[k] = tgbench::add_chain(counters[k], ops_per_net);
+  for (std::size_t k = 0; k < substeps; ++k) nets[k] = tgbench::add_chain(counters[k], ops);
   auto once = [&] {
     for (std::size_t i = 0; i < iterations; ++i) run_iteration(nets);
   };
   run_iteration(nets);  // warm-up
   for (auto _ : state) once();
   const auto expected =
-      static_cast<std::int64_t>(ops_per_net * (1 + iterations * static_cast<std::size_t>(state.iterations())));
+      static_cast<std::int64_t>(ops * (1 + iterations * static_cast<std::size_t>(state.iterations())));
   for (const auto& c : counters) {
     if (c.acc != expected) state.SkipWithError("w2c threads: wrong sum");
   }
@@ -67,7 +67,15 @@ const tgbench::add_contender reg{{
     .name = "threads",
     .what = "Caffe2 plan_executor shape: per iteration a new std::thread per substep, cv barrier, join",
     .units_per_iteration = static_cast<double>(iterations),
-    .fn = run,
+    .fn = [](benchmark::State& state) { run(state, ops_per_net); },
+}};
+
+const tgbench::add_contender reg_sched{{
+    .workload = "w2c_sched",
+    .name = "threads",
+    .what = "Caffe2 plan_executor shape: per iteration a new std::thread per substep, cv barrier, join",
+    .units_per_iteration = static_cast<double>(iterations),
+    .fn = [](benchmark::State& state) { run(state, sched_ops_per_net); },
 }};
 
 }  // namespace

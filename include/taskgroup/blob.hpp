@@ -49,6 +49,9 @@ std::string type_name() {
 }
 
 namespace detail {
+// Out of line: the slow path of blob::holds (a type held through another
+// copy of the vtable, e.g. across shared libraries with hidden symbols).
+bool same_type(const std::type_info& a, const std::type_info& b) noexcept;
 struct blob_vtable {
   const std::type_info& type;
   std::string (*name)();
@@ -112,7 +115,10 @@ class blob {
   /// True when the blob holds a `T`.
   template <class T>
   [[nodiscard]] bool holds() const noexcept {
-    return vt_ != nullptr && (vt_ == &detail::blob_vtable_for<T> || vt_->type == typeid(T));
+    // One pointer compare on the hot path; ops check their input types on
+    // every run.
+    if (vt_ == &detail::blob_vtable_for<T>) [[likely]] return true;
+    return vt_ != nullptr && detail::same_type(vt_->type, typeid(T));
   }
 
   /// The value as a `T`, or null when empty or of another type. Never throws.
