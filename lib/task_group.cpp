@@ -206,7 +206,6 @@ result<task_group> task_group::tasks_by_node(std::function<std::string(std::stri
     for (const auto& o : outputs) (void)t.output<blob>(o);
     TASKGROUP_TRY(grouped.add(std::move(t)));
   }
-  if (grouped.tasks().empty() && !order.empty()) return fail(errc::invalid_task, "tasks_by_node produced no task");
   data_->remap_used = node_map;
   data_->grouped = grouped;
   return grouped;

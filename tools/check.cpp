@@ -1,4 +1,5 @@
 #include "check.hpp"
+#include "results.hpp"
 
 #include <taskgroup/control.hpp>
 #include <taskgroup/execution_step.hpp>
@@ -64,15 +65,6 @@ tally task_tally(const task& t) {
     out.add(obj->exit());
   }
   for (const auto& [s, every] : t.reports()) out.add(s);
-  return out;
-}
-
-std::string join(const std::vector<std::string>& v) {
-  std::string out;
-  for (std::size_t i = 0; i < v.size(); ++i) {
-    if (i > 0) out += ", ";
-    out += v[i];
-  }
   return out;
 }
 

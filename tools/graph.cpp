@@ -1,4 +1,5 @@
 #include "graph.hpp"
+#include "results.hpp"
 
 #include <taskgroup/control.hpp>
 #include <taskgroup/execution_step.hpp>
@@ -57,15 +58,6 @@ std::string arg_text(const argument& a) {
         }
       },
       a);
-}
-
-std::string join(const std::vector<std::string>& v) {
-  std::string out;
-  for (std::size_t i = 0; i < v.size(); ++i) {
-    if (i > 0) out += ", ";
-    out += v[i];
-  }
-  return out;
 }
 
 std::string op_text(const op_def& op) {

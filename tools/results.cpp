@@ -172,4 +172,13 @@ std::string outputs_table(const run_report& report) {
   return out;
 }
 
+std::string join(const std::vector<std::string>& v) {
+  std::string out;
+  for (std::size_t i = 0; i < v.size(); ++i) {
+    if (i > 0) out += ", ";
+    out += v[i];
+  }
+  return out;
+}
+
 }  // namespace taskgroup::cli

@@ -9,8 +9,12 @@
 #include <boost/json/value.hpp>
 
 #include <string>
+#include <vector>
 
 namespace taskgroup::cli {
+
+/// `a, b, c`: a list joined with ", " (summaries, graph labels).
+std::string join(const std::vector<std::string>& v);
 
 /// A blob's value as JSON: int64, double, bool, string and vectors of them
 /// as JSON values; anything else (and non-finite doubles) as its display
