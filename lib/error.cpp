@@ -31,6 +31,8 @@ class category final : public boost::system::error_category {
       case errc::not_serializable: return "not serializable";
       case errc::session_closed: return "session is closed";
       case errc::no_result: return "no result";
+      case errc::group_mismatch: return "ranks built different groups";
+      case errc::mpi_failed: return "MPI failed";
     }
     return "unknown taskgroup error";
   }

@@ -1,5 +1,7 @@
 #include <taskgroup/session.hpp>
 
+#include <taskgroup/codec.hpp>
+
 #include "detail/join.hpp"
 #include "detail/runner.hpp"
 
@@ -78,8 +80,8 @@ result<std::shared_ptr<const compiled_group>> compile_group(const task_group& g)
   }
   for (const auto& r : g.report_steps()) {
     if (!node_index.count(r.node)) {
-      return fail(errc::invalid_task, "report step " + quote(r.step.name()) + " on node " + quote(r.node) +
-                                          ", which has no task");
+      return fail(errc::invalid_task,
+                  "report step " + quote(r.step.name()) + " on node " + quote(r.node) + ", which has no task");
     }
     node_of(r.node).reports.emplace_back(r.step, r.interval);
   }
@@ -140,7 +142,9 @@ struct run_state {
 struct local_session::impl {
   explicit impl(asio::any_io_executor e) : ex(std::move(e)), coord(asio::make_strand(ex)) {}
   explicit impl(std::size_t threads)
-      : pool(std::in_place, std::max<std::size_t>(threads, 1)), ex(pool->get_executor()), coord(asio::make_strand(ex)) {}
+      : pool(std::in_place, std::max<std::size_t>(threads, 1)),
+        ex(pool->get_executor()),
+        coord(asio::make_strand(ex)) {}
 
   std::optional<asio::thread_pool> pool;
   asio::any_io_executor ex;
@@ -269,9 +273,9 @@ void fetch_outputs(run_state& rs, const compiled_node& cn, node_state& n) {
       for (const auto& name : out->blobs) {
         blob* b = n.ws->find(name);
         if (b == nullptr || !b->has_value()) {
-          out->failure = error(errc::output_not_set, "task " + quote(ct.t.name()) + " output " + quote(name) +
-                                                         ": blob " + quote(name) + " has no value in node " +
-                                                         quote(n.name));
+          out->failure =
+              error(errc::output_not_set, "task " + quote(ct.t.name()) + " output " + quote(name) + ": blob " +
+                                              quote(name) + " has no value in node " + quote(n.name));
           break;
         }
         auto copy = b->clone();
@@ -323,6 +327,86 @@ asio::awaitable<status> run_node(std::shared_ptr<run_state> rs, std::size_t i) {
   co_return ok();
 }
 
+// The indexes of the nodes that run: every node, or those of
+// `options.only_nodes`.
+result<std::vector<std::size_t>> active_nodes(const compiled_group& g, const run_options& options) {
+  std::vector<std::size_t> out;
+  if (!options.only_nodes) {
+    for (std::size_t i = 0; i < g.nodes.size(); ++i) out.push_back(i);
+    return out;
+  }
+  for (const auto& name : *options.only_nodes) {
+    if (std::none_of(g.nodes.begin(), g.nodes.end(), [&](const compiled_node& n) { return n.name == name; })) {
+      return fail(errc::invalid_task, "run_options::only_nodes names node " + quote(name) + ", which has no task");
+    }
+  }
+  for (std::size_t i = 0; i < g.nodes.size(); ++i) {
+    const auto& list = *options.only_nodes;
+    if (std::find(list.begin(), list.end(), g.nodes[i].name) != list.end()) out.push_back(i);
+  }
+  return out;
+}
+
+// Strict codecs, at the start of a run: every typed output can be encoded.
+status check_codecs(const compiled_group& g, const codec_registry& codecs) {
+  for (const auto& ct : g.tasks) {
+    for (const auto& out : ct.t.output_states()) {
+      if (out->type != nullptr && !codecs.find(*out->type)) {
+        return fail(errc::not_serializable, "task " + quote(ct.t.name()) + " output " + quote(out->blobs.front()) +
+                                                ": no codec for type " + detail::demangle(out->type->name()) +
+                                                " (register one with codec_registry::add)");
+      }
+    }
+  }
+  return ok();
+}
+
+// Strict codecs, at the end of a run: every fetched output goes through
+// its codec, as it would travel to another process; a failure fails the
+// task. Returns the first such failure in task order.
+status round_trip_outputs(run_state& rs, const std::vector<std::size_t>& active, const codec_registry& codecs) {
+  status first = ok();
+  for (std::size_t i : active) {
+    for (std::size_t k : rs.group->nodes[i].tasks) {
+      const compiled_task& ct = rs.group->tasks[k];
+      task_report& rep = rs.reports[k];
+      if (rep.status != task_status::succeeded) continue;
+      std::optional<error> failure;
+      // fetch_outputs shares each value between the report and the output
+      // handle: swap both for the decoded copy.
+      std::map<const blob*, std::shared_ptr<const blob>> decoded;
+      for (auto& [name, value] : rep.outputs) {
+        auto copy = codecs.round_trip(*value);
+        if (!copy) {
+          failure = task_error(ct, copy.error().with_context("output " + quote(name)));
+          break;
+        }
+        auto fresh = std::make_shared<const blob>(std::move(copy).value());
+        decoded[value.get()] = fresh;
+        value = std::move(fresh);
+      }
+      for (const auto& out : ct.t.output_states()) {
+        if (failure) {
+          out->set = false;
+          out->values.clear();
+          out->failure = failure;
+          continue;
+        }
+        for (auto& v : out->values) {
+          if (auto it = decoded.find(v.get()); it != decoded.end()) v = it->second;
+        }
+      }
+      if (failure) {
+        rep.status = task_status::failed;
+        rep.failure = failure;
+        rep.outputs.clear();
+        if (first) first = *failure;
+      }
+    }
+  }
+  return first;
+}
+
 asio::awaitable<status> deadline(std::chrono::milliseconds limit, bool& expired) {
   asio::steady_timer timer(co_await asio::this_coro::executor, limit);
   auto [ec] = co_await timer.async_wait(asio::as_tuple(asio::use_awaitable));
@@ -339,13 +423,18 @@ asio::awaitable<result<run_report>> local_session::run_here(task_group group, ru
   for (const auto& t : group.tasks()) {
     if (auto st = t.validate(); !st) co_return st.error().with_context("task group");
   }
+  TASKGROUP_CO_TRY(auto active, active_nodes(*compiled, options));
+  if (options.strict_codecs != nullptr) {
+    TASKGROUP_CO_TRY(check_codecs(*compiled, *options.strict_codecs));
+  }
   auto rs = std::make_shared<run_state>();
   rs->group = compiled;
   rs->options = options;
+  rs->nodes.resize(compiled->nodes.size(), nullptr);
   {
     std::lock_guard lock(impl_->mutex);
     rs->registry = impl_->registry;
-    for (const auto& cn : compiled->nodes) rs->nodes.push_back(&impl_->node(cn.name));
+    for (std::size_t i : active) rs->nodes[i] = &impl_->node(compiled->nodes[i].name);
   }
   rs->reports.resize(compiled->tasks.size());
   for (std::size_t k = 0; k < compiled->tasks.size(); ++k) {
@@ -362,10 +451,10 @@ asio::awaitable<result<run_report>> local_session::run_here(task_group group, ru
 
   auto coord = impl_->coord;
   const auto mode = options.policy == run_policy::gather ? detail::join_mode::gather : detail::join_mode::fail_fast;
-  auto all_nodes = [rs, coord, mode]() -> asio::awaitable<status> {
+  auto all_nodes = [rs, coord, mode, &active]() -> asio::awaitable<status> {
     co_return co_await detail::join(
-        coord, rs->nodes.size(), [&](std::size_t i) { return run_node(rs, i); },
-        [&](std::size_t i) { return asio::any_io_executor(rs->nodes[i]->strand); }, mode);
+        coord, active.size(), [&](std::size_t j) { return run_node(rs, active[j]); },
+        [&](std::size_t j) { return asio::any_io_executor(rs->nodes[active[j]]->strand); }, mode);
   };
   status st = ok();
   bool expired = false;
@@ -381,6 +470,9 @@ asio::awaitable<result<run_report>> local_session::run_here(task_group group, ru
   } catch (...) {
     st = detail::error_from_exception(std::current_exception());
   }
+  if (options.strict_codecs != nullptr) {
+    if (status sc = round_trip_outputs(*rs, active, *options.strict_codecs); !sc && st) st = sc;
+  }
   report.finished = std::chrono::system_clock::now();
   report.tasks = std::move(rs->reports);
   // The run's own ends (deadline, cancellation from outside) are errors
@@ -394,18 +486,15 @@ asio::awaitable<result<run_report>> local_session::run_here(task_group group, ru
 }
 
 asio::awaitable<result<run_report>> local_session::run(task_group group, run_options options) {
-  try {
-    co_return co_await asio::co_spawn(impl_->coord, run_here(std::move(group), options), asio::use_awaitable);
-  } catch (...) {
-    co_return detail::error_from_exception(std::current_exception());
-  }
+  co_return co_await async_run(std::move(group), asio::use_awaitable, options);
 }
 
 result<run_report> local_session::run_blocking(task_group group, run_options options) {
   if (impl_->coord.running_in_this_thread()) {
     return fail(errc::invalid_task, "run_blocking called from the session's own coordinator would deadlock");
   }
-  std::future<result<run_report>> f = asio::co_spawn(impl_->coord, run_here(std::move(group), options), asio::use_future);
+  std::future<result<run_report>> f =
+      asio::co_spawn(impl_->coord, run_here(std::move(group), options), asio::use_future);
   try {
     return f.get();
   } catch (...) {

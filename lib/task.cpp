@@ -2,9 +2,7 @@
 
 namespace taskgroup {
 
-std::string_view to_string(workspace_type t) noexcept {
-  return t == workspace_type::global ? "global" : "private";
-}
+std::string_view to_string(workspace_type t) noexcept { return t == workspace_type::global ? "global" : "private"; }
 
 error detail::output_not_set(const output_state& s) {
   return {errc::output_not_set, "task " + quote(s.task) + " output " + quote(s.blobs.empty() ? "" : s.blobs[0]) +
@@ -12,8 +10,8 @@ error detail::output_not_set(const output_state& s) {
 }
 
 error detail::output_type_error(const output_state& s, std::size_t i, const blob& b, const std::string& expected) {
-  return {errc::type_mismatch, "task " + quote(s.task) + " output " + quote(s.blobs.at(i)) + ": expected " +
-                                   expected + ", got " + b.type_name()};
+  return {errc::type_mismatch, "task " + quote(s.task) + " output " + quote(s.blobs.at(i)) + ": expected " + expected +
+                                   ", got " + b.type_name()};
 }
 
 namespace {
@@ -117,11 +115,13 @@ task& task::setup(std::shared_ptr<setup_object> obj, setup_scope scope) {
   return *this;
 }
 
-std::shared_ptr<detail::output_state> task::add_output(std::vector<std::string> blobs, bool list) {
+std::shared_ptr<detail::output_state> task::add_output(std::vector<std::string> blobs, bool list,
+                                                       const std::type_info* type) {
   auto st = std::make_shared<detail::output_state>();
   st->task = name();
   st->blobs = std::move(blobs);
   st->list = list;
+  st->type = type;
   if (check_mutable("output")) data_->outputs.push_back(st);
   return st;
 }

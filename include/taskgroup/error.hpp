@@ -67,6 +67,11 @@ enum class errc {
   session_closed,
   /// A default-constructed result: no operation produced it.
   no_result,
+  /// The ranks of an MPI job built different groups, or disagree on the
+  /// run protocol.
+  group_mismatch,
+  /// An MPI call failed, or a rank stopped answering.
+  mpi_failed,
 };
 
 /// The `taskgroup` error category (name "taskgroup"). Thread-safe.

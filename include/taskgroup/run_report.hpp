@@ -28,6 +28,7 @@ enum class run_policy {
 };
 
 struct task_report;
+class codec_registry;
 
 /// Receives what happens during a run: tasks beginning and ending, and,
 /// with their task and node, step executions, net runs and report-step
@@ -61,6 +62,18 @@ struct run_options {
   std::optional<std::chrono::milliseconds> timeout{};
   /// Told of the run's progress when not null (see run_observer).
   run_observer* observer = nullptr;
+  /// Strict codec mode, when not null: the run fails at its start with
+  /// `errc::not_serializable` when a typed output (`task::output<T>`) has
+  /// no codec in this registry, and every output value is encoded and
+  /// decoded through it when fetched (a failure fails the task), so that a
+  /// group whose outputs could not travel to another process fails here
+  /// too. The MPI session always works this way.
+  const codec_registry* strict_codecs = nullptr;
+  /// When set, only these nodes run; tasks of the others are reported as
+  /// `task_status::not_run` and their outputs are left alone. Errors:
+  /// `errc::invalid_task` naming a node the group does not use. (The MPI
+  /// session runs each rank's own nodes this way.)
+  std::optional<std::vector<std::string>> only_nodes{};
 };
 
 /// How a task ended.

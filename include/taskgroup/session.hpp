@@ -37,7 +37,9 @@
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/bind_cancellation_slot.hpp>
 #include <boost/asio/bind_executor.hpp>
+#include <boost/asio/cancellation_signal.hpp>
 #include <boost/asio/co_spawn.hpp>
+#include <boost/asio/dispatch.hpp>
 #include <boost/asio/strand.hpp>
 
 #include <cstddef>
@@ -47,6 +49,25 @@
 #include <vector>
 
 namespace taskgroup {
+
+namespace detail {
+// Forwards cancellation from `from` to a new signal, emitted on `ex`.
+// Asio 1.26's co_spawn, cancelled from another thread, dispatches a raw
+// pointer to a signal that dies with the coroutine (a use-after-free when
+// the run ends meanwhile); bind the returned signal's slot to co_spawn
+// instead and keep the signal alive in the completion handler.
+template <class Executor>
+std::shared_ptr<boost::asio::cancellation_signal> forward_cancellation(boost::asio::cancellation_slot from,
+                                                                       const Executor& ex) {
+  auto sig = std::make_shared<boost::asio::cancellation_signal>();
+  if (from.is_connected()) {
+    from.assign([sig, ex](boost::asio::cancellation_type type) {
+      boost::asio::dispatch(ex, [sig, type] { sig->emit(type); });
+    });
+  }
+  return sig;
+}
+}  // namespace detail
 
 /// Runs task groups in this process (Caffe2 LocalSession, nodes kept
 /// isolated).
@@ -77,16 +98,17 @@ class local_session {
   template <class CompletionToken>
   auto async_run(task_group group, CompletionToken&& token, run_options options = {}) {
     auto init = [this](auto handler, task_group g, run_options o) {
-      auto slot = boost::asio::get_associated_cancellation_slot(handler);
+      auto cancel = detail::forward_cancellation(boost::asio::get_associated_cancellation_slot(handler), coordinator());
       auto handler_ex = boost::asio::get_associated_executor(handler, coordinator());
       boost::asio::co_spawn(
           coordinator(), run_here(std::move(g), o),
           boost::asio::bind_cancellation_slot(
-              slot, boost::asio::bind_executor(handler_ex, [h = std::move(handler)](std::exception_ptr ep,
-                                                                                    result<run_report> r) mutable {
-                if (ep) r = error(errc::op_failed, "unexpected exception in the session");
-                std::move(h)(std::move(r));
-              })));
+              cancel->slot(),
+              boost::asio::bind_executor(
+                  handler_ex, [h = std::move(handler), cancel](std::exception_ptr ep, result<run_report> r) mutable {
+                    if (ep) r = error(errc::op_failed, "unexpected exception in the session");
+                    std::move(h)(std::move(r));
+                  })));
     };
     return boost::asio::async_initiate<CompletionToken, void(result<run_report>)>(std::move(init), token,
                                                                                   std::move(group), options);

@@ -38,6 +38,7 @@
 #include <optional>
 #include <string>
 #include <type_traits>
+#include <typeinfo>
 #include <vector>
 
 namespace taskgroup {
@@ -96,6 +97,9 @@ struct output_state {
   std::string task;
   std::vector<std::string> blobs;
   bool list = false;
+  // The C++ type of each blob when declared with one (output<T>), so that
+  // sessions can check at the start of a run that the type can travel.
+  const std::type_info* type = nullptr;
   bool set = false;
   std::optional<error> failure;  // why the last run could not fetch it
   std::vector<std::shared_ptr<const blob>> values;
@@ -186,12 +190,12 @@ class task {
   /// Declares blob `blob` an output of type `T`.
   template <class T>
   task_output<T> output(std::string blob) {
-    return task_output<T>(add_output({std::move(blob)}, false));
+    return task_output<T>(add_output({std::move(blob)}, false, &typeid(T)));
   }
   /// Declares a list output: blobs `blobs`, each an `E`, read as a vector.
   template <class E>
   task_output<std::vector<E>> output(std::vector<std::string> blobs) {
-    return task_output<std::vector<E>>(add_output(std::move(blobs), true));
+    return task_output<std::vector<E>>(add_output(std::move(blobs), true, &typeid(E)));
   }
   /// Declares an output without a C++ type (plan files): its value is in
   /// the run report. `list` marks a list output.
@@ -240,7 +244,8 @@ class task {
 
  private:
   bool check_mutable(const char* what);
-  std::shared_ptr<detail::output_state> add_output(std::vector<std::string> blobs, bool list);
+  std::shared_ptr<detail::output_state> add_output(std::vector<std::string> blobs, bool list,
+                                                   const std::type_info* type = nullptr);
   std::shared_ptr<data> data_;
 };
 

@@ -3,6 +3,7 @@
 
 #include <taskgroup/blob.hpp>
 #include <taskgroup/builtin_ops.hpp>
+#include <taskgroup/codec.hpp>
 #include <taskgroup/control.hpp>
 #include <taskgroup/error.hpp>
 #include <taskgroup/execution_step.hpp>

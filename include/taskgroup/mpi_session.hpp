@@ -1,0 +1,196 @@
+// taskgroup: the MPI session, which runs one task group across the ranks
+// of an MPI job (`mpirun -np N program`), with the interface of the local
+// session.
+//
+// Every rank runs the same program (or the same plan file) and builds the
+// same group. Nodes go to ranks in order of first use modulo the job size,
+// unless `mpi_options::placement` names a rank for a node; each rank runs
+// only its own nodes, each with its own workspace and strand, through a
+// local session. Rank 0 is the client: its `run` completes with the report
+// of every task on every rank, and the output handles of every task are set
+// there. On other ranks `run` completes when the run is over, with the
+// report of their own tasks (other tasks `not_run`) or with the run's error.
+//
+// Protocol of one run, all of it nonblocking MPI polled from a timer on the
+// session's strand (no thread spins; an idle rank wakes at most every
+// `poll_max`):
+//   rank 0 -> every rank: START (run number, a fingerprint of the group:
+//     nodes with their ranks, tasks with their nodes and outputs, and the
+//     run's deadline and policy); a rank whose group differs fails the run
+//     with `errc::group_mismatch` naming the rank and the first difference;
+//   every rank -> rank 0: STATUS when its tasks end (their reports and
+//     outputs, encoded by the codec registry, or the error);
+//   rank 0 -> every rank: CTRL, exactly once per rank: CANCEL with the
+//     run's error as soon as there is one (the first failure on any rank,
+//     a cancellation of rank 0's run from outside, the deadline), or DONE.
+// Output types are checked as in strict codec mode (run_options::
+// strict_codecs): a typed output whose type has no codec fails the run at
+// its start; an untyped output fails its task when its value cannot be
+// encoded.
+//
+// Errors: a failure on rank R completes `run` on every rank with
+// `rank R: task "<node>/<task>" (node "<node>"): <step path>/...: message`.
+// A rank that does not answer within `grace` after rank 0 cancelled the run
+// (or, on a worker, no word from rank 0 within the deadline plus `grace`)
+// is taken as lost: the job is ended with `MPI_Abort`, since MPI (Open MPI
+// 4) cannot continue without it. A rank that dies ends the whole job
+// (mpirun kills every rank). Launch with `mpirun --timeout` as a last guard.
+//
+// Threading: a session and its runs are bound to the session's strand; call
+// `run` from any thread. One run at a time: a second concurrent `run`
+// fails with `errc::invalid_task`. Construct and destroy sessions in the
+// same order on every rank (the communicator is duplicated and freed
+// collectively). MPI must be initialized with at least
+// MPI_THREAD_SERIALIZED when the executor has several threads
+// (`mpi_environment` asks for it).
+#pragma once
+
+#include <taskgroup/codec.hpp>
+#include <taskgroup/error.hpp>
+#include <taskgroup/run_report.hpp>
+#include <taskgroup/session.hpp>
+#include <taskgroup/task_group.hpp>
+
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/associated_cancellation_slot.hpp>
+#include <boost/asio/associated_executor.hpp>
+#include <boost/asio/async_result.hpp>
+#include <boost/asio/awaitable.hpp>
+#include <boost/asio/bind_cancellation_slot.hpp>
+#include <boost/asio/bind_executor.hpp>
+#include <boost/asio/co_spawn.hpp>
+
+#include <mpi.h>
+
+#include <chrono>
+#include <cstddef>
+#include <exception>
+#include <map>
+#include <memory>
+#include <string>
+
+namespace taskgroup {
+
+/// MPI for the lifetime of this object: initializes MPI asking for
+/// MPI_THREAD_SERIALIZED (unless something else already did) and finalizes
+/// it on destruction (only if this object initialized it). Construct one
+/// in `main` before any mpi_session, destroy it after the last.
+///
+/// Threading: construct and destroy on the main thread.
+class mpi_environment {
+ public:
+  mpi_environment();
+  mpi_environment(int& argc, char**& argv);
+  ~mpi_environment();
+  mpi_environment(const mpi_environment&) = delete;
+  mpi_environment& operator=(const mpi_environment&) = delete;
+
+  /// This process's rank in MPI_COMM_WORLD.
+  [[nodiscard]] int rank() const noexcept;
+  /// The number of processes in MPI_COMM_WORLD.
+  [[nodiscard]] int size() const noexcept;
+  /// The thread level MPI provides (MPI_THREAD_SINGLE ... MULTIPLE).
+  [[nodiscard]] int thread_level() const noexcept { return provided_; }
+
+  /// True when this process was started by an MPI launcher (mpirun,
+  /// mpiexec, srun with PMI/PMIx), judged from the environment.
+  static bool launched_by_mpi() noexcept;
+
+ private:
+  bool owner_ = false;
+  int provided_ = 0;
+};
+
+/// Options of an MPI session.
+struct mpi_options {
+  /// The communicator whose ranks run the group; the session works on a
+  /// duplicate of it (so its messages never mix with the program's own).
+  MPI_Comm comm = MPI_COMM_WORLD;
+  /// Explicit node -> rank placement; other nodes go to ranks in order of
+  /// first use modulo the job size.
+  std::map<std::string, int> placement;
+  /// Polling of pending MPI requests: the interval starts at `poll_min`
+  /// after any progress and doubles up to `poll_max` while idle.
+  std::chrono::microseconds poll_min{20};
+  std::chrono::microseconds poll_max{2000};
+  /// How long ranks get to answer once a run is cancelled or past its
+  /// deadline before the job is aborted (`MPI_Abort`).
+  std::chrono::milliseconds grace{5000};
+  /// Codecs for outputs (default: the global registry).
+  const codec_registry* codecs = nullptr;
+};
+
+/// Runs task groups across the ranks of an MPI job.
+class mpi_session {
+ public:
+  /// A session on `ex`; nodes run on strands of `ex`.
+  explicit mpi_session(boost::asio::any_io_executor ex, mpi_options options = {});
+  /// A session owning a thread pool of `threads` threads (>= 1).
+  explicit mpi_session(std::size_t threads, mpi_options options = {});
+  ~mpi_session();
+  mpi_session(const mpi_session&) = delete;
+  mpi_session& operator=(const mpi_session&) = delete;
+
+  /// This process's rank in the session's communicator.
+  [[nodiscard]] int rank() const noexcept;
+  /// The number of ranks.
+  [[nodiscard]] int size() const noexcept;
+  /// True on rank 0, the client.
+  [[nodiscard]] bool is_client() const noexcept { return rank() == 0; }
+
+  /// Where the nodes of `group` run: node name -> rank, for every node the
+  /// group uses. Errors: `errc::invalid_task` when the placement names a
+  /// rank outside the job.
+  [[nodiscard]] result<std::map<std::string, int>> placement(const task_group& group) const;
+
+  /// Runs `group` on every rank; every rank must call it for the same
+  /// group. On rank 0 completes with the report of every task (outputs
+  /// decoded from the ranks that ran them); elsewhere with the report of
+  /// this rank's tasks. Errors: `errc::mpi_failed` when MPI is unusable (not
+  /// initialized, too low a thread level for a multi-threaded executor),
+  /// `errc::group_mismatch` when ranks built different groups or runs,
+  /// `errc::invalid_task` when a run is already in flight, the errors of
+  /// `local_session::run` (with the rank they came from), `errc::timeout`
+  /// when `options.timeout` expires, `errc::cancelled` when cancelled.
+  /// Cancellation: terminal cancellation on rank 0 cancels every task on
+  /// every rank; on another rank it cancels that rank's tasks, which fails
+  /// the run everywhere with `rank R: ... cancelled`.
+  boost::asio::awaitable<result<run_report>> run(task_group group, run_options options = {});
+
+  /// Token form of `run`: completes with `void(result<run_report>)`; the
+  /// token's cancellation slot cancels the run.
+  template <class CompletionToken>
+  auto async_run(task_group group, CompletionToken&& token, run_options options = {}) {
+    auto init = [this](auto handler, task_group g, run_options o) {
+      auto cancel = detail::forward_cancellation(boost::asio::get_associated_cancellation_slot(handler), strand());
+      auto handler_ex = boost::asio::get_associated_executor(handler, strand());
+      boost::asio::co_spawn(
+          strand(), run_on_strand(std::move(g), o),
+          boost::asio::bind_cancellation_slot(
+              cancel->slot(),
+              boost::asio::bind_executor(
+                  handler_ex, [h = std::move(handler), cancel](std::exception_ptr ep, result<run_report> r) mutable {
+                    if (ep) r = error(errc::op_failed, "unexpected exception in the MPI session");
+                    std::move(h)(std::move(r));
+                  })));
+    };
+    return boost::asio::async_initiate<CompletionToken, void(result<run_report>)>(std::move(init), token,
+                                                                                  std::move(group), options);
+  }
+
+  /// Runs `group` and blocks until it ends (the executor must be run by
+  /// other threads; an owned pool is). Errors: those of `run`.
+  result<run_report> run_blocking(task_group group, run_options options = {});
+
+  /// The local session that runs this rank's nodes (its node workspaces).
+  [[nodiscard]] local_session& local() noexcept;
+
+  struct impl;
+
+ private:
+  [[nodiscard]] boost::asio::any_io_executor strand() const;
+  boost::asio::awaitable<result<run_report>> run_on_strand(task_group group, run_options options);
+  std::shared_ptr<impl> impl_;
+};
+
+}  // namespace taskgroup

@@ -1,0 +1,856 @@
+#include <taskgroup/mpi_session.hpp>
+
+#include "detail/join.hpp"
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/cancellation_signal.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/strand.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/asio/use_future.hpp>
+
+#include <algorithm>
+#include <climits>
+#include <cstdio>
+#include <cstdlib>
+#include <optional>
+#include <sstream>
+#include <vector>
+
+// GCC 12 flags the coroutine ramps of this file, inlined into their
+// caller, with a false -Wmismatched-new-delete: Asio's frame operator new
+// (aligned_alloc through its recycling allocator) and its matching delete.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
+#endif
+
+namespace taskgroup {
+
+namespace asio = boost::asio;
+using clock_type = std::chrono::steady_clock;
+
+// ---- the environment ---------------------------------------------------------
+
+namespace {
+
+int init_mpi(int* argc, char*** argv, bool& owner) {
+  int initialized = 0;
+  MPI_Initialized(&initialized);
+  int provided = MPI_THREAD_SINGLE;
+  if (initialized == 0) {
+    MPI_Init_thread(argc, argv, MPI_THREAD_SERIALIZED, &provided);
+    owner = true;
+  } else {
+    MPI_Query_thread(&provided);
+  }
+  return provided;
+}
+
+}  // namespace
+
+mpi_environment::mpi_environment() { provided_ = init_mpi(nullptr, nullptr, owner_); }
+mpi_environment::mpi_environment(int& argc, char**& argv) { provided_ = init_mpi(&argc, &argv, owner_); }
+
+mpi_environment::~mpi_environment() {
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (owner_ && finalized == 0) MPI_Finalize();
+}
+
+int mpi_environment::rank() const noexcept {
+  int r = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &r);
+  return r;
+}
+
+int mpi_environment::size() const noexcept {
+  int s = 1;
+  MPI_Comm_size(MPI_COMM_WORLD, &s);
+  return s;
+}
+
+bool mpi_environment::launched_by_mpi() noexcept {
+  for (const char* v : {"OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_RANK", "PMI_SIZE", "MPI_LOCALNRANKS"}) {
+    if (std::getenv(v) != nullptr) return true;  // NOLINT(concurrency-mt-unsafe): read-only use
+  }
+  return false;
+}
+
+// ---- wire helpers --------------------------------------------------------------
+
+namespace {
+
+constexpr int tag_start = 7101;
+constexpr int tag_status = 7102;
+constexpr int tag_ctrl = 7103;
+
+std::string mpi_text(int rc) {
+  char buf[MPI_MAX_ERROR_STRING];
+  int len = 0;
+  MPI_Error_string(rc, buf, &len);
+  return std::string(buf, static_cast<std::size_t>(len));
+}
+
+status check_mpi(int rc, const char* what) {
+  if (rc == MPI_SUCCESS) return ok();
+  return fail(errc::mpi_failed, std::string(what) + ": " + mpi_text(rc));
+}
+
+void write_error(byte_writer& w, const error& e) {
+  w.string(e.code.category().name());
+  w.i64(e.code.value());
+  w.string(e.message);
+}
+
+// Reads what write_error wrote into `out`.
+status read_error(byte_reader& r, error& out) {
+  TASKGROUP_TRY(auto category, r.string());
+  TASKGROUP_TRY(auto value, r.i64());
+  TASKGROUP_TRY(auto message, r.string());
+  const int v = static_cast<int>(value);
+  if (category == error_category().name()) {
+    out = error(boost::system::error_code(v, error_category()), message);
+  } else if (category == boost::system::system_category().name()) {
+    out = error(boost::system::error_code(v, boost::system::system_category()), message);
+  } else if (category == boost::system::generic_category().name()) {
+    out = error(boost::system::error_code(v, boost::system::generic_category()), message);
+  } else {
+    out = error(errc::op_failed, message + " (" + category + " error " + std::to_string(v) + ")");
+  }
+  return ok();
+}
+
+std::int64_t to_ns(std::chrono::system_clock::time_point t) {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
+}
+
+std::chrono::system_clock::time_point from_ns(std::int64_t ns) {
+  return std::chrono::system_clock::time_point(
+      std::chrono::duration_cast<std::chrono::system_clock::duration>(std::chrono::nanoseconds(ns)));
+}
+
+// The group as every rank must see it, one line per fact.
+std::vector<std::string> describe(const task_group& g, const std::map<std::string, int>& where, int size) {
+  std::vector<std::string> lines;
+  lines.push_back("ranks " + std::to_string(size));
+  for (const auto& n : g.used_nodes()) lines.push_back("node " + quote(n) + " on rank " + std::to_string(where.at(n)));
+  for (const auto& t : g.tasks()) {
+    std::string line = "task " + quote(t.name()) + " on node " + quote(t.node_name()) + ", outputs [";
+    bool first = true;
+    for (const auto& out : t.output_states()) {
+      for (const auto& b : out->blobs) {
+        line += (first ? "" : ", ") + quote(b);
+        first = false;
+      }
+      if (out->type != nullptr) line += ": " + detail::demangle(out->type->name());
+    }
+    lines.push_back(line + "]");
+  }
+  return lines;
+}
+
+std::string join_lines(const std::vector<std::string>& lines) {
+  std::string out;
+  for (const auto& l : lines) out += l + "\n";
+  return out;
+}
+
+std::vector<std::string> split_lines(std::string_view text) {
+  std::vector<std::string> out;
+  while (!text.empty()) {
+    auto nl = text.find('\n');
+    out.emplace_back(text.substr(0, nl));
+    text = nl == std::string_view::npos ? std::string_view() : text.substr(nl + 1);
+  }
+  return out;
+}
+
+// Names the first difference between rank 0's description and this rank's.
+error group_mismatch(int rank, const std::vector<std::string>& client, const std::vector<std::string>& mine) {
+  const std::size_t n = std::max(client.size(), mine.size());
+  for (std::size_t i = 0; i < n; ++i) {
+    const std::string a = i < client.size() ? client[i] : "(nothing)";
+    const std::string b = i < mine.size() ? mine[i] : "(nothing)";
+    if (a != b) {
+      return {errc::group_mismatch,
+              "built a different group: rank 0 has " + a + ", rank " + std::to_string(rank) + " has " + b};
+    }
+  }
+  return {errc::group_mismatch, "built a different group"};
+}
+
+// What a rank said: nothing wrong, or its error.
+struct verdict {
+  std::optional<error> e;
+};
+
+// A nonblocking send whose buffer lives until it completes.
+struct pending_send {
+  std::shared_ptr<std::string> bytes;
+  MPI_Request request = MPI_REQUEST_NULL;
+};
+
+}  // namespace
+
+// ---- the session ---------------------------------------------------------------
+
+struct mpi_session::impl {
+  impl(asio::any_io_executor ex, mpi_options o) : local(std::move(ex)), options(std::move(o)) { setup(false); }
+  impl(std::size_t threads, mpi_options o) : local(threads), options(std::move(o)) { setup(threads > 1); }
+
+  void setup(bool threaded) {
+    if (options.codecs == nullptr) options.codecs = &codec_registry::global();
+    if (options.poll_min.count() <= 0) options.poll_min = std::chrono::microseconds(1);
+    options.poll_max = std::max(options.poll_max, options.poll_min);
+    int initialized = 0;
+    MPI_Initialized(&initialized);
+    if (initialized == 0) {
+      init_error = error(errc::mpi_failed, "MPI is not initialized (construct a taskgroup::mpi_environment first)");
+      return;
+    }
+    int provided = MPI_THREAD_SINGLE;
+    MPI_Query_thread(&provided);
+    if (threaded && provided < MPI_THREAD_SERIALIZED) {
+      init_error = error(errc::mpi_failed, "MPI provides too low a thread level for a session with several threads");
+      return;
+    }
+    if (auto st = check_mpi(MPI_Comm_dup(options.comm, &comm), "MPI_Comm_dup"); !st) {
+      init_error = st.error();
+      return;
+    }
+    MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
+    MPI_Comm_rank(comm, &rank);
+    MPI_Comm_size(comm, &size);
+  }
+
+  ~impl() {
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (comm != MPI_COMM_NULL && finalized == 0) MPI_Comm_free(&comm);
+  }
+
+  local_session local;
+  mpi_options options;
+  asio::strand<asio::any_io_executor> strand{local.get_executor()};
+  MPI_Comm comm = MPI_COMM_NULL;
+  int rank = 0;
+  int size = 1;
+  std::optional<error> init_error;
+  std::uint64_t runs = 0;  // strand-bound, as is what follows
+  bool running = false;
+
+  result<std::map<std::string, int>> place(const task_group& g) const {
+    for (const auto& [node, r] : options.placement) {
+      if (r < 0 || r >= size) {
+        return fail(errc::invalid_task, "mpi_options::placement puts node " + quote(node) + " on rank " +
+                                            std::to_string(r) + ", outside a job of " + std::to_string(size) +
+                                            " ranks");
+      }
+    }
+    std::map<std::string, int> out;
+    int i = 0;
+    for (const auto& n : g.used_nodes()) {
+      auto it = options.placement.find(n);
+      out[n] = it != options.placement.end() ? it->second : i % size;
+      ++i;
+    }
+    return out;
+  }
+};
+
+namespace {
+
+using impl_ptr = std::shared_ptr<mpi_session::impl>;
+
+// What one run shares with the completion handler of its local part.
+struct run_ctx {
+  explicit run_ctx(const asio::any_io_executor& ex) : wake(ex) {}
+  asio::steady_timer wake;
+  asio::cancellation_signal local_cancel;
+  bool local_done = false;
+  result<run_report> local;
+  std::vector<pending_send> sends;
+  std::optional<error> mpi_error;  // MPI itself failed: stop talking, unwind
+};
+
+// Starts this rank's nodes on the local session; completion wakes the loop.
+void start_local(const impl_ptr& s, const std::shared_ptr<run_ctx>& ctx, const task_group& group,
+                 const std::map<std::string, int>& where, run_options options) {
+  std::vector<std::string> mine;
+  for (const auto& [node, r] : where) {
+    if (r == s->rank) mine.push_back(node);
+  }
+  options.only_nodes = std::move(mine);
+  options.strict_codecs = s->options.codecs;
+  options.timeout.reset();  // the deadline is rank 0's
+  auto done = [ctx](result<run_report> r) {
+    ctx->local = std::move(r);
+    ctx->local_done = true;
+    ctx->wake.cancel();
+  };
+  s->local.async_run(
+      group, asio::bind_cancellation_slot(ctx->local_cancel.slot(), asio::bind_executor(s->strand, done)), options);
+}
+
+void cancel_local(run_ctx& ctx) {
+  if (!ctx.local_done) ctx.local_cancel.emit(asio::cancellation_type::terminal);
+}
+
+void send(const impl_ptr& s, run_ctx& ctx, int dest, int tag, std::string bytes) {
+  if (ctx.mpi_error) return;
+  if (bytes.size() > static_cast<std::size_t>(INT_MAX)) {
+    ctx.mpi_error = error(errc::mpi_failed, "a message of " + std::to_string(bytes.size()) + " bytes to rank " +
+                                                std::to_string(dest) + " exceeds what one MPI message can carry");
+    return;
+  }
+  pending_send p;
+  p.bytes = std::make_shared<std::string>(std::move(bytes));
+  const int rc =
+      MPI_Isend(p.bytes->data(), static_cast<int>(p.bytes->size()), MPI_BYTE, dest, tag, s->comm, &p.request);
+  if (auto st = check_mpi(rc, "MPI_Isend"); !st) {
+    ctx.mpi_error = st.error();
+    return;
+  }
+  ctx.sends.push_back(std::move(p));
+}
+
+// Completes finished sends; true when any did.
+bool progress_sends(run_ctx& ctx) {
+  bool progressed = false;
+  for (auto it = ctx.sends.begin(); it != ctx.sends.end();) {
+    int flag = 0;
+    if (auto st = check_mpi(MPI_Test(&it->request, &flag, MPI_STATUS_IGNORE), "MPI_Test"); !st) {
+      ctx.mpi_error = st.error();
+      return progressed;
+    }
+    if (flag != 0) {
+      it = ctx.sends.erase(it);
+      progressed = true;
+    } else {
+      ++it;
+    }
+  }
+  return progressed;
+}
+
+// Receives a message of `tag` from `source` if one has arrived.
+bool try_receive(const impl_ptr& s, run_ctx& ctx, int source, int tag, std::string& out, int& from) {
+  if (ctx.mpi_error) return false;
+  int flag = 0;
+  MPI_Message msg = MPI_MESSAGE_NULL;
+  MPI_Status probe;
+  if (auto st = check_mpi(MPI_Improbe(source, tag, s->comm, &flag, &msg, &probe), "MPI_Improbe"); !st) {
+    ctx.mpi_error = st.error();
+    return false;
+  }
+  if (flag == 0) return false;
+  int count = 0;
+  MPI_Get_count(&probe, MPI_BYTE, &count);
+  out.assign(static_cast<std::size_t>(count), '\0');
+  // The message is matched and under way: receiving it only waits for
+  // the bytes themselves.
+  if (auto st = check_mpi(MPI_Mrecv(out.data(), count, MPI_BYTE, &msg, MPI_STATUS_IGNORE), "MPI_Mrecv"); !st) {
+    ctx.mpi_error = st.error();
+    return false;
+  }
+  from = probe.MPI_SOURCE;
+  return true;
+}
+
+// Sleeps until the next poll (or until woken by the local run ending).
+asio::awaitable<void> nap(run_ctx& ctx, std::chrono::microseconds interval,
+                          std::optional<clock_type::time_point> until) {
+  auto wait = std::chrono::duration_cast<clock_type::duration>(interval);
+  if (until) wait = std::min(wait, std::max(clock_type::duration::zero(), *until - clock_type::now()));
+  ctx.wake.expires_after(wait);
+  (void)co_await ctx.wake.async_wait(asio::as_tuple(asio::use_awaitable));
+}
+
+std::chrono::microseconds next_interval(const mpi_options& o, std::chrono::microseconds current, bool progressed) {
+  if (progressed) return o.poll_min;
+  return std::min(current * 2, o.poll_max);
+}
+
+[[noreturn, gnu::noinline, gnu::cold]] void abort_job(const impl_ptr& s, const std::string& why) {
+  std::fprintf(stderr, "taskgroup: rank %d: %s; aborting the MPI job\n", s->rank, why.c_str());
+  std::fflush(stderr);
+  MPI_Abort(s->comm, 1);
+  std::abort();  // MPI_Abort does not return; this is for the compiler
+}
+
+bool outside_cancelled(const asio::cancellation_state& cs) { return cs.cancelled() != asio::cancellation_type::none; }
+
+// ---- STATUS: a rank's tasks, or its error -----------------------------------
+
+std::string encode_status(const impl_ptr& s, std::uint64_t run_id, const result<run_report>& local) {
+  std::string bytes;
+  byte_writer w(bytes);
+  w.u64(run_id);
+  auto write_failure = [&](const error& e) {
+    bytes.resize(8);  // keep the run id only
+    w.u8(1);
+    write_error(w, e);
+  };
+  if (!local) {
+    write_failure(local.error());
+    return bytes;
+  }
+  w.u8(0);
+  const auto& tasks = local.value().tasks;
+  std::uint32_t count = 0;
+  for (const auto& t : tasks) count += t.status != task_status::not_run ? 1 : 0;
+  w.u32(count);
+  for (std::size_t k = 0; k < tasks.size(); ++k) {
+    const task_report& t = tasks[k];
+    if (t.status == task_status::not_run) continue;
+    w.u32(static_cast<std::uint32_t>(k));
+    w.u8(static_cast<std::uint8_t>(t.status));
+    w.boolean(t.failure.has_value());
+    if (t.failure) write_error(w, *t.failure);
+    w.i64(to_ns(t.started));
+    w.i64(to_ns(t.finished));
+    w.u64(t.iterations);
+    w.u32(static_cast<std::uint32_t>(t.outputs.size()));
+    for (const auto& [name, value] : t.outputs) {
+      w.string(name);
+      if (auto st = s->options.codecs->encode(*value, w); !st) {
+        write_failure(st.error().with_context("task " + quote(t.name) + " output " + quote(name)));
+        return bytes;
+      }
+    }
+  }
+  return bytes;
+}
+
+// Fills the output handles of a task that ran on another rank.
+void set_outputs(const task& t, const task_report& rep) {
+  for (const auto& out : t.output_states()) {
+    out->values.clear();
+    out->failure.reset();
+    out->set = false;
+    if (rep.status != task_status::succeeded) {
+      out->failure = error(errc::output_not_set, "task " + quote(t.name()) + " output " + quote(out->blobs.front()) +
+                                                     ": the task did not succeed");
+      continue;
+    }
+    for (const auto& name : out->blobs) {
+      auto it = std::find_if(rep.outputs.begin(), rep.outputs.end(), [&](const auto& kv) { return kv.first == name; });
+      if (it == rep.outputs.end()) {
+        out->failure = error(errc::output_not_set, "task " + quote(t.name()) + " output " + quote(name) +
+                                                       ": no value came from node " + quote(rep.node));
+        break;
+      }
+      out->values.push_back(it->second);
+    }
+    out->set = !out->failure;
+  }
+}
+
+// Decodes a STATUS into `report` (group order). Returns the rank's error,
+// if it sent one.
+result<verdict> decode_status(const impl_ptr& s, int from, std::uint64_t run_id, std::string_view bytes,
+                              const task_group& group, run_report& report, run_observer* observer) {
+  const std::string who = "rank " + std::to_string(from);
+  byte_reader r(bytes);
+  TASKGROUP_TRY(auto id, r.u64());
+  if (id != run_id) {
+    return verdict{error(errc::group_mismatch, who + " answered for run " + std::to_string(id) + ", rank 0 is at run " +
+                                                   std::to_string(run_id))};
+  }
+  TASKGROUP_TRY(auto kind, r.u8());
+  if (kind == 1) {
+    error e;
+    TASKGROUP_TRY(read_error(r, e));
+    return verdict{e.with_context(who)};
+  }
+  TASKGROUP_TRY(auto count, r.u32());
+  for (std::uint32_t i = 0; i < count; ++i) {
+    TASKGROUP_TRY(auto k, r.u32());
+    if (k >= report.tasks.size()) return fail(errc::group_mismatch, who + " reported task #" + std::to_string(k));
+    task_report& t = report.tasks[k];
+    TASKGROUP_TRY(auto st, r.u8());
+    if (st > static_cast<std::uint8_t>(task_status::not_run)) {
+      return fail(errc::group_mismatch, who + " sent task status " + std::to_string(st));
+    }
+    t.status = static_cast<task_status>(st);
+    TASKGROUP_TRY(auto has_failure, r.boolean());
+    if (has_failure) {
+      error e;
+      TASKGROUP_TRY(read_error(r, e));
+      t.failure = e.with_context(who);
+    }
+    TASKGROUP_TRY(auto started, r.i64());
+    TASKGROUP_TRY(auto finished, r.i64());
+    TASKGROUP_TRY(auto iterations, r.u64());
+    t.started = from_ns(started);
+    t.finished = from_ns(finished);
+    t.iterations = iterations;
+    TASKGROUP_TRY(auto outputs, r.u32());
+    for (std::uint32_t j = 0; j < outputs; ++j) {
+      TASKGROUP_TRY(auto name, r.string());
+      auto value = s->options.codecs->decode(r);
+      if (!value) {
+        return verdict{value.error().with_context(who + ": task " + quote(t.name) + " output " + quote(name))};
+      }
+      t.outputs.emplace_back(name, std::make_shared<const blob>(std::move(value).value()));
+    }
+    set_outputs(group.tasks()[k], t);
+    if (observer != nullptr) {
+      observer->task_begin(t.name, t.node);
+      observer->task_end(t);
+    }
+  }
+  if (!r.at_end()) return fail(errc::group_mismatch, who + " sent " + std::to_string(r.remaining()) + " stray bytes");
+  return verdict{};
+}
+
+// ---- START and CTRL -----------------------------------------------------------
+
+struct start_message {
+  std::uint64_t run_id = 0;
+  std::string fingerprint;
+  run_policy policy = run_policy::join;
+  std::optional<std::chrono::milliseconds> timeout;
+  std::optional<error> failure;  // rank 0 could not start the run
+};
+
+std::string encode_start(const start_message& m) {
+  std::string bytes;
+  byte_writer w(bytes);
+  w.u64(m.run_id);
+  w.string(m.fingerprint);
+  w.u8(m.policy == run_policy::gather ? 1 : 0);
+  w.u64(m.timeout ? static_cast<std::uint64_t>(m.timeout->count()) + 1 : 0);
+  w.boolean(m.failure.has_value());
+  if (m.failure) write_error(w, *m.failure);
+  return bytes;
+}
+
+result<start_message> decode_start(std::string_view bytes) {
+  byte_reader r(bytes);
+  start_message m;
+  TASKGROUP_TRY(m.run_id, r.u64());
+  TASKGROUP_TRY(m.fingerprint, r.string());
+  TASKGROUP_TRY(auto policy, r.u8());
+  m.policy = policy == 1 ? run_policy::gather : run_policy::join;
+  TASKGROUP_TRY(auto timeout, r.u64());
+  if (timeout != 0) m.timeout = std::chrono::milliseconds(static_cast<std::int64_t>(timeout - 1));
+  TASKGROUP_TRY(auto has_failure, r.boolean());
+  if (has_failure) {
+    error e;
+    TASKGROUP_TRY(read_error(r, e));
+    m.failure = e;
+  }
+  return m;
+}
+
+std::string encode_ctrl(std::uint64_t run_id, const std::optional<error>& cancel) {
+  std::string bytes;
+  byte_writer w(bytes);
+  w.u64(run_id);
+  w.boolean(cancel.has_value());
+  if (cancel) write_error(w, *cancel);
+  return bytes;
+}
+
+// The run's error on a CANCEL, nothing on DONE.
+result<verdict> decode_ctrl(std::string_view bytes, std::uint64_t run_id) {
+  byte_reader r(bytes);
+  TASKGROUP_TRY(auto id, r.u64());
+  if (id != run_id) {
+    return fail(errc::group_mismatch,
+                "rank 0 ended run " + std::to_string(id) + " during run " + std::to_string(run_id));
+  }
+  TASKGROUP_TRY(auto cancel, r.boolean());
+  if (!cancel) return verdict{};
+  error e;
+  TASKGROUP_TRY(read_error(r, e));
+  return verdict{e};
+}
+
+// ---- rank 0 ------------------------------------------------------------------
+
+asio::awaitable<result<run_report>> run_client(impl_ptr s, task_group group, run_options options,
+                                               std::uint64_t run_id) {
+  auto ctx = std::make_shared<run_ctx>(s->strand);
+  auto where = s->place(group);
+  start_message start;
+  start.run_id = run_id;
+  start.policy = options.policy;
+  start.timeout = options.timeout;
+  if (where) {
+    start.fingerprint = join_lines(describe(group, where.value(), s->size));
+  } else {
+    start.failure = where.error();
+  }
+  const std::string start_bytes = encode_start(start);
+  for (int r = 1; r < s->size; ++r) send(s, *ctx, r, tag_start, start_bytes);
+  if (start.failure) {
+    // Nobody starts: the other ranks end the run with this error on START.
+    auto interval = s->options.poll_min;
+    while (!ctx->sends.empty() && !ctx->mpi_error) {
+      interval = next_interval(s->options, interval, progress_sends(*ctx));
+      if (ctx->sends.empty()) break;
+      co_await nap(*ctx, interval, std::nullopt);
+    }
+    co_return *start.failure;
+  }
+
+  run_report report;
+  report.started = std::chrono::system_clock::now();
+  for (const auto& t : group.tasks()) {
+    task_report& rep = report.tasks.emplace_back();
+    rep.name = t.name();
+    rep.node = t.node_name();
+  }
+  if (options.observer != nullptr) {
+    std::vector<std::pair<std::string, std::string>> names;
+    for (const auto& t : report.tasks) names.emplace_back(t.name, t.node);
+    options.observer->run_begin(names);
+  }
+  start_local(s, ctx, group, where.value(), options);
+
+  std::vector<bool> answered(static_cast<std::size_t>(s->size), false);
+  std::vector<bool> told(static_cast<std::size_t>(s->size), false);
+  answered[0] = told[0] = true;
+  std::optional<error> first;  // the run's error
+  std::optional<clock_type::time_point> deadline;
+  if (options.timeout) deadline = clock_type::now() + *options.timeout;
+  std::optional<clock_type::time_point> grace_until;
+  bool cancelled_outside = false;
+  bool local_seen = false;
+
+  auto fail_run = [&](error e) {
+    if (first) return;
+    first = std::move(e);
+    for (int r = 1; r < s->size; ++r) {
+      if (!told[static_cast<std::size_t>(r)]) {
+        send(s, *ctx, r, tag_ctrl, encode_ctrl(run_id, first));
+        told[static_cast<std::size_t>(r)] = true;
+      }
+    }
+    cancel_local(*ctx);
+    grace_until = clock_type::now() + s->options.grace;
+  };
+
+  auto interval = s->options.poll_min;
+  std::string bytes;
+  for (;;) {
+    bool progressed = false;
+    if (!cancelled_outside && outside_cancelled(co_await asio::this_coro::cancellation_state)) {
+      cancelled_outside = true;
+      progressed = true;
+      fail_run(error(errc::cancelled, "run cancelled"));
+    }
+    if (ctx->local_done && !local_seen) {
+      local_seen = true;
+      progressed = true;
+      if (!ctx->local) {
+        fail_run(ctx->local.error().with_context("rank 0"));
+      } else {
+        for (std::size_t k = 0; k < report.tasks.size(); ++k) {
+          const task_report& mine = ctx->local.value().tasks[k];
+          if (mine.status != task_status::not_run) report.tasks[k] = mine;
+        }
+      }
+    }
+    int from = 0;
+    while (try_receive(s, *ctx, MPI_ANY_SOURCE, tag_status, bytes, from)) {
+      progressed = true;
+      answered[static_cast<std::size_t>(from)] = true;
+      auto got = decode_status(s, from, run_id, bytes, group, report, options.observer);
+      if (!got) {
+        fail_run(got.error());
+      } else if (got.value().e) {
+        fail_run(*got.value().e);
+      }
+    }
+    progressed = progress_sends(*ctx) || progressed;
+    if (ctx->mpi_error) {
+      cancel_local(*ctx);
+      if (ctx->local_done) break;
+    }
+    const bool all_answered = std::all_of(answered.begin(), answered.end(), [](bool b) { return b; });
+    if (ctx->local_done && all_answered && !ctx->mpi_error) {
+      for (int r = 1; r < s->size; ++r) {
+        if (!told[static_cast<std::size_t>(r)]) {
+          send(s, *ctx, r, tag_ctrl, encode_ctrl(run_id, std::nullopt));
+          told[static_cast<std::size_t>(r)] = true;
+        }
+      }
+      if (ctx->sends.empty()) break;
+    }
+    const auto now = clock_type::now();
+    if (deadline && now >= *deadline && !first) {
+      fail_run(error(errc::timeout, "run timed out after " + std::to_string(options.timeout->count()) + " ms"));
+      progressed = true;
+    }
+    if (grace_until && now >= *grace_until) {
+      std::string silent;
+      for (int r = 0; r < s->size; ++r) {
+        if (!answered[static_cast<std::size_t>(r)]) silent += (silent.empty() ? "" : ", ") + std::to_string(r);
+      }
+      abort_job(s, "the run failed (" + first->message + ") and " +
+                       (silent.empty() ? std::string("this rank's tasks") : "rank(s) " + silent) +
+                       " did not finish within " + std::to_string(s->options.grace.count()) + " ms");
+    }
+    interval = next_interval(s->options, interval, progressed);
+    co_await nap(*ctx, interval, grace_until ? grace_until : deadline);
+  }
+  report.finished = std::chrono::system_clock::now();
+  if (ctx->mpi_error) co_return *ctx->mpi_error;
+  if (first) co_return *first;
+  co_return report;
+}
+
+// ---- other ranks ------------------------------------------------------------
+
+asio::awaitable<result<run_report>> run_worker(impl_ptr s, task_group group, run_options options,
+                                               std::uint64_t run_id) {
+  auto ctx = std::make_shared<run_ctx>(s->strand);
+  const std::string who = "rank " + std::to_string(s->rank);
+  bool cancelled_outside = false;
+  auto interval = s->options.poll_min;
+  std::string bytes;
+  int from = 0;
+  // A watchdog while waiting for rank 0: this rank's own deadline, if any.
+  std::optional<clock_type::time_point> watchdog;
+  if (options.timeout) watchdog = clock_type::now() + *options.timeout + s->options.grace;
+
+  // START
+  std::optional<start_message> start;
+  for (;;) {
+    bool progressed = false;
+    if (!cancelled_outside && outside_cancelled(co_await asio::this_coro::cancellation_state)) {
+      cancelled_outside = true;  // answered once the run is known
+    }
+    if (try_receive(s, *ctx, 0, tag_start, bytes, from)) {
+      auto m = decode_start(bytes);
+      if (!m) co_return m.error().with_context(who + ": the run's start from rank 0");
+      start = std::move(m).value();
+      break;
+    }
+    if (ctx->mpi_error) co_return *ctx->mpi_error;
+    if (watchdog && clock_type::now() >= *watchdog) abort_job(s, "rank 0 did not start the run in time");
+    interval = next_interval(s->options, interval, progressed);
+    co_await nap(*ctx, interval, watchdog);
+  }
+  if (start->failure) co_return *start->failure;  // rank 0 told everyone not to start
+
+  std::optional<error> refused;
+  auto where = s->place(group);
+  if (start->run_id != run_id) {
+    refused = error(errc::group_mismatch,
+                    "is at run " + std::to_string(run_id) + ", rank 0 at run " + std::to_string(start->run_id));
+  } else if (!where) {
+    refused = where.error();
+  } else {
+    auto mine = describe(group, where.value(), s->size);
+    auto theirs = split_lines(start->fingerprint);
+    if (mine != theirs) refused = group_mismatch(s->rank, theirs, mine);
+  }
+  if (!refused && cancelled_outside) refused = error(errc::cancelled, "run cancelled");
+  if (refused) {
+    ctx->local_done = true;
+    ctx->local = *refused;
+  } else {
+    run_options local = options;
+    local.policy = start->policy;
+    start_local(s, ctx, group, where.value(), local);
+  }
+  watchdog.reset();
+  if (start->timeout) watchdog = clock_type::now() + *start->timeout + s->options.grace;
+
+  bool status_sent = false;
+  std::optional<std::optional<error>> ctrl;  // set once CTRL arrived
+  for (;;) {
+    bool progressed = false;
+    if (!cancelled_outside && outside_cancelled(co_await asio::this_coro::cancellation_state)) {
+      cancelled_outside = true;
+      progressed = true;
+      cancel_local(*ctx);
+    }
+    if (!ctrl && try_receive(s, *ctx, 0, tag_ctrl, bytes, from)) {
+      progressed = true;
+      auto c = decode_ctrl(bytes, run_id);
+      ctrl = c ? c.value().e : std::optional<error>(c.error());
+      if (*ctrl) cancel_local(*ctx);
+    }
+    if (ctx->local_done && !status_sent) {
+      progressed = true;
+      status_sent = true;
+      send(s, *ctx, 0, tag_status, encode_status(s, run_id, ctx->local));
+    }
+    progressed = progress_sends(*ctx) || progressed;
+    if (ctx->mpi_error) {
+      cancel_local(*ctx);
+      if (ctx->local_done) co_return *ctx->mpi_error;
+    }
+    if (status_sent && ctrl && ctx->sends.empty()) break;
+    if (watchdog && clock_type::now() >= *watchdog) {
+      abort_job(s, "no word from rank 0 within the run's deadline and the grace period");
+    }
+    interval = next_interval(s->options, interval, progressed);
+    co_await nap(*ctx, interval, watchdog);
+  }
+  if (*ctrl) co_return **ctrl;
+  co_return ctx->local;
+}
+
+asio::awaitable<result<run_report>> run_protocol(impl_ptr s, task_group group, run_options options) {
+  if (s->init_error) co_return *s->init_error;
+  if (s->running) co_return error(errc::invalid_task, "a run is already in flight on this MPI session");
+  s->running = true;
+  const std::uint64_t run_id = ++s->runs;
+  co_await asio::this_coro::throw_if_cancelled(false);
+  result<run_report> r = error(errc::no_result, "no result");
+  try {
+    if (s->rank == 0) {
+      r = co_await run_client(s, std::move(group), options, run_id);
+    } else {
+      r = co_await run_worker(s, std::move(group), options, run_id);
+    }
+  } catch (...) {
+    r = detail::error_from_exception(std::current_exception());
+  }
+  s->running = false;
+  co_return r;
+}
+
+}  // namespace
+
+mpi_session::mpi_session(asio::any_io_executor ex, mpi_options options)
+    : impl_(std::make_shared<impl>(std::move(ex), std::move(options))) {}
+mpi_session::mpi_session(std::size_t threads, mpi_options options)
+    : impl_(std::make_shared<impl>(std::max<std::size_t>(threads, 1), std::move(options))) {}
+mpi_session::~mpi_session() = default;
+
+int mpi_session::rank() const noexcept { return impl_->rank; }
+int mpi_session::size() const noexcept { return impl_->size; }
+local_session& mpi_session::local() noexcept { return impl_->local; }
+asio::any_io_executor mpi_session::strand() const { return impl_->strand; }
+
+result<std::map<std::string, int>> mpi_session::placement(const task_group& group) const { return impl_->place(group); }
+
+asio::awaitable<result<run_report>> mpi_session::run(task_group group, run_options options) {
+  co_return co_await async_run(std::move(group), asio::use_awaitable, options);
+}
+
+asio::awaitable<result<run_report>> mpi_session::run_on_strand(task_group group, run_options options) {
+  return run_protocol(impl_, std::move(group), options);
+}
+
+result<run_report> mpi_session::run_blocking(task_group group, run_options options) {
+  if (impl_->strand.running_in_this_thread()) {
+    return fail(errc::invalid_task, "run_blocking called from the MPI session's own strand would deadlock");
+  }
+  auto f = asio::co_spawn(impl_->strand, run_protocol(impl_, std::move(group), options), asio::use_future);
+  try {
+    return f.get();
+  } catch (...) {
+    return detail::error_from_exception(std::current_exception());
+  }
+}
+
+}  // namespace taskgroup

@@ -1,0 +1,509 @@
+// MPI session tests: run under `mpirun -np 3` (test/meson.build), every
+// rank running the same test cases in declaration order.
+#include <taskgroup/mpi_session.hpp>
+
+#include <taskgroup/codec.hpp>
+#include <taskgroup/task_group.hpp>
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/bind_cancellation_slot.hpp>
+#include <boost/asio/cancellation_signal.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#define CATCH_CONFIG_EXTERNAL_INTERFACES  // event listeners
+#include <catch2/catch.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+using namespace taskgroup;
+using namespace std::chrono_literals;
+namespace asio = boost::asio;
+
+namespace {
+
+// MPI for the whole test run.
+struct mpi_listener : Catch::TestEventListenerBase {
+  using TestEventListenerBase::TestEventListenerBase;
+  void testRunStarting(const Catch::TestRunInfo&) override { env.emplace(); }
+  void testRunEnded(const Catch::TestRunStats&) override { env.reset(); }
+  static inline std::optional<mpi_environment> env;
+};
+
+int world_rank() { return mpi_listener::env->rank(); }
+
+// A net of one op writing `value` to `blob`.
+template <class T>
+net put(const std::string& name, const std::string& blob, T value) {
+  net n(name);
+  n.lambda("Put", {}, {blob}, [value](op_context& ctx) -> status {
+    ctx.set_output(0, value);
+    return ok();
+  });
+  return n;
+}
+
+// A net whose op waits an hour unless cancelled; counts both.
+struct counters {
+  std::atomic<int> started{0};
+  std::atomic<int> cancelled{0};
+};
+net stuck(const std::string& name, std::shared_ptr<counters> c) {
+  net n(name);
+  n.lambda("Stuck", {}, {}, [c](op_context&) -> asio::awaitable<status> {
+    ++c->started;
+    asio::steady_timer t(co_await asio::this_coro::executor, std::chrono::hours(1));
+    auto [ec] = co_await t.async_wait(asio::as_tuple(asio::use_awaitable));
+    if (ec) ++c->cancelled;
+    co_return ec ? fail(errc::cancelled, "stuck op cancelled") : ok();
+  });
+  return n;
+}
+
+// A net that sleeps `ms` then fails with `message`.
+net fail_after(const std::string& name, std::int64_t ms, const std::string& message) {
+  net n(name);
+  n.op("Sleep", {}, {}, {{"ms", ms}});
+  n.op("Fail", {}, {}, {{"message", message}});
+  return n;
+}
+
+struct point {
+  double x = 0;
+  double y = 0;
+};
+struct opaque {
+  int v = 0;
+};
+
+codec_registry& point_codecs() {
+  static codec_registry reg;
+  static const bool added = [] {
+    (void)reg.add<point>(
+        "point",
+        [](const point& p, byte_writer& w) {
+          w.f64(p.x);
+          w.f64(p.y);
+        },
+        [](byte_reader& rd) -> result<point> {
+          TASKGROUP_TRY(auto x, rd.f64());
+          TASKGROUP_TRY(auto y, rd.f64());
+          return point{x, y};
+        });
+    return true;
+  }();
+  (void)added;
+  return reg;
+}
+
+// Records task ends (the observer of rank 0 also sees remote tasks).
+struct recorder final : run_observer {
+  void task_end(const task_report& r) override {
+    std::lock_guard lock(m);
+    ended.insert(r.name);
+  }
+  std::mutex m;
+  std::set<std::string> ended;
+};
+
+}  // namespace
+
+CATCH_REGISTER_LISTENER(mpi_listener)
+
+TEST_CASE("the job has three ranks and sessions know their rank", "[mpi_placement]") {
+  mpi_session s(2);
+  REQUIRE(s.size() == 3);
+  CHECK(s.rank() == world_rank());
+  CHECK(s.is_client() == (world_rank() == 0));
+}
+
+TEST_CASE("nodes go to ranks in order of first use modulo the job size", "[mpi_placement]") {
+  mpi_session s(2);
+  task_group g;
+  std::vector<task_output<std::int64_t>> where;
+  for (int i = 0; i < 5; ++i) {
+    const std::string n = "n" + std::to_string(i);
+    task t("t", step("t").add_net(put<std::int64_t>("put", "rank", s.rank())));
+    where.push_back(t.output<std::int64_t>("rank"));
+    REQUIRE(g.add(t, node(n)));
+  }
+  auto placed = s.placement(g);
+  REQUIRE(placed);
+  CHECK(placed.value() == std::map<std::string, int>{{"n0", 0}, {"n1", 1}, {"n2", 2}, {"n3", 0}, {"n4", 1}});
+  recorder rec;
+  run_options o;
+  o.observer = &rec;
+  auto r = s.run_blocking(g, o);
+  REQUIRE(r);
+  if (s.is_client()) {
+    CHECK(r.value().ok());
+    for (int i = 0; i < 5; ++i) CHECK(where[static_cast<std::size_t>(i)].get().value() == i % 3);
+    CHECK(rec.ended.size() == 5);  // remote tasks included
+  } else {
+    // Other ranks report their own tasks only.
+    for (const auto& t : r.value().tasks) {
+      const bool mine = placed.value().at(t.node) == s.rank();
+      CHECK((t.status == (mine ? task_status::succeeded : task_status::not_run)));
+    }
+  }
+}
+
+TEST_CASE("an explicit placement wins; a rank without nodes still takes part", "[mpi_placement]") {
+  mpi_options o;
+  o.placement = {{"a", 2}, {"b", 2}};
+  mpi_session s(2, o);
+  task_group g;
+  task ta("t", step("t").add_net(put<std::int64_t>("put", "rank", s.rank())));
+  auto a = ta.output<std::int64_t>("rank");
+  task tb("t", step("t").add_net(put<std::int64_t>("put", "rank", s.rank())));
+  auto b = tb.output<std::int64_t>("rank");
+  REQUIRE(g.add(ta, node("a")));
+  REQUIRE(g.add(tb, node("b")));
+  auto r = s.run_blocking(g);
+  REQUIRE(r);
+  if (s.is_client()) {
+    CHECK(a.get().value() == 2);
+    CHECK(b.get().value() == 2);
+  }
+}
+
+TEST_CASE("several nodes on one rank keep separate workspaces and strands", "[mpi_placement]") {
+  mpi_session s(2);
+  task_group g(workspace_type::global);
+  REQUIRE(g.add(task("w", step("w").add_net(put<std::int64_t>("w", "secret", 7))), node("n0")));
+  REQUIRE(g.add(task("x", step("x").add_net(put<std::int64_t>("x", "other", 1))), node("n1")));
+  REQUIRE(g.add(task("y", step("y").add_net(put<std::int64_t>("y", "other", 1))), node("n2")));
+  REQUIRE(g.add(task("z", step("z").add_net(put<std::int64_t>("z", "other", 1))), node("n3")));
+  REQUIRE(s.run_blocking(g));
+  if (s.rank() == 0) {  // n0 and n3
+    CHECK(s.local().node_workspace("n0")->has("secret"));
+    CHECK_FALSE(s.local().node_workspace("n3")->has("secret"));
+    CHECK(s.local().node_workspace("n3")->has("other"));
+    CHECK(s.local().node_strand("n0") != s.local().node_strand("n3"));
+  }
+  auto nodes = s.local().nodes();
+  for (const auto& n : nodes) CHECK(s.placement(g).value().at(n) == s.rank());  // only its own nodes ran here
+}
+
+TEST_CASE("a placement outside the job fails the run on every rank", "[mpi_placement]") {
+  mpi_options o;
+  o.placement = {{"a", 7}};
+  mpi_session s(2, o);
+  task_group g;
+  REQUIRE(g.add(task("t", step("t").add_net(put<std::int64_t>("p", "x", 1))), node("a")));
+  auto r = s.run_blocking(g);
+  REQUIRE_FALSE(r);
+  CHECK(r.error().code == errc::invalid_task);
+  CHECK_THAT(r.error().message, Catch::Contains("node \"a\" on rank 7, outside a job of 3 ranks"));
+}
+
+TEST_CASE("outputs of every built-in type and a user type reach rank 0", "[mpi_outputs]") {
+  mpi_options o;
+  o.codecs = &point_codecs();
+  mpi_session s(2, o);
+  task_group g;
+  struct handles {
+    task_output<std::int64_t> i;
+    task_output<double> d;
+    task_output<bool> b;
+    task_output<std::string> str;
+    task_output<std::vector<std::int64_t>> vi;
+    task_output<std::vector<double>> vd;
+    task_output<std::vector<bool>> vb;
+    task_output<std::vector<std::string>> vs;
+    task_output<point> p;
+    task_output<std::vector<std::int64_t>> list;
+  };
+  std::vector<handles> h;
+  for (int k = 0; k < 3; ++k) {
+    const std::int64_t v = 100 * k + s.rank();  // the rank that ran it shows in the value
+    execution_step st("all");
+    st.add_net(put<std::int64_t>("i", "i", v));
+    st.add_net(put<double>("d", "d", static_cast<double>(v) + 0.5));
+    st.add_net(put<bool>("b", "b", k % 2 == 1));
+    st.add_net(put<std::string>("s", "s", "rank " + std::to_string(s.rank())));
+    st.add_net(put<std::vector<std::int64_t>>("vi", "vi", {v, v + 1}));
+    st.add_net(put<std::vector<double>>("vd", "vd", {0.25, static_cast<double>(v)}));
+    st.add_net(put<std::vector<bool>>("vb", "vb", {true, false, true}));
+    st.add_net(put<std::vector<std::string>>("vs", "vs", {"a", "", "c"}));
+    st.add_net(put<point>("p", "p", point{1.5, static_cast<double>(v)}));
+    st.add_net(put<std::int64_t>("l1", "l1", v));
+    st.add_net(put<std::int64_t>("l2", "l2", -v));
+    task t("t", st);
+    h.push_back({t.output<std::int64_t>("i"), t.output<double>("d"), t.output<bool>("b"), t.output<std::string>("s"),
+                 t.output<std::vector<std::int64_t>>("vi"), t.output<std::vector<double>>("vd"),
+                 t.output<std::vector<bool>>("vb"), t.output<std::vector<std::string>>("vs"), t.output<point>("p"),
+                 t.output<std::int64_t>(std::vector<std::string>{"l1", "l2"})});
+    t.declare_output({"s"});  // an untyped output travels too
+    REQUIRE(g.add(t, node("n" + std::to_string(k))));
+  }
+  auto r = s.run_blocking(g);
+  REQUIRE(r);
+  if (!s.is_client()) return;
+  for (int k = 0; k < 3; ++k) {
+    const auto& x = h[static_cast<std::size_t>(k)];
+    const std::int64_t v = 100 * k + k;  // node k ran on rank k
+    CHECK(x.i.get().value() == v);
+    CHECK(x.d.get().value() == static_cast<double>(v) + 0.5);
+    CHECK(x.b.get().value() == (k % 2 == 1));
+    CHECK(x.str.get().value() == "rank " + std::to_string(k));
+    CHECK(x.vi.get().value() == std::vector<std::int64_t>{v, v + 1});
+    CHECK(x.vd.get().value() == std::vector<double>{0.25, static_cast<double>(v)});
+    CHECK(x.vb.get().value() == std::vector<bool>{true, false, true});
+    CHECK(x.vs.get().value() == std::vector<std::string>{"a", "", "c"});
+    CHECK(x.p.get().value().x == 1.5);
+    CHECK(x.p.get().value().y == static_cast<double>(v));
+    CHECK(x.list.get().value() == std::vector<std::int64_t>{v, -v});
+    const task_report* rep = r.value().find("n" + std::to_string(k) + "/t");
+    REQUIRE(rep != nullptr);
+    CHECK(rep->status == task_status::succeeded);
+    CHECK(rep->iterations >= 1);
+  }
+}
+
+TEST_CASE("a typed output without a codec fails the run at its start on every rank", "[mpi_outputs]") {
+  mpi_session s(2);  // the global registry knows no `point`
+  auto ran = std::make_shared<std::atomic<int>>(0);
+  task_group g;
+  for (int k = 0; k < 3; ++k) {
+    net n("count");
+    n.lambda("Count", {}, {}, [ran](op_context&) -> status {
+      ++*ran;
+      return ok();
+    });
+    task t("t", step("t").add_net(n));
+    if (k == 2) (void)t.output<point>("p");
+    REQUIRE(g.add(t, node("n" + std::to_string(k))));
+  }
+  auto r = s.run_blocking(g);
+  REQUIRE_FALSE(r);
+  CHECK(r.error().code == errc::not_serializable);
+  CHECK_THAT(r.error().message, Catch::Contains("task \"n2/t\" output \"p\": no codec for type"));
+  CHECK(*ran == 0);
+}
+
+TEST_CASE("an untyped output whose value has no codec fails its task", "[mpi_outputs]") {
+  mpi_session s(2);
+  task_group g;
+  for (int k = 0; k < 3; ++k) {
+    task t("t", step("t").add_net(put<opaque>("o", "o", opaque{k})));
+    if (k == 1) t.declare_output({"o"});
+    REQUIRE(g.add(t, node("n" + std::to_string(k))));
+  }
+  auto r = s.run_blocking(g);
+  REQUIRE_FALSE(r);
+  CHECK(r.error().code == errc::not_serializable);
+  CHECK_THAT(r.error().message, Catch::StartsWith("rank 1: task \"n1/t\"") && Catch::Contains("output \"o\"") &&
+                                    Catch::Contains("no codec for type"));
+}
+
+TEST_CASE("ranks that built different groups fail loudly, naming the rank", "[mpi_fingerprint]") {
+  mpi_session s(2);
+  task_group g;
+  for (int k = 0; k < 3; ++k) {
+    task t("t", step("t").add_net(put<std::int64_t>("p", "x", 1)));
+    (void)t.output<std::int64_t>(s.rank() == 2 && k == 1 ? "y" : "x");
+    REQUIRE(g.add(t, node("n" + std::to_string(k))));
+  }
+  auto r = s.run_blocking(g);
+  REQUIRE_FALSE(r);
+  CHECK(r.error().code == errc::group_mismatch);
+  CHECK_THAT(r.error().message, Catch::StartsWith("rank 2: built a different group") &&
+                                    Catch::Contains("task \"n1/t\" on node \"n1\", outputs [\"x\"") &&
+                                    Catch::Contains("outputs [\"y\""));
+  // The session stays usable for the next run.
+  task_group ok_group;
+  REQUIRE(ok_group.add(task("t", step("t").add_net(put<std::int64_t>("p", "x", 1))), node("n0")));
+  CHECK(s.run_blocking(ok_group));
+}
+
+TEST_CASE("ranks with a different number of tasks fail with the first difference", "[mpi_fingerprint]") {
+  mpi_session s(2);
+  task_group g;
+  const int tasks = s.rank() == 1 ? 4 : 3;
+  for (int k = 0; k < tasks; ++k) {
+    REQUIRE(g.add(task("t" + std::to_string(k), step("t").add_net(put<std::int64_t>("p", "x", 1))), node("n0")));
+  }
+  auto r = s.run_blocking(g);
+  REQUIRE_FALSE(r);
+  CHECK(r.error().code == errc::group_mismatch);
+  CHECK_THAT(r.error().message, Catch::StartsWith("rank 1: built a different group: rank 0 has (nothing)"));
+}
+
+TEST_CASE("a failure on any rank cancels every task on every rank", "[mpi_failure]") {
+  for (int failing = 0; failing < 3; ++failing) {
+    DYNAMIC_SECTION("failing rank " << failing) {
+      mpi_session s(2);
+      auto c = std::make_shared<counters>();
+      task_group g;
+      for (int k = 0; k < 3; ++k) {
+        execution_step st("work");
+        if (k == failing) {
+          st.add_net(fail_after("read", 50, "disk on fire"));
+        } else {
+          st.add_net(stuck("wait", c));
+        }
+        REQUIRE(g.add(task("t", st), node("n" + std::to_string(k))));
+      }
+      auto r = s.run_blocking(g);
+      REQUIRE_FALSE(r);
+      CHECK(r.error().code == errc::op_failed);
+      const std::string n = "n" + std::to_string(failing);
+      CHECK_THAT(r.error().message,
+                 Catch::StartsWith("rank " + std::to_string(failing) + ": task \"" + n + "/t\" (node \"" + n + "\")") &&
+                     Catch::Contains("work/net \"read\" op #1 (Fail)") && Catch::EndsWith("disk on fire"));
+      CHECK(c->started == c->cancelled);  // nothing keeps running here
+    }
+  }
+}
+
+TEST_CASE("cancelling rank 0's run from outside cancels every rank", "[mpi_cancel]") {
+  asio::io_context io;
+  mpi_session s(io.get_executor());
+  auto c = std::make_shared<counters>();
+  task_group g;
+  for (int k = 0; k < 3; ++k)
+    REQUIRE(g.add(task("t", step("work").add_net(stuck("wait", c))), node("n" + std::to_string(k))));
+  asio::cancellation_signal cancel;
+  asio::steady_timer t(io, 100ms);
+  if (s.is_client()) t.async_wait([&](boost::system::error_code) { cancel.emit(asio::cancellation_type::terminal); });
+  std::optional<result<run_report>> out;
+  s.async_run(g, asio::bind_cancellation_slot(cancel.slot(), [&](result<run_report> r) { out = std::move(r); }));
+  io.run();
+  REQUIRE(out);
+  REQUIRE_FALSE(*out);
+  CHECK(out->error().code == errc::cancelled);
+  CHECK(c->started == 1);
+  CHECK(c->cancelled == 1);
+}
+
+TEST_CASE("cancelling a worker's run fails the run everywhere with that rank's cancellation", "[mpi_cancel]") {
+  asio::io_context io;
+  mpi_session s(io.get_executor());
+  auto c = std::make_shared<counters>();
+  task_group g;
+  for (int k = 0; k < 3; ++k)
+    REQUIRE(g.add(task("t", step("work").add_net(stuck("wait", c))), node("n" + std::to_string(k))));
+  asio::cancellation_signal cancel;
+  asio::steady_timer t(io, 100ms);
+  if (s.rank() == 1) t.async_wait([&](boost::system::error_code) { cancel.emit(asio::cancellation_type::terminal); });
+  std::optional<result<run_report>> out;
+  s.async_run(g, asio::bind_cancellation_slot(cancel.slot(), [&](result<run_report> r) { out = std::move(r); }));
+  io.run();
+  REQUIRE(out);
+  REQUIRE_FALSE(*out);
+  CHECK(out->error().is_cancelled());
+  CHECK_THAT(out->error().message, Catch::StartsWith("rank 1: "));
+  CHECK(c->cancelled == c->started);
+}
+
+TEST_CASE("a run deadline cancels every rank with a timeout", "[mpi_cancel]") {
+  mpi_session s(2);
+  auto c = std::make_shared<counters>();
+  task_group g;
+  for (int k = 0; k < 3; ++k)
+    REQUIRE(g.add(task("t", step("work").add_net(stuck("wait", c))), node("n" + std::to_string(k))));
+  run_options o;
+  o.timeout = 200ms;
+  auto r = s.run_blocking(g, o);
+  REQUIRE_FALSE(r);
+  CHECK(r.error().code == errc::timeout);
+  CHECK_THAT(r.error().message, Catch::Contains("run timed out after 200 ms"));
+  CHECK(c->cancelled == c->started);
+}
+
+TEST_CASE("gather: every task runs to its end and rank 0 gets each result", "[mpi_gather]") {
+  mpi_session s(2);
+  task_group g;
+  std::vector<task_output<std::int64_t>> outs;
+  for (int k = 0; k < 3; ++k) {
+    execution_step st("work");
+    if (k == 1) {
+      st.add_net(fail_after("read", 10, "bad input"));
+    }
+    st.add_net(put<std::int64_t>("p", "x", 10 + k));
+    task t("t", st);
+    outs.push_back(t.output<std::int64_t>("x"));
+    REQUIRE(g.add(t, node("n" + std::to_string(k))));
+  }
+  run_options o;
+  o.policy = run_policy::gather;
+  auto r = s.run_blocking(g, o);
+  REQUIRE(r);
+  if (!s.is_client()) return;
+  const auto& rep = r.value();
+  CHECK_FALSE(rep.ok());
+  CHECK(rep.tasks[0].status == task_status::succeeded);
+  CHECK(rep.tasks[1].status == task_status::failed);
+  CHECK(rep.tasks[2].status == task_status::succeeded);
+  REQUIRE(rep.tasks[1].failure);
+  CHECK_THAT(rep.tasks[1].failure->message, Catch::StartsWith("rank 1: task \"n1/t\"") && Catch::EndsWith("bad input"));
+  CHECK(outs[0].get().value() == 10);
+  CHECK(outs[2].get().value() == 12);
+  CHECK(outs[1].get().error().code == errc::output_not_set);
+}
+
+TEST_CASE("reruns of a GLOBAL group accumulate on every rank", "[mpi_reruns]") {
+  mpi_session s(2);
+  task_group g(workspace_type::global);
+  std::vector<task_output<std::int64_t>> outs;
+  for (int k = 0; k < 3; ++k) {
+    net n("count");
+    n.op("Iter", {}, {"count"});
+    task t("t", step("t").add_net(n));
+    outs.push_back(t.output<std::int64_t>("count"));
+    REQUIRE(g.add(t, node("n" + std::to_string(k))));
+  }
+  for (int run = 1; run <= 3; ++run) {
+    auto r = s.run_blocking(g);
+    REQUIRE(r);
+    if (s.is_client()) {
+      for (const auto& o : outs) CHECK(o.get().value() == run);
+    }
+  }
+}
+
+TEST_CASE("30 tasks on 6 nodes", "[mpi_reruns]") {
+  mpi_session s(2);
+  task_group g;
+  std::vector<task_output<std::int64_t>> outs;
+  for (int k = 0; k < 30; ++k) {
+    task t("t" + std::to_string(k), step("t").add_net(put<std::int64_t>("p", "x" + std::to_string(k), k)));
+    outs.push_back(t.output<std::int64_t>("x" + std::to_string(k)));
+    REQUIRE(g.add(t, node("n" + std::to_string(k % 6))));
+  }
+  auto r = s.run_blocking(g);
+  REQUIRE(r);
+  if (s.is_client()) {
+    CHECK(r.value().ok());
+    for (int k = 0; k < 30; ++k) CHECK(outs[static_cast<std::size_t>(k)].get().value() == k);
+  }
+}
+
+// Run only by test/mpi/rank_exit.py: rank 1 leaves the job mid-run.
+TEST_CASE("a rank that exits mid-run ends the job", "[.mpi_rank_exit]") {
+  mpi_session s(2);
+  auto c = std::make_shared<counters>();
+  task_group g;
+  for (int k = 0; k < 3; ++k) {
+    net n("work");
+    if (k == 1) {
+      n.op("Sleep", {}, {}, {{"ms", std::int64_t{100}}});
+      n.lambda("Exit", {}, {}, [](op_context&) -> status { std::_Exit(3); });
+    } else {
+      n = stuck("wait", c);
+    }
+    REQUIRE(g.add(task("t", step("t").add_net(n)), node("n" + std::to_string(k))));
+  }
+  (void)s.run_blocking(g);
+  FAIL("the run should not end: the job is killed");
+}
