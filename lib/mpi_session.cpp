@@ -7,6 +7,7 @@
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/strand.hpp>
 #include <boost/asio/this_coro.hpp>
+#include <boost/asio/thread_pool.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/use_future.hpp>
 
@@ -196,8 +197,7 @@ struct pending_send {
 // ---- the session ---------------------------------------------------------------
 
 struct mpi_session::impl {
-  impl(asio::any_io_executor ex, mpi_options o) : local(std::move(ex)), options(std::move(o)) { setup(false); }
-  impl(std::size_t threads, mpi_options o) : local(threads), options(std::move(o)) { setup(threads > 1); }
+  impl(local_session& l, mpi_options o, bool threaded) : local(&l), options(std::move(o)) { setup(threaded); }
 
   void setup(bool threaded) {
     if (options.codecs == nullptr) options.codecs = &codec_registry::global();
@@ -230,9 +230,10 @@ struct mpi_session::impl {
     if (comm != MPI_COMM_NULL && finalized == 0) MPI_Comm_free(&comm);
   }
 
-  local_session local;
+  // Owned by the mpi_session, which outlives every run (see its destructor).
+  local_session* local;
   mpi_options options;
-  asio::strand<asio::any_io_executor> strand{local.get_executor()};
+  asio::strand<asio::any_io_executor> strand{local->get_executor()};
   MPI_Comm comm = MPI_COMM_NULL;
   int rank = 0;
   int size = 1;
@@ -289,7 +290,7 @@ void start_local(const impl_ptr& s, const std::shared_ptr<run_ctx>& ctx, const t
     ctx->local_done = true;
     ctx->wake.cancel();
   };
-  s->local.async_run(
+  s->local->async_run(
       group, asio::bind_cancellation_slot(ctx->local_cancel.slot(), asio::bind_executor(s->strand, done)), options);
 }
 
@@ -821,14 +822,25 @@ asio::awaitable<result<run_report>> run_protocol(impl_ptr s, task_group group, r
 }  // namespace
 
 mpi_session::mpi_session(asio::any_io_executor ex, mpi_options options)
-    : impl_(std::make_shared<impl>(std::move(ex), std::move(options))) {}
+    : local_(std::make_unique<local_session>(std::move(ex))),
+      impl_(std::make_shared<impl>(*local_, std::move(options), false)) {}
 mpi_session::mpi_session(std::size_t threads, mpi_options options)
-    : impl_(std::make_shared<impl>(std::max<std::size_t>(threads, 1), std::move(options))) {}
-mpi_session::~mpi_session() = default;
+    : pool_(std::make_unique<asio::thread_pool>(std::max<std::size_t>(threads, 1))),
+      local_(std::make_unique<local_session>(pool_->get_executor())),
+      impl_(std::make_shared<impl>(*local_, std::move(options), threads > 1)) {}
+
+// With an owned pool: wait for the work in flight, then drop the strand and
+// the local session while the pool (their execution context) still exists.
+mpi_session::~mpi_session() {
+  local_->close();
+  if (pool_) pool_->join();
+  impl_.reset();
+  local_.reset();
+}
 
 int mpi_session::rank() const noexcept { return impl_->rank; }
 int mpi_session::size() const noexcept { return impl_->size; }
-local_session& mpi_session::local() noexcept { return impl_->local; }
+local_session& mpi_session::local() noexcept { return *local_; }
 asio::any_io_executor mpi_session::strand() const { return impl_->strand; }
 
 result<std::map<std::string, int>> mpi_session::placement(const task_group& group) const { return impl_->place(group); }

@@ -1,10 +1,16 @@
 // taskgroup: the command-line runner for plan files (docs/plan-format.md).
 //
 //   taskgroup run PLAN [--threads N] [--policy join|gather] [--timeout S]
-//                      [--trace FILE] [--json] [--quiet]
+//                      [--trace FILE] [--json] [--quiet] [--mpi]
+//   mpirun -np N taskgroup run PLAN ...   (nodes spread over the ranks)
 //   taskgroup check PLAN
 //   taskgroup graph PLAN
 //   taskgroup fmt PLAN          (hidden: the plan as the writer writes it)
+//
+// Under an MPI launcher (detected from the environment, or with --mpi) the
+// plan runs on an MPI session: rank 0 prints progress, outputs and errors,
+// other ranks print nothing of their own, and every rank exits with the
+// run's status.
 //
 // Exit status: 0 success, 1 the run failed (a task failed, or was
 // cancelled from inside), 2 usage or plan error, 3 the run timed out,
@@ -24,6 +30,9 @@
 #include <taskgroup/plan.hpp>
 #include <taskgroup/run_report.hpp>
 #include <taskgroup/session.hpp>
+#ifdef TASKGROUP_HAVE_MPI
+#include <taskgroup/mpi_session.hpp>
+#endif
 
 #include <CLI/CLI.hpp>
 #include <boost/asio/cancellation_signal.hpp>
@@ -90,8 +99,7 @@ class observers final : public tg::run_observer {
   void net_begin(std::string_view task, std::string_view node, std::string_view net) override {
     for (auto* o : list_) o->net_begin(task, node, net);
   }
-  void net_end(std::string_view task, std::string_view node, std::string_view net,
-               const tg::status& result) override {
+  void net_end(std::string_view task, std::string_view node, std::string_view net, const tg::status& result) override {
     for (auto* o : list_) o->net_end(task, node, net, result);
   }
   void report_begin(std::string_view task, std::string_view node, std::string_view step) override {
@@ -114,16 +122,33 @@ struct run_args {
   std::string trace;
   bool json = false;
   bool quiet = false;
+  bool mpi = false;
 };
 
 int run_command(const run_args& a) {
+#ifdef TASKGROUP_HAVE_MPI
+  // MPI before anything else, and finalized after everything (last
+  // destroyed): every rank reads the plan and exits with the run's status.
+  std::optional<tg::mpi_environment> mpi_env;
+  if (a.mpi || tg::mpi_environment::launched_by_mpi()) mpi_env.emplace();
+  const bool client = !mpi_env || mpi_env->rank() == 0;
+#else
+  if (a.mpi) return print_error("--mpi: this taskgroup was built without MPI", exit_usage);
+  const bool client = true;
+#endif
+  // Only the client speaks: other ranks return the same status silently.
+  auto report_error = [client](const std::string& message, int code) {
+    return client ? print_error(message, code) : code;
+  };
+
   auto group = tg::read_plan_file(a.plan);
-  if (!group) return print_error(group.error().message, exit_usage);
+  if (!group) return report_error(group.error().message, exit_usage);
 
   std::ofstream trace_file;
-  if (!a.trace.empty()) {
+  const bool tracing = !a.trace.empty() && client;
+  if (tracing) {
     trace_file.open(a.trace, std::ios::binary | std::ios::trunc);
-    if (!trace_file) return print_error("cannot write trace file " + tg::quote(a.trace), exit_usage);
+    if (!trace_file) return report_error("cannot write trace file " + tg::quote(a.trace), exit_usage);
   }
 
   tg::run_options options;
@@ -136,11 +161,11 @@ int run_command(const run_args& a) {
   }
 
   asio::io_context io;  // before the observers: they may hold its timers
-  tg::cli::progress progress(a.quiet ? tg::cli::progress_mode::quiet : tg::cli::default_progress_mode());
+  tg::cli::progress progress(a.quiet || !client ? tg::cli::progress_mode::quiet : tg::cli::default_progress_mode());
   std::optional<tg::cli::trace_recorder> trace;
   observers fan_out;
   fan_out.add(&progress);
-  if (!a.trace.empty()) fan_out.add(&trace.emplace());
+  if (tracing) fan_out.add(&trace.emplace());
   options.observer = &fan_out;
 
   auto work = asio::make_work_guard(io);
@@ -150,7 +175,7 @@ int run_command(const run_args& a) {
   std::optional<tg::result<tg::run_report>> outcome;
 
   std::function<void(const boost::system::error_code&, int)> on_signal = [&](const boost::system::error_code& ec,
-                                                                              int sig) {
+                                                                             int sig) {
     if (ec) return;  // the run ended: waiting was cancelled
     if (signal_number != 0) {
       // A second signal: the run did not unwind (an op blocking its thread).
@@ -166,40 +191,61 @@ int run_command(const run_args& a) {
   };
   signals.async_wait(on_signal);
 
+  auto on_done = [&](tg::result<tg::run_report> r) {
+    outcome = std::move(r);
+    cancel.slot().clear();
+    boost::system::error_code ignored;
+    signals.cancel(ignored);
+    progress.finish();
+    work.reset();
+  };
   {
-    tg::local_session session(a.threads);
+#ifdef TASKGROUP_HAVE_MPI
+    std::optional<tg::mpi_session> mpi;
+    if (mpi_env) mpi.emplace(a.threads);
+#endif
+    std::optional<tg::local_session> local;
     progress.start(io);
-    tg::cli::start_run(session, group.value(), options, io, cancel.slot(), [&](tg::result<tg::run_report> r) {
-      outcome = std::move(r);
-      cancel.slot().clear();
-      boost::system::error_code ignored;
-      signals.cancel(ignored);
-      progress.finish();
-      work.reset();
-    });
+#ifdef TASKGROUP_HAVE_MPI
+    if (mpi) {
+      tg::cli::start_run(*mpi, group.value(), options, io, cancel.slot(), on_done);
+    } else
+#endif
+    {
+      local.emplace(a.threads);
+      tg::cli::start_run(*local, group.value(), options, io, cancel.slot(), on_done);
+    }
     io.run();
-  }  // the session's pool is joined here
+  }  // the sessions' pools are joined here
   progress.finish();
 
   if (trace) {
     const std::string text = boost::json::serialize(trace->to_json());
     trace_file << text << '\n';
     trace_file.close();
-    if (!trace_file) return print_error("cannot write trace file " + tg::quote(a.trace), exit_run_failed);
+    if (!trace_file) return report_error("cannot write trace file " + tg::quote(a.trace), exit_run_failed);
   }
 
-  if (!outcome) return print_error("the run did not complete", exit_run_failed);
+  if (!outcome) return report_error("the run did not complete", exit_run_failed);
   auto& r = *outcome;
   if (!r) {
     const tg::error& e = r.error();
     if (signal_number != 0 && e.is_cancelled()) {
-      return print_error(std::string("run cancelled by ") + (signal_number == SIGINT ? "SIGINT" : "SIGTERM"),
-                         128 + signal_number);
+      return report_error(std::string("run cancelled by ") + (signal_number == SIGINT ? "SIGINT" : "SIGTERM"),
+                          128 + signal_number);
     }
-    if (e.code == tg::errc::timeout) return print_error(e.message, exit_timeout);
-    return print_error(e.message, exit_run_failed);
+    if (e.code == tg::errc::timeout) return report_error(e.message, exit_timeout);
+    return report_error(e.message, exit_run_failed);
   }
   const tg::run_report& report = r.value();
+  if (!client)
+    return report.tasks.empty() || std::all_of(report.tasks.begin(), report.tasks.end(),
+                                               [](const auto& t) {
+                                                 return t.status == tg::task_status::succeeded ||
+                                                        t.status == tg::task_status::not_run;
+                                               })
+               ? exit_ok
+               : exit_run_failed;
   if (a.json) {
     print_out(tg::cli::json_text(tg::cli::outputs_json(report)));
   } else {
@@ -263,6 +309,8 @@ int main(int argc, char** argv) {
   run->add_option("--trace", ra.trace, "Write a Chrome trace-event JSON file (opens in Perfetto)")->type_name("FILE");
   run->add_flag("--json", ra.json, "Print the outputs as one JSON object {task: {blob: value}}");
   run->add_flag("--quiet,-q", ra.quiet, "Print nothing but the result or the error");
+  run->add_flag("--mpi", ra.mpi,
+                "Run on an MPI session (implied under mpirun); nodes spread over the ranks, rank 0 prints");
 
   std::string check_plan;
   auto* check = app.add_subcommand("check", "Validate a plan and summarise its nodes, tasks and steps");

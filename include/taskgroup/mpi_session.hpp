@@ -59,6 +59,7 @@
 #include <boost/asio/bind_cancellation_slot.hpp>
 #include <boost/asio/bind_executor.hpp>
 #include <boost/asio/co_spawn.hpp>
+#include <boost/asio/thread_pool.hpp>
 
 #include <mpi.h>
 
@@ -127,6 +128,8 @@ class mpi_session {
   explicit mpi_session(boost::asio::any_io_executor ex, mpi_options options = {});
   /// A session owning a thread pool of `threads` threads (>= 1).
   explicit mpi_session(std::size_t threads, mpi_options options = {});
+  /// With an owned pool, waits for runs in flight; with an executor of
+  /// the caller's, no run may be in flight.
   ~mpi_session();
   mpi_session(const mpi_session&) = delete;
   mpi_session& operator=(const mpi_session&) = delete;
@@ -190,6 +193,8 @@ class mpi_session {
  private:
   [[nodiscard]] boost::asio::any_io_executor strand() const;
   boost::asio::awaitable<result<run_report>> run_on_strand(task_group group, run_options options);
+  std::unique_ptr<boost::asio::thread_pool> pool_;  // when the session owns its threads
+  std::unique_ptr<local_session> local_;
   std::shared_ptr<impl> impl_;
 };
 
