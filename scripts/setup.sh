@@ -11,6 +11,7 @@ packages=(
   catch2 libbenchmark-dev libtbb-dev
   libcli11-dev graphviz
   libopenmpi-dev openmpi-bin
+  iproute2 util-linux
   python3
 )
 
