@@ -283,7 +283,10 @@ void start_local(const impl_ptr& s, const std::shared_ptr<run_ctx>& ctx, const t
     if (r == s->rank) mine.push_back(node);
   }
   options.only_nodes = std::move(mine);
-  options.strict_codecs = s->options.codecs;
+  // Rank 0's own outputs go through the codecs as if they travelled, so a
+  // group fails the same way wherever its nodes are placed; the others'
+  // are encoded for real when sent.
+  options.strict_codecs = s->rank == 0 ? s->options.codecs : nullptr;
   options.timeout.reset();  // the deadline is rank 0's
   auto done = [ctx](result<run_report> r) {
     ctx->local = std::move(r);
@@ -750,6 +753,9 @@ asio::awaitable<result<run_report>> run_worker(impl_ptr s, task_group group, run
     auto mine = describe(group, where.value(), s->size);
     auto theirs = split_lines(start->fingerprint);
     if (mine != theirs) refused = group_mismatch(s->rank, theirs, mine);
+  }
+  if (!refused) {
+    if (auto st = check_output_codecs(group, *s->options.codecs); !st) refused = st.error();
   }
   if (!refused && cancelled_outside) refused = error(errc::cancelled, "run cancelled");
   if (refused) {

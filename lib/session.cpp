@@ -347,20 +347,6 @@ result<std::vector<std::size_t>> active_nodes(const compiled_group& g, const run
   return out;
 }
 
-// Strict codecs, at the start of a run: every typed output can be encoded.
-status check_codecs(const compiled_group& g, const codec_registry& codecs) {
-  for (const auto& ct : g.tasks) {
-    for (const auto& out : ct.t.output_states()) {
-      if (out->type != nullptr && !codecs.find(*out->type)) {
-        return fail(errc::not_serializable, "task " + quote(ct.t.name()) + " output " + quote(out->blobs.front()) +
-                                                ": no codec for type " + detail::demangle(out->type->name()) +
-                                                " (register one with codec_registry::add)");
-      }
-    }
-  }
-  return ok();
-}
-
 // Strict codecs, at the end of a run: every fetched output goes through
 // its codec, as it would travel to another process; a failure fails the
 // task. Returns the first such failure in task order.
@@ -425,7 +411,7 @@ asio::awaitable<result<run_report>> local_session::run_here(task_group group, ru
   }
   TASKGROUP_CO_TRY(auto active, active_nodes(*compiled, options));
   if (options.strict_codecs != nullptr) {
-    TASKGROUP_CO_TRY(check_codecs(*compiled, *options.strict_codecs));
+    TASKGROUP_CO_TRY(check_output_codecs(group, *options.strict_codecs));
   }
   auto rs = std::make_shared<run_state>();
   rs->group = compiled;
@@ -500,6 +486,19 @@ result<run_report> local_session::run_blocking(task_group group, run_options opt
   } catch (...) {
     return detail::error_from_exception(std::current_exception());
   }
+}
+
+status check_output_codecs(const task_group& group, const codec_registry& codecs) {
+  for (const auto& t : group.tasks()) {
+    for (const auto& out : t.output_states()) {
+      if (out->type != nullptr && !codecs.find(*out->type)) {
+        return fail(errc::not_serializable, "task " + quote(t.name()) + " output " + quote(out->blobs.front()) +
+                                                ": no codec for type " + detail::demangle(out->type->name()) +
+                                                " (register one with codec_registry::add)");
+      }
+    }
+  }
+  return ok();
 }
 
 asio::awaitable<result<run_report>> task_group::run(run_options options) {

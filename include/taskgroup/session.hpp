@@ -147,4 +147,10 @@ class local_session {
   std::shared_ptr<impl> impl_;
 };
 
+/// The check that strict codec mode (`run_options::strict_codecs`) makes at
+/// the start of a run: every typed output (`task::output<T>`) of `group`
+/// has a codec in `codecs`. Errors: `errc::not_serializable` naming the
+/// task, the output and the type. Thread-safe (reads only).
+status check_output_codecs(const task_group& group, const codec_registry& codecs);
+
 }  // namespace taskgroup
