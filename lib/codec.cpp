@@ -122,6 +122,27 @@ struct scalar<std::string> {
   static result<std::string> get(byte_reader& r) { return r.string(); }
 };
 
+// The contiguous form of a string or a vector of numbers.
+template <class V>
+void add_contiguous(codec_registry& reg) {
+  auto c = reg.find(typeid(V));
+  if (!c) return;
+  blob_codec copy = *c;
+  using E = typename V::value_type;
+  copy.contiguous = [](const blob& b) -> std::string_view {
+    const V& v = b.as<V>();
+    return {reinterpret_cast<const char*>(v.data()), v.size() * sizeof(E)};  // NOLINT: bytes of numbers
+  };
+  copy.adopt = [](std::size_t size) -> std::pair<blob, char*> {
+    if (size % sizeof(E) != 0) return {blob(), nullptr};
+    blob b;
+    V& v = b.emplace<V>();
+    v.resize(size / sizeof(E));
+    return {std::move(b), reinterpret_cast<char*>(v.data())};  // NOLINT: bytes of numbers
+  };
+  reg.replace(std::move(copy));
+}
+
 template <class T>
 void add_builtin(codec_registry& reg) {
   (void)reg.add<T>(type_name<T>(), &scalar<T>::put, &scalar<T>::get);
@@ -159,6 +180,16 @@ codec_registry::codec_registry() {
   add_builtin<double>(*this);
   add_builtin<bool>(*this);
   add_builtin<std::string>(*this);
+  add_contiguous<std::string>(*this);
+  add_contiguous<std::vector<std::int64_t>>(*this);
+  add_contiguous<std::vector<double>>(*this);
+}
+
+void codec_registry::replace(blob_codec codec) {
+  std::unique_lock lock(mutex_);
+  auto c = std::make_shared<const blob_codec>(std::move(codec));
+  by_type_[c->type] = c;
+  by_tag_[c->tag] = c;
 }
 
 codec_registry& codec_registry::global() {

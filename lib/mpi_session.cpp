@@ -4,6 +4,7 @@
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/cancellation_signal.hpp>
+#include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/strand.hpp>
 #include <boost/asio/this_coro.hpp>
@@ -15,6 +16,7 @@
 #include <climits>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <optional>
 #include <sstream>
 #include <vector>
@@ -188,8 +190,19 @@ struct verdict {
 
 // A nonblocking send whose buffer lives until it completes.
 struct pending_send {
-  std::shared_ptr<std::string> bytes;
+  std::shared_ptr<const void> keep;  // owns the bytes being sent
   MPI_Request request = MPI_REQUEST_NULL;
+};
+
+// Output values at least this large travel as messages of their own,
+// straight from and into their storage, when their codec allows it.
+constexpr std::size_t detach_threshold = 32 * 1024;
+constexpr int tag_payload = 7104;
+
+// A value sent apart from its STATUS message.
+struct detached {
+  std::shared_ptr<const blob> keep;
+  std::string_view bytes;
 };
 
 }  // namespace
@@ -301,7 +314,8 @@ void cancel_local(run_ctx& ctx) {
   if (!ctx.local_done) ctx.local_cancel.emit(asio::cancellation_type::terminal);
 }
 
-void send(const impl_ptr& s, run_ctx& ctx, int dest, int tag, std::string bytes) {
+void send_bytes(const impl_ptr& s, run_ctx& ctx, int dest, int tag, std::string_view bytes,
+                std::shared_ptr<const void> keep) {
   if (ctx.mpi_error) return;
   if (bytes.size() > static_cast<std::size_t>(INT_MAX)) {
     ctx.mpi_error = error(errc::mpi_failed, "a message of " + std::to_string(bytes.size()) + " bytes to rank " +
@@ -309,14 +323,19 @@ void send(const impl_ptr& s, run_ctx& ctx, int dest, int tag, std::string bytes)
     return;
   }
   pending_send p;
-  p.bytes = std::make_shared<std::string>(std::move(bytes));
-  const int rc =
-      MPI_Isend(p.bytes->data(), static_cast<int>(p.bytes->size()), MPI_BYTE, dest, tag, s->comm, &p.request);
+  p.keep = std::move(keep);
+  const int rc = MPI_Isend(bytes.data(), static_cast<int>(bytes.size()), MPI_BYTE, dest, tag, s->comm, &p.request);
   if (auto st = check_mpi(rc, "MPI_Isend"); !st) {
     ctx.mpi_error = st.error();
     return;
   }
   ctx.sends.push_back(std::move(p));
+}
+
+void send(const impl_ptr& s, run_ctx& ctx, int dest, int tag, std::string bytes) {
+  auto owned = std::make_shared<const std::string>(std::move(bytes));
+  const std::string_view view(*owned);
+  send_bytes(s, ctx, dest, tag, view, std::move(owned));
 }
 
 // Completes finished sends; true when any did.
@@ -371,10 +390,33 @@ asio::awaitable<void> nap(run_ctx& ctx, std::chrono::microseconds interval,
   (void)co_await ctx.wake.async_wait(asio::as_tuple(asio::use_awaitable));
 }
 
-std::chrono::microseconds next_interval(const mpi_options& o, std::chrono::microseconds current, bool progressed) {
-  if (progressed) return o.poll_min;
-  return std::min(current * 2, o.poll_max);
-}
+// Paces a polling loop: right after any progress it only yields to other
+// work on the executor between polls (for `poll_spin`), so that a short
+// exchange takes microseconds; then it sleeps, from `poll_min` doubling to
+// `poll_max`, so that a waiting rank stays idle.
+class pacer {
+ public:
+  explicit pacer(const mpi_options& o) : o_(o), interval_(o.poll_min), last_(clock_type::now()) {}
+
+  asio::awaitable<void> wait(run_ctx& ctx, bool progressed, std::optional<clock_type::time_point> until) {
+    const auto now = clock_type::now();
+    if (progressed) {
+      last_ = now;
+      interval_ = o_.poll_min;
+    }
+    if (now - last_ < o_.poll_spin) {
+      co_await asio::post(ctx.wake.get_executor(), asio::use_awaitable);
+      co_return;
+    }
+    co_await nap(ctx, interval_, until);
+    interval_ = std::min(interval_ * 2, o_.poll_max);
+  }
+
+ private:
+  const mpi_options& o_;
+  std::chrono::microseconds interval_;
+  clock_type::time_point last_;
+};
 
 [[noreturn, gnu::noinline, gnu::cold]] void abort_job(const impl_ptr& s, const std::string& why) {
   std::fprintf(stderr, "taskgroup: rank %d: %s; aborting the MPI job\n", s->rank, why.c_str());
@@ -387,20 +429,30 @@ bool outside_cancelled(const asio::cancellation_state& cs) { return cs.cancelled
 
 // ---- STATUS: a rank's tasks, or its error -----------------------------------
 
-std::string encode_status(const impl_ptr& s, std::uint64_t run_id, const result<run_report>& local) {
+// A STATUS message and the values that follow it as messages of their own.
+struct status_message {
   std::string bytes;
+  std::vector<detached> payloads;
+};
+
+status_message encode_status(const impl_ptr& s, std::uint64_t run_id, const result<run_report>& local) {
+  status_message m;
+  std::string& bytes = m.bytes;
   byte_writer w(bytes);
   w.u64(run_id);
   auto write_failure = [&](const error& e) {
     bytes.resize(8);  // keep the run id only
+    m.payloads.clear();
     w.u8(1);
     write_error(w, e);
   };
   if (!local) {
     write_failure(local.error());
-    return bytes;
+    return m;
   }
   w.u8(0);
+  const std::size_t count_at = bytes.size();
+  w.u32(0);  // the number of detached values, known at the end
   const auto& tasks = local.value().tasks;
   std::uint32_t count = 0;
   for (const auto& t : tasks) count += t.status != task_status::not_run ? 1 : 0;
@@ -418,13 +470,55 @@ std::string encode_status(const impl_ptr& s, std::uint64_t run_id, const result<
     w.u32(static_cast<std::uint32_t>(t.outputs.size()));
     for (const auto& [name, value] : t.outputs) {
       w.string(name);
+      auto codec = s->options.codecs->find(value->type());
+      if (codec && codec->contiguous && codec->adopt) {
+        const std::string_view view = codec->contiguous(*value);
+        if (view.size() >= detach_threshold) {
+          w.u8(1);
+          w.string(codec->tag);
+          w.u64(view.size());
+          m.payloads.push_back({value, view});
+          continue;
+        }
+      }
+      w.u8(0);
       if (auto st = s->options.codecs->encode(*value, w); !st) {
         write_failure(st.error().with_context("task " + quote(t.name) + " output " + quote(name)));
-        return bytes;
+        return m;
       }
     }
   }
-  return bytes;
+  const auto detached_count = static_cast<std::uint32_t>(m.payloads.size());
+  std::memcpy(bytes.data() + count_at, &detached_count, sizeof detached_count);
+  return m;
+}
+
+// Receives a value sent apart from its STATUS message.
+result<blob> receive_detached(const impl_ptr& s, int from, const std::string& tag, std::uint64_t size) {
+  auto codec = s->options.codecs->find(tag);
+  if (!codec || !codec->adopt) return fail(errc::not_serializable, "no contiguous codec tagged " + quote(tag));
+  if (size > static_cast<std::uint64_t>(INT_MAX)) return fail(errc::mpi_failed, "a value too large for one message");
+  auto [value, where] = codec->adopt(static_cast<std::size_t>(size));
+  if (where == nullptr && size != 0) {
+    return fail(errc::not_serializable, std::to_string(size) + " bytes cannot hold a " + tag);
+  }
+  TASKGROUP_TRY(check_mpi(
+      MPI_Recv(where, static_cast<int>(size), MPI_BYTE, from, tag_payload, s->comm, MPI_STATUS_IGNORE), "MPI_Recv"));
+  return std::move(value);
+}
+
+// Receives and drops values of a STATUS that could not be decoded, so that
+// none is left to be mistaken for a later one.
+void drain_detached(const impl_ptr& s, int from, std::uint32_t count) {
+  for (std::uint32_t i = 0; i < count; ++i) {
+    MPI_Message msg = MPI_MESSAGE_NULL;
+    MPI_Status probe;
+    if (MPI_Mprobe(from, tag_payload, s->comm, &msg, &probe) != MPI_SUCCESS) return;
+    int n = 0;
+    MPI_Get_count(&probe, MPI_BYTE, &n);
+    std::string scratch(static_cast<std::size_t>(n), '\0');
+    MPI_Mrecv(scratch.data(), n, MPI_BYTE, &msg, MPI_STATUS_IGNORE);
+  }
 }
 
 // Fills the output handles of a task that ran on another rank.
@@ -454,7 +548,8 @@ void set_outputs(const task& t, const task_report& rep) {
 // Decodes a STATUS into `report` (group order). Returns the rank's error,
 // if it sent one.
 result<verdict> decode_status(const impl_ptr& s, int from, std::uint64_t run_id, std::string_view bytes,
-                              const task_group& group, run_report& report, run_observer* observer) {
+                              const task_group& group, run_report& report, run_observer* observer,
+                              std::uint32_t& detached_count, std::uint32_t& detached_received) {
   const std::string who = "rank " + std::to_string(from);
   byte_reader r(bytes);
   TASKGROUP_TRY(auto id, r.u64());
@@ -468,6 +563,7 @@ result<verdict> decode_status(const impl_ptr& s, int from, std::uint64_t run_id,
     TASKGROUP_TRY(read_error(r, e));
     return verdict{e.with_context(who)};
   }
+  TASKGROUP_TRY(detached_count, r.u32());
   TASKGROUP_TRY(auto count, r.u32());
   for (std::uint32_t i = 0; i < count; ++i) {
     TASKGROUP_TRY(auto k, r.u32());
@@ -493,7 +589,16 @@ result<verdict> decode_status(const impl_ptr& s, int from, std::uint64_t run_id,
     TASKGROUP_TRY(auto outputs, r.u32());
     for (std::uint32_t j = 0; j < outputs; ++j) {
       TASKGROUP_TRY(auto name, r.string());
-      auto value = s->options.codecs->decode(r);
+      TASKGROUP_TRY(auto mode, r.u8());
+      result<blob> value = error(errc::no_result, "no value");
+      if (mode == 1) {
+        TASKGROUP_TRY(auto tag, r.string());
+        TASKGROUP_TRY(auto size, r.u64());
+        value = receive_detached(s, from, tag, size);
+        if (value) ++detached_received;  // otherwise drained by the caller
+      } else {
+        value = s->options.codecs->decode(r);
+      }
       if (!value) {
         return verdict{value.error().with_context(who + ": task " + quote(t.name) + " output " + quote(name))};
       }
@@ -592,11 +697,11 @@ asio::awaitable<result<run_report>> run_client(impl_ptr s, task_group group, run
   for (int r = 1; r < s->size; ++r) send(s, *ctx, r, tag_start, start_bytes);
   if (start.failure) {
     // Nobody starts: the other ranks end the run with this error on START.
-    auto interval = s->options.poll_min;
+    pacer pace(s->options);
     while (!ctx->sends.empty() && !ctx->mpi_error) {
-      interval = next_interval(s->options, interval, progress_sends(*ctx));
+      const bool progressed = progress_sends(*ctx);
       if (ctx->sends.empty()) break;
-      co_await nap(*ctx, interval, std::nullopt);
+      co_await pace.wait(*ctx, progressed, std::nullopt);
     }
     co_return *start.failure;
   }
@@ -638,7 +743,7 @@ asio::awaitable<result<run_report>> run_client(impl_ptr s, task_group group, run
     grace_until = clock_type::now() + s->options.grace;
   };
 
-  auto interval = s->options.poll_min;
+  pacer pace(s->options);
   std::string bytes;
   for (;;) {
     bool progressed = false;
@@ -663,7 +768,11 @@ asio::awaitable<result<run_report>> run_client(impl_ptr s, task_group group, run
     while (try_receive(s, *ctx, MPI_ANY_SOURCE, tag_status, bytes, from)) {
       progressed = true;
       answered[static_cast<std::size_t>(from)] = true;
-      auto got = decode_status(s, from, run_id, bytes, group, report, options.observer);
+      std::uint32_t detached_count = 0;
+      std::uint32_t detached_received = 0;
+      auto got =
+          decode_status(s, from, run_id, bytes, group, report, options.observer, detached_count, detached_received);
+      if (detached_received < detached_count) drain_detached(s, from, detached_count - detached_received);
       if (!got) {
         fail_run(got.error());
       } else if (got.value().e) {
@@ -699,8 +808,7 @@ asio::awaitable<result<run_report>> run_client(impl_ptr s, task_group group, run
                        (silent.empty() ? std::string("this rank's tasks") : "rank(s) " + silent) +
                        " did not finish within " + std::to_string(s->options.grace.count()) + " ms");
     }
-    interval = next_interval(s->options, interval, progressed);
-    co_await nap(*ctx, interval, grace_until ? grace_until : deadline);
+    co_await pace.wait(*ctx, progressed, grace_until ? grace_until : deadline);
   }
   report.finished = std::chrono::system_clock::now();
   if (ctx->mpi_error) co_return *ctx->mpi_error;
@@ -715,7 +823,7 @@ asio::awaitable<result<run_report>> run_worker(impl_ptr s, task_group group, run
   auto ctx = std::make_shared<run_ctx>(s->strand);
   const std::string who = "rank " + std::to_string(s->rank);
   bool cancelled_outside = false;
-  auto interval = s->options.poll_min;
+  pacer pace(s->options);
   std::string bytes;
   int from = 0;
   // A watchdog while waiting for rank 0: this rank's own deadline, if any.
@@ -737,8 +845,7 @@ asio::awaitable<result<run_report>> run_worker(impl_ptr s, task_group group, run
     }
     if (ctx->mpi_error) co_return *ctx->mpi_error;
     if (watchdog && clock_type::now() >= *watchdog) abort_job(s, "rank 0 did not start the run in time");
-    interval = next_interval(s->options, interval, progressed);
-    co_await nap(*ctx, interval, watchdog);
+    co_await pace.wait(*ctx, progressed, watchdog);
   }
   if (start->failure) co_return *start->failure;  // rank 0 told everyone not to start
 
@@ -787,9 +894,13 @@ asio::awaitable<result<run_report>> run_worker(impl_ptr s, task_group group, run
     if (ctx->local_done && !status_sent) {
       progressed = true;
       status_sent = true;
-      send(s, *ctx, 0, tag_status, encode_status(s, run_id, ctx->local));
+      status_message m = encode_status(s, run_id, ctx->local);
+      send(s, *ctx, 0, tag_status, std::move(m.bytes));
+      for (auto& p : m.payloads) send_bytes(s, *ctx, 0, tag_payload, p.bytes, std::move(p.keep));
     }
-    progressed = progress_sends(*ctx) || progressed;
+    // Pending sends keep the loop polling closely: a large value only
+    // moves while this rank calls into MPI.
+    progressed = progress_sends(*ctx) || !ctx->sends.empty() || progressed;
     if (ctx->mpi_error) {
       cancel_local(*ctx);
       if (ctx->local_done) co_return *ctx->mpi_error;
@@ -798,8 +909,7 @@ asio::awaitable<result<run_report>> run_worker(impl_ptr s, task_group group, run
     if (watchdog && clock_type::now() >= *watchdog) {
       abort_job(s, "no word from rank 0 within the run's deadline and the grace period");
     }
-    interval = next_interval(s->options, interval, progressed);
-    co_await nap(*ctx, interval, watchdog);
+    co_await pace.wait(*ctx, progressed, watchdog);
   }
   if (*ctrl) co_return **ctrl;
   co_return ctx->local;

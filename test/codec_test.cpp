@@ -8,6 +8,7 @@
 #include <catch2/catch.hpp>
 
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <string>
 #include <vector>
@@ -241,4 +242,26 @@ TEST_CASE("run_options::only_nodes runs the named nodes; the other tasks are not
   REQUIRE_FALSE(bad);
   CHECK(bad.error().code == errc::invalid_task);
   CHECK_THAT(bad.error().message, Catch::Contains("only_nodes names node \"n9\", which has no task"));
+}
+
+TEST_CASE("strings and numeric vectors have a contiguous form", "[codec]") {
+  auto c = codec_registry::global().find(typeid(std::vector<double>));
+  REQUIRE(c);
+  REQUIRE(c->contiguous);
+  REQUIRE(c->adopt);
+  blob b;
+  b.set(std::vector<double>{1.5, -2});
+  const std::string_view bytes = c->contiguous(b);
+  CHECK(bytes.size() == 2 * sizeof(double));
+  auto [copy, where] = c->adopt(bytes.size());
+  REQUIRE(where != nullptr);
+  std::memcpy(where, bytes.data(), bytes.size());
+  CHECK(copy.as<std::vector<double>>() == std::vector<double>{1.5, -2});
+  CHECK(c->adopt(7).second == nullptr);  // not a whole number of doubles
+  auto s = codec_registry::global().find(typeid(std::string));
+  REQUIRE(s);
+  CHECK(s->contiguous);
+  auto vb = codec_registry::global().find(typeid(std::vector<bool>));
+  REQUIRE(vb);
+  CHECK_FALSE(vb->contiguous);  // bits, not bytes
 }

@@ -111,6 +111,15 @@ struct blob_codec {
   std::function<status(const blob&, byte_writer&)> encode;
   /// Reads a value written by `encode` into a new blob.
   std::function<result<blob>(byte_reader&)> decode;
+  /// Optional, for values stored as one run of bytes (the built-in string
+  /// and numeric vector codecs set it): the bytes of a value as they are.
+  /// With `adopt`, a session sends such a value without copying it into a
+  /// message and receives it straight into its new value.
+  std::function<std::string_view(const blob&)> contiguous;
+  /// A new blob holding a value of `size` bytes (as `contiguous` would
+  /// show them), and where to write those bytes; empty when `size` cannot
+  /// be such a value (not a multiple of the element size).
+  std::function<std::pair<blob, char*>(std::size_t size)> adopt;
 };
 
 /// Codecs by C++ type and by tag.
@@ -148,6 +157,9 @@ class codec_registry {
   }
   /// Adds a prepared codec. Errors: as the template form.
   status add(blob_codec codec);
+  /// Adds or replaces the codec of `codec.type` (and its tag). For
+  /// registration before any run: a run in flight may use either.
+  void replace(blob_codec codec);
 
   /// The codec of `type`, or null.
   [[nodiscard]] std::shared_ptr<const blob_codec> find(const std::type_info& type) const;

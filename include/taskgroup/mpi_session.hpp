@@ -11,9 +11,9 @@
 // there. On other ranks `run` completes when the run is over, with the
 // report of their own tasks (other tasks `not_run`) or with the run's error.
 //
-// Protocol of one run, all of it nonblocking MPI polled from a timer on the
-// session's strand (no thread spins; an idle rank wakes at most every
-// `poll_max`):
+// Protocol of one run, all of it nonblocking MPI polled on the session's
+// strand (briefly after each message, then from a timer: an idle rank wakes
+// at most every `poll_max`; no thread spins):
 //   rank 0 -> every rank: START (run number, a fingerprint of the group:
 //     nodes with their ranks, tasks with their nodes and outputs, and the
 //     run's deadline and policy); a rank whose group differs fails the run
@@ -110,8 +110,11 @@ struct mpi_options {
   /// Explicit node -> rank placement; other nodes go to ranks in order of
   /// first use modulo the job size.
   std::map<std::string, int> placement;
-  /// Polling of pending MPI requests: the interval starts at `poll_min`
-  /// after any progress and doubles up to `poll_max` while idle.
+  /// Polling of pending MPI requests: for `poll_spin` after any progress
+  /// the session polls whenever the executor has nothing else to run (so a
+  /// short exchange takes microseconds); then it sleeps between polls, from
+  /// `poll_min` doubling up to `poll_max` while idle.
+  std::chrono::microseconds poll_spin{200};
   std::chrono::microseconds poll_min{20};
   std::chrono::microseconds poll_max{2000};
   /// How long ranks get to answer once a run is cancelled or past its

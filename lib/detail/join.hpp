@@ -21,6 +21,7 @@
 #include <boost/asio/bind_executor.hpp>
 #include <boost/asio/cancellation_signal.hpp>
 #include <boost/asio/co_spawn.hpp>
+#include <boost/asio/dispatch.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
@@ -132,6 +133,25 @@ class join_state : public std::enable_shared_from_this<join_state<Handler>> {
   bool cancelled_from_outside_ = false;
 };
 
+// The cancellation relay of a child on another executor (see join).
+struct child_relay {
+  boost::asio::cancellation_signal signal;
+  bool finished = false;  // bound to the child's executor
+};
+
+// Runs a child and marks it finished, still on its own executor.
+inline boost::asio::awaitable<status> relayed(boost::asio::awaitable<status> child,
+                                              std::shared_ptr<child_relay> relay) {
+  status st = ok();
+  try {
+    st = co_await std::move(child);
+  } catch (...) {
+    st = error_from_exception(std::current_exception());
+  }
+  relay->finished = true;
+  co_return st;
+}
+
 /// Runs `n` children `make(i)` (each an `awaitable<status>`) spawned on
 /// `child_executor(i)`, and completes as described above. `results`, when
 /// given, receives each child's status. Must be awaited on `ex`.
@@ -148,12 +168,29 @@ boost::asio::awaitable<status> join(boost::asio::any_io_executor ex, std::size_t
     auto state = std::make_shared<state_t>(n, mode, results, std::move(handler));
     state->start();
     for (std::size_t i = 0; i < n; ++i) {
-      boost::asio::co_spawn(
-          child_executor(i), make(i),
-          boost::asio::bind_cancellation_slot(
-              state->slot(i), boost::asio::bind_executor(ex, [state, i](std::exception_ptr e, status st) {
-                state->child_done(i, e, std::move(st));
-              })));
+      boost::asio::any_io_executor cex = child_executor(i);
+      auto done = boost::asio::bind_executor(
+          ex, [state, i](std::exception_ptr e, status st) { state->child_done(i, e, std::move(st)); });
+      if (cex == ex) {
+        // Same executor: the child's completion reaches child_done before
+        // anything else runs here, so cancel_all never signals a finished
+        // child.
+        boost::asio::co_spawn(cex, make(i), boost::asio::bind_cancellation_slot(state->slot(i), std::move(done)));
+        continue;
+      }
+      // Another executor: a child may finish there while its completion is
+      // on its way here. Asio 1.26's co_spawn would then forward a
+      // cancellation to a coroutine that is gone; relay it instead through
+      // a signal emitted on the child's executor, and only while the child
+      // runs (both are decided there).
+      auto relay = std::make_shared<child_relay>();
+      state->slot(i).assign([relay, cex](boost::asio::cancellation_type_t type) {
+        boost::asio::dispatch(cex, [relay, type] {
+          if (!relay->finished) relay->signal.emit(type);
+        });
+      });
+      boost::asio::co_spawn(cex, relayed(make(i), relay),
+                            boost::asio::bind_cancellation_slot(relay->signal.slot(), std::move(done)));
     }
   };
   co_return co_await boost::asio::async_initiate<const boost::asio::use_awaitable_t<>, void(status)>(
@@ -163,7 +200,8 @@ boost::asio::awaitable<status> join(boost::asio::any_io_executor ex, std::size_t
 template <class Make>
 boost::asio::awaitable<status> join(boost::asio::any_io_executor ex, std::size_t n, Make make, join_mode mode,
                                     std::vector<status>* results = nullptr) {
-  return join(ex, n, std::move(make), [ex](std::size_t) { return ex; }, mode, results);
+  return join(
+      ex, n, std::move(make), [ex](std::size_t) { return ex; }, mode, results);
 }
 
 }  // namespace taskgroup::detail

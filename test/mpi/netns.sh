@@ -60,9 +60,11 @@ run() {
 }
 
 status=0
-names=$(run hostname 2>&1 | sort | tr '\n' ' ')
+# (mpirun's own warnings go to stderr: only the ranks' output counts.)
+names=$(run hostname 2>"$work/hostname.err" | sort | tr '\n' ' ')
 if [[ $names != "testhost1 testhost2 testhost3 " ]]; then
   echo "FAIL: expected one rank on each test host, got: $names"
+  cat "$work/hostname.err"
   exit 1
 fi
 echo "ranks on: $names"
