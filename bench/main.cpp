@@ -6,6 +6,10 @@
 //   taskgroup_bench [--quick] [--filter REGEX] [--json FILE] [--check]
 //                   [--repetitions N] [--min-time S] [--list] [--verbose]
 //                   [--benchmark_... (passed to Google Benchmark)]
+//
+// Workloads whose figure is not a time (memory per task) name a Google
+// Benchmark user counter instead (`workload::counter`); their contenders
+// usually measure in a fresh process, `taskgroup_bench --probe NAME`.
 #include "common/registry.hpp"
 
 #include <benchmark/benchmark.h>
@@ -134,6 +138,7 @@ class collector final : public benchmark::BenchmarkReporter {
   struct unit {
     double ns_per_unit;  // nanoseconds per benchmark iteration -> workload unit
     std::string name;
+    std::string counter;  // when set, the figure is this user counter, not time
   };
   collector(bool verbose, std::map<std::string, unit> units) : units_(std::move(units)) {
     if (verbose) {
@@ -161,14 +166,21 @@ class collector final : public benchmark::BenchmarkReporter {
         std::cerr << "  " << name << ": error: " << r.error_message << "\n";
         continue;
       }
+      auto u = units_.find(name);
+      const std::string counter = u == units_.end() ? std::string() : u->second.counter;
+      auto value = [&]() -> double {
+        if (counter.empty()) return r.GetAdjustedRealTime();
+        auto c = r.counters.find(counter);
+        return c == r.counters.end() ? nan : c->second.value;
+      };
       if (r.run_type == Run::RT_Aggregate) {
         if (r.aggregate_name == "median") {
-          s.median_ns = r.GetAdjustedRealTime();
-          s.cpu_median_ns = r.GetAdjustedCPUTime();
+          s.median_ns = value();
+          s.cpu_median_ns = counter.empty() ? r.GetAdjustedCPUTime() : nan;
           progress(name, s);
         }
       } else {
-        s.reps_ns.push_back(r.GetAdjustedRealTime());
+        s.reps_ns.push_back(value());
         s.iterations = r.iterations;
         if (r.repetitions <= 1) progress(name, s);  // no aggregate follows
       }
@@ -248,7 +260,7 @@ figure make_figure(const workload& w, const contender& c, const std::map<std::st
     if (f.error.empty()) f.error = "no result";
     return f;
   }
-  const double scale = 1.0 / (c.units_per_iteration * w.unit_ns);
+  const double scale = w.counter.empty() ? 1.0 / (c.units_per_iteration * w.unit_ns) : 1.0;
   f.median = (std::isnan(s.median_ns) ? median_of(s.reps_ns) : s.median_ns) * scale;
   f.cpu_median = s.cpu_median_ns * scale;
   f.min = *std::min_element(s.reps_ns.begin(), s.reps_ns.end()) * scale;
@@ -410,6 +422,7 @@ json::object to_json(const std::vector<workload_result>& results, const options&
     w["id"] = r.w->id;
     w["title"] = r.w->title;
     w["unit"] = r.w->unit;
+    w["figure"] = r.w->counter.empty() ? "real time per unit" : "counter " + r.w->counter;
     const double ours = r.figures.front().median;
     json::array contenders;
     for (std::size_t i = 0; i < r.figures.size(); ++i) {
@@ -454,6 +467,18 @@ json::object to_json(const std::vector<workload_result>& results, const options&
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (argc == 3 && std::string_view(argv[1]) == "--probe") {
+    // A child started by tgbench::run_probe: print the probe's number.
+    const tgbench::probe* p = tgbench::registry::get().find_probe(argv[2]);
+    if (p == nullptr) {
+      std::printf("no probe named %s\n", argv[2]);
+      return 2;
+    }
+    const double v = p->fn();
+    std::printf("%.17g\n", v);
+    std::fflush(stdout);
+    return std::isnan(v) ? 1 : 0;
+  }
   for (int i = 1; i < argc; ++i) {
     if (std::string_view(argv[i]) == "--help" || std::string_view(argv[i]) == "-h") {
       usage(std::cout);  // before Google Benchmark, which has its own --help
@@ -520,14 +545,18 @@ int main(int argc, char** argv) {
   for (const workload* w : selected) {
     for (const contender* c : plan[w]) {
       const std::string name = w->id + "/" + c->name;
-      units[name] = {c->units_per_iteration * w->unit_ns, w->unit};
-      benchmark::RegisterBenchmark(name.c_str(), c->fn)
-          ->UseRealTime()
-          ->Unit(benchmark::kNanosecond)
-          ->Repetitions(reps)
-          ->MinTime(min_time)
-          ->MinWarmUpTime(warmup)
-          ->ReportAggregatesOnly(false);
+      const bool by_counter = !w->counter.empty();
+      units[name] = {by_counter ? 1.0 : c->units_per_iteration * w->unit_ns, w->unit, w->counter};
+      auto* b = benchmark::RegisterBenchmark(name.c_str(), c->fn)
+                    ->UseRealTime()
+                    ->Unit(benchmark::kNanosecond)
+                    ->Repetitions(reps)
+                    ->ReportAggregatesOnly(false);
+      if (c->iterations > 0) {
+        b->Iterations(c->iterations);
+      } else {
+        b->MinTime(min_time)->MinWarmUpTime(warmup);
+      }
     }
   }
 

@@ -236,10 +236,12 @@ asio::awaitable<status> run_task(std::shared_ptr<run_state> rs, std::size_t k, n
   o.registry = rs->registry;
   o.stats = &stats;
   run_observer* observer = rs->options.observer;
-  std::optional<task_events> events;
+  // On the heap, and only with an observer: the frame stays small (it is
+  // alive for as long as the task pends).
+  std::unique_ptr<task_events> events;
   if (observer != nullptr) {
-    events.emplace(observer, rep.name, rep.node);
-    o.observer = &*events;
+    events = std::make_unique<task_events>(observer, rep.name, rep.node);
+    o.observer = events.get();
     observer->task_begin(rep.name, rep.node);
   }
   status st = co_await detail::run_compiled(ct.step, std::move(ws), o);

@@ -46,6 +46,7 @@ struct local_entry {
 struct task_group::data {
   std::optional<workspace_type> type;
   std::vector<task> tasks;
+  std::set<std::string, std::less<>> full_names;  // of `tasks`, for unique names in O(log n)
   taskgroup::cluster nodes;
   std::vector<group_report_step> reports;
   std::vector<local_entry> locals;
@@ -80,12 +81,9 @@ result<task> task_group::add(task t) {
   // Unique full name within the group: <node>/<name>, then :1, :2, ...
   const std::string base = t.name();
   std::string full = base;
-  for (int k = 1;; ++k) {
-    bool taken = std::any_of(data_->tasks.begin(), data_->tasks.end(), [&](const task& o) { return o.name() == full; });
-    if (!taken) break;
-    full = base + ":" + std::to_string(k);
-  }
+  for (int k = 1; data_->full_names.count(full) != 0; ++k) full = base + ":" + std::to_string(k);
   detail::set_task_full_name(*t.state(), full);
+  data_->full_names.insert(full);
   data_->nodes.add(t.get_node());
   data_->tasks.push_back(t);
   return t;

@@ -2,6 +2,8 @@
 
 #include <taskgroup/net.hpp>
 
+#include <algorithm>
+
 namespace taskgroup {
 
 workspace::workspace(std::string name, std::shared_ptr<workspace> parent)
@@ -126,8 +128,12 @@ result<net_instance*> workspace::instance_of(const net& n, const operator_regist
     instances_.erase(it);  // the address was reused by a new net
   }
   // Drop instances of nets nobody holds any more (a long-lived node
-  // workspace serving many groups).
-  std::erase_if(instances_, [](const auto& kv) { return kv.second.token.expired(); });
+  // workspace serving many groups); not on every new instance, which made
+  // binding N nets in one workspace quadratic.
+  if (instances_.size() >= sweep_at_) {
+    std::erase_if(instances_, [](const auto& kv) { return kv.second.token.expired(); });
+    sweep_at_ = std::max<std::size_t>(64, 2 * instances_.size());
+  }
   TASKGROUP_TRY(auto inst, net_instance::make(n, *this, registry));
   net_instance* p = inst.get();
   instances_.emplace(n.id(), keyed_instance{n.token(), std::move(inst)});

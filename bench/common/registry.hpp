@@ -12,6 +12,7 @@
 
 #include <benchmark/benchmark.h>
 
+#include <cstdint>
 #include <functional>
 #include <string>
 #include <vector>
@@ -45,6 +46,10 @@ struct workload {
   std::vector<std::string> baselines;
   std::vector<target> targets;
   int order = 0;  ///< display order among workloads
+  /// When set, the figure is this Google Benchmark user counter (already in
+  /// `unit`, e.g. bytes per task), not the real time per iteration; the
+  /// driver then ignores `unit_ns` and `units_per_iteration`.
+  std::string counter{};
 };
 
 struct contender {
@@ -55,6 +60,17 @@ struct contender {
   /// the figure is the time per benchmark iteration divided by this.
   double units_per_iteration = 1.0;
   std::function<void(benchmark::State&)> fn;
+  /// Fixed benchmark iterations per repetition (0: as many as the minimum
+  /// time needs). For contenders whose one iteration is long or a process.
+  std::int64_t iterations = 0;
+};
+
+/// A measurement run in a fresh process (`taskgroup_bench --probe NAME`
+/// prints what `fn` returns), so that the allocator's cached memory and the
+/// peak RSS of earlier benchmarks do not leak into it. See run_probe().
+struct probe {
+  std::string name;
+  std::function<double()> fn;
 };
 
 class registry {
@@ -62,12 +78,15 @@ class registry {
   static registry& get();
   void add(workload w);
   void add(contender c);
+  void add(probe p);
   [[nodiscard]] const std::vector<workload>& workloads() const noexcept { return workloads_; }
   [[nodiscard]] const std::vector<contender>& contenders() const noexcept { return contenders_; }
+  [[nodiscard]] const probe* find_probe(const std::string& name) const noexcept;
 
  private:
   std::vector<workload> workloads_;
   std::vector<contender> contenders_;
+  std::vector<probe> probes_;
 };
 
 /// Static registration helpers: `const tgbench::add_workload reg{{...}};`
@@ -77,5 +96,13 @@ struct add_workload {
 struct add_contender {
   explicit add_contender(contender c) { registry::get().add(std::move(c)); }
 };
+struct add_probe {
+  explicit add_probe(probe p) { registry::get().add(std::move(p)); }
+};
+
+/// Runs the registered probe `name` in a child process (this executable,
+/// `--probe NAME`) and returns the number it printed; NaN (and `error`
+/// set) when the child failed.
+double run_probe(const std::string& name, std::string& error);
 
 }  // namespace tgbench

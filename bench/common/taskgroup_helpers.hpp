@@ -36,6 +36,21 @@ inline taskgroup::status run_step_on(boost::asio::io_context& io, const taskgrou
   return result;
 }
 
+/// Runs `group` with `session.run(...)` on the single-threaded `io` (the
+/// session's executor) and returns its result once `io` runs out of work.
+inline taskgroup::result<taskgroup::run_report> run_group_on(boost::asio::io_context& io,
+                                                             taskgroup::local_session& session,
+                                                             const taskgroup::task_group& group) {
+  taskgroup::result<taskgroup::run_report> out = taskgroup::fail(taskgroup::errc::no_result, "run did not complete");
+  boost::asio::co_spawn(io, session.run(group),
+                        [&out](std::exception_ptr e, taskgroup::result<taskgroup::run_report> r) {
+                          out = e ? taskgroup::fail(taskgroup::errc::op_failed, "exception escaped run") : std::move(r);
+                        });
+  io.run();
+  io.restart();
+  return out;
+}
+
 /// Reports a failed status to Google Benchmark; true when `st` is ok.
 inline bool check(benchmark::State& state, const taskgroup::status& st) {
   if (st) return true;

@@ -14,6 +14,7 @@
 #include <taskgroup/blob.hpp>
 #include <taskgroup/error.hpp>
 
+#include <cstddef>
 #include <map>
 #include <memory>
 #include <string>
@@ -152,6 +153,10 @@ class workspace : public std::enable_shared_from_this<workspace> {
     std::unique_ptr<net_instance> instance;
   };
   std::map<const void*, keyed_instance> instances_;
+  // instance_of sweeps instances of dead nets once instances_ reaches this
+  // size, then sets it to twice the survivors: amortized O(log n) per new
+  // instance, at most about twice the live instances kept.
+  std::size_t sweep_at_ = 64;
 };
 
 }  // namespace taskgroup

@@ -2,6 +2,11 @@
 //
 // Children are spawned with co_spawn, each with its own cancellation
 // signal; completions are serialised on the joining coroutine's executor.
+// A join makes two allocations whatever the number of children (its state
+// and one array of per-child signals and flags); each child costs what
+// co_spawn costs. Children spawned on the joining executor itself complete
+// there without an executor binder (one type-erased executor less to copy
+// and prefer per child).
 // Modes:
 // - fail_fast: the first failing child cancels every other child at once;
 //   the join completes after all have unwound, with that first error.
@@ -47,14 +52,13 @@ class join_state : public std::enable_shared_from_this<join_state<Handler>> {
       : total_(n),
         remaining_(n),
         mode_(mode),
-        signals_(new boost::asio::cancellation_signal[n]),
-        finished_(n, false),
+        children_(new child[n]),
         results_(results),
         handler_(std::move(handler)) {
     if (results_ != nullptr) results_->assign(n, ok());
   }
 
-  boost::asio::cancellation_slot slot(std::size_t i) { return signals_[i].slot(); }
+  boost::asio::cancellation_slot slot(std::size_t i) { return children_[i].signal.slot(); }
 
   void start() {
     parent_slot_ = boost::asio::get_associated_cancellation_slot(*handler_);
@@ -71,7 +75,7 @@ class join_state : public std::enable_shared_from_this<join_state<Handler>> {
   }
 
   void child_done(std::size_t i, std::exception_ptr e, status st) {
-    finished_[i] = true;
+    children_[i].finished = true;
     if (e) st = error_from_exception(e);
     if (results_ != nullptr) (*results_)[i] = st;
     switch (mode_) {
@@ -100,7 +104,7 @@ class join_state : public std::enable_shared_from_this<join_state<Handler>> {
     cancel_sent_ = true;
     // Only running children: a finished child's coroutine state is gone.
     for (std::size_t i = 0; i < total_; ++i) {
-      if (!finished_[i]) signals_[i].emit(boost::asio::cancellation_type::terminal);
+      if (!children_[i].finished) children_[i].signal.emit(boost::asio::cancellation_type::terminal);
     }
   }
 
@@ -122,8 +126,11 @@ class join_state : public std::enable_shared_from_this<join_state<Handler>> {
   std::size_t total_;
   std::size_t remaining_;
   join_mode mode_;
-  std::unique_ptr<boost::asio::cancellation_signal[]> signals_;
-  std::vector<bool> finished_;
+  struct child {
+    boost::asio::cancellation_signal signal;
+    bool finished = false;
+  };
+  std::unique_ptr<child[]> children_;
   std::vector<status>* results_;
   std::optional<Handler> handler_;
   boost::asio::cancellation_slot parent_slot_;
@@ -133,7 +140,16 @@ class join_state : public std::enable_shared_from_this<join_state<Handler>> {
   bool cancelled_from_outside_ = false;
 };
 
-// The cancellation relay of a child on another executor (see join).
+/// A child's completion handler: reports to the join's state.
+template <class State>
+struct child_done_handler {
+  std::shared_ptr<State> state;
+  std::size_t index;
+  void operator()(std::exception_ptr e, status st) { state->child_done(index, e, std::move(st)); }
+};
+
+// The cancellation relay of a child on another executor (see
+// join_children).
 struct child_relay {
   boost::asio::cancellation_signal signal;
   bool finished = false;  // bound to the child's executor
@@ -152,13 +168,12 @@ inline boost::asio::awaitable<status> relayed(boost::asio::awaitable<status> chi
   co_return st;
 }
 
-/// Runs `n` children `make(i)` (each an `awaitable<status>`) spawned on
-/// `child_executor(i)`, and completes as described above. `results`, when
-/// given, receives each child's status. Must be awaited on `ex`.
-template <class Make, class ChildExecutor>
-boost::asio::awaitable<status> join(boost::asio::any_io_executor ex, std::size_t n, Make make,
-                                    ChildExecutor child_executor, join_mode mode,
-                                    std::vector<status>* results = nullptr) {
+/// Spawns the children of a join; with `same_executor`, every
+/// `child_executor(i)` is `ex` and the completions need no binder.
+template <bool same_executor, class Make, class ChildExecutor>
+boost::asio::awaitable<status> join_children(boost::asio::any_io_executor ex, std::size_t n, Make make,
+                                             ChildExecutor child_executor, join_mode mode,
+                                             std::vector<status>* results) {
   if (n == 0) {
     if (results != nullptr) results->clear();
     co_return ok();
@@ -168,40 +183,48 @@ boost::asio::awaitable<status> join(boost::asio::any_io_executor ex, std::size_t
     auto state = std::make_shared<state_t>(n, mode, results, std::move(handler));
     state->start();
     for (std::size_t i = 0; i < n; ++i) {
-      boost::asio::any_io_executor cex = child_executor(i);
-      auto done = boost::asio::bind_executor(
-          ex, [state, i](std::exception_ptr e, status st) { state->child_done(i, e, std::move(st)); });
-      if (cex == ex) {
-        // Same executor: the child's completion reaches child_done before
-        // anything else runs here, so cancel_all never signals a finished
-        // child.
-        boost::asio::co_spawn(cex, make(i), boost::asio::bind_cancellation_slot(state->slot(i), std::move(done)));
-        continue;
-      }
-      // Another executor: a child may finish there while its completion is
-      // on its way here. Asio 1.26's co_spawn would then forward a
-      // cancellation to a coroutine that is gone; relay it instead through
-      // a signal emitted on the child's executor, and only while the child
-      // runs (both are decided there).
-      auto relay = std::make_shared<child_relay>();
-      state->slot(i).assign([relay, cex](boost::asio::cancellation_type_t type) {
-        boost::asio::dispatch(cex, [relay, type] {
-          if (!relay->finished) relay->signal.emit(type);
+      child_done_handler<state_t> done{state, i};
+      if constexpr (same_executor) {
+        boost::asio::co_spawn(ex, make(i), boost::asio::bind_cancellation_slot(state->slot(i), std::move(done)));
+      } else {
+        // Another executor: a child may finish there while its completion
+        // is on its way here. Asio 1.26's co_spawn would then forward a
+        // cancellation to a coroutine that is gone; relay it instead
+        // through a signal emitted on the child's executor, and only while
+        // the child runs (both are decided there).
+        boost::asio::any_io_executor cex = child_executor(i);
+        auto relay = std::make_shared<child_relay>();
+        state->slot(i).assign([relay, cex](boost::asio::cancellation_type_t type) {
+          boost::asio::dispatch(cex, [relay, type] {
+            if (!relay->finished) relay->signal.emit(type);
+          });
         });
-      });
-      boost::asio::co_spawn(cex, relayed(make(i), relay),
-                            boost::asio::bind_cancellation_slot(relay->signal.slot(), std::move(done)));
+        boost::asio::co_spawn(
+            cex, relayed(make(i), relay),
+            boost::asio::bind_cancellation_slot(relay->signal.slot(), boost::asio::bind_executor(ex, std::move(done))));
+      }
     }
   };
   co_return co_await boost::asio::async_initiate<const boost::asio::use_awaitable_t<>, void(status)>(
       std::move(init), boost::asio::use_awaitable);
 }
 
+/// Runs `n` children `make(i)` (each an `awaitable<status>`) spawned on
+/// `child_executor(i)`, and completes as described above. `results`, when
+/// given, receives each child's status. Must be awaited on `ex`.
+template <class Make, class ChildExecutor>
+boost::asio::awaitable<status> join(boost::asio::any_io_executor ex, std::size_t n, Make make,
+                                    ChildExecutor child_executor, join_mode mode,
+                                    std::vector<status>* results = nullptr) {
+  return join_children<false>(std::move(ex), n, std::move(make), std::move(child_executor), mode, results);
+}
+
+/// The same with every child spawned on `ex`.
 template <class Make>
 boost::asio::awaitable<status> join(boost::asio::any_io_executor ex, std::size_t n, Make make, join_mode mode,
                                     std::vector<status>* results = nullptr) {
-  return join(
-      ex, n, std::move(make), [ex](std::size_t) { return ex; }, mode, results);
+  auto unused = [](std::size_t) { return 0; };
+  return join_children<true>(std::move(ex), n, std::move(make), unused, mode, results);
 }
 
 }  // namespace taskgroup::detail

@@ -1,0 +1,75 @@
+// w1_memory / ours: a local_session on a single-threaded io_context starts a
+// task group of 100,000 (PRIVATE) tasks on node "n", each task's step a net
+// with one Sleep op of 1 h. The io_context is polled until no handler is
+// ready (every task waits on its timer); the figure is the peak RSS growth
+// from just before `session.run` was spawned (the group is already built)
+// divided by 100,000. The run is then cancelled and must end cancelled.
+#include "w1_memory/probe.hpp"
+#include "w1_spawn_join/w1_spawn_join.hpp"
+
+#include "common/memory.hpp"
+#include "common/registry.hpp"
+
+#include <taskgroup/taskgroup.hpp>
+
+#include <boost/asio/bind_cancellation_slot.hpp>
+#include <boost/asio/cancellation_signal.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/io_context.hpp>
+
+#include <cstdio>
+#include <limits>
+#include <string>
+
+namespace {
+
+using tgbench::w1::memory_n;
+
+double probe() {
+  boost::asio::io_context io(1);
+  taskgroup::local_session session(io.get_executor());
+  taskgroup::task_group g;
+  for (std::size_t i = 0; i < memory_n; ++i) {
+    std::string name = "t";
+    name += std::to_string(i);
+    taskgroup::net n(name);
+    n.op("Sleep", {}, {}, {{"ms", tgbench::w1m::long_wait_ms}});
+    (void)g.add(taskgroup::task(name, taskgroup::step(name).add_net(std::move(n))), taskgroup::node("n"));
+  }
+  boost::asio::cancellation_signal cancel;
+  bool done = false;
+  bool cancelled = false;
+  const tgbench::rss_meter meter;
+  boost::asio::co_spawn(io, session.run(g),
+                        boost::asio::bind_cancellation_slot(
+                            cancel.slot(), [&](std::exception_ptr e, taskgroup::result<taskgroup::run_report> r) {
+                              done = true;
+                              cancelled = !e && !r && r.error().is_cancelled();
+                            }));
+  while (io.poll() > 0) {
+  }
+  const double per_task = meter.growth() / static_cast<double>(memory_n);
+  if (done) {
+    std::printf("the run ended before it was cancelled\n");
+    return std::numeric_limits<double>::quiet_NaN();
+  }
+  cancel.emit(boost::asio::cancellation_type::terminal);
+  io.run();
+  if (!cancelled) {
+    std::printf("the cancelled run did not end cancelled\n");
+    return std::numeric_limits<double>::quiet_NaN();
+  }
+  return per_task;
+}
+
+const tgbench::add_probe reg_probe{{.name = "w1_memory/ours", .fn = probe}};
+
+const tgbench::add_contender reg{{
+    .workload = "w1_memory",
+    .name = tgbench::ours,
+    .what = "session.run(group) of 100,000 PRIVATE tasks, each a net with Sleep(1 h), polled until all wait",
+    .fn = [](benchmark::State& state) { tgbench::w1m::run_probe_benchmark(state, "w1_memory/ours"); },
+    .iterations = 1,
+}};
+
+}  // namespace

@@ -1,0 +1,92 @@
+// w1_spawn_join_{10k,100k} / ours: a local_session on a single-threaded
+// io_context runs a task group of N tasks on node "n", each task's step one
+// empty net; one benchmark iteration = one `co_await session.run(group)`.
+// The group is built (and compiled, on the warm-up run) once.
+//
+// ours: the default workspace type (PRIVATE: every task runs in its own
+// child workspace, where its net is instantiated). ours_global: the same
+// group with workspace_type::global (the nets are bound in the node
+// workspace on the warm-up run), informational.
+#include "w1_spawn_join/w1_spawn_join.hpp"
+
+#include "common/registry.hpp"
+#include "common/taskgroup_helpers.hpp"
+
+#include <boost/asio/io_context.hpp>
+
+#include <optional>
+#include <string>
+
+namespace {
+
+using namespace tgbench::w1;
+
+taskgroup::task_group make_group(std::size_t n, std::optional<taskgroup::workspace_type> type) {
+  taskgroup::task_group g(type);
+  for (std::size_t i = 0; i < n; ++i) {
+    std::string name = "t";
+    name += std::to_string(i);
+    (void)g.add(taskgroup::task(name, taskgroup::step(name).add_net(taskgroup::net(name))), taskgroup::node("n"));
+  }
+  return g;
+}
+
+bool check_run(benchmark::State& state, const taskgroup::result<taskgroup::run_report>& r, std::size_t n) {
+  if (!r) {
+    state.SkipWithError(r.error().message.c_str());
+    return false;
+  }
+  if (!r.value().ok() || r.value().tasks.size() != n) {
+    state.SkipWithError("w1 ours: a task did not succeed");
+    return false;
+  }
+  return true;
+}
+
+void run(benchmark::State& state, std::size_t n, std::optional<taskgroup::workspace_type> type) {
+  boost::asio::io_context io(1);
+  taskgroup::local_session session(io.get_executor());
+  const taskgroup::task_group g = make_group(n, type);
+  if (!check_run(state, tgbench::run_group_on(io, session, g), n)) return;  // warm-up, compiles the group
+  for (auto _ : state) {
+    auto r = tgbench::run_group_on(io, session, g);
+    if (!r || !r.value().ok()) [[unlikely]] {
+      check_run(state, r, n);
+      return;
+    }
+  }
+}
+
+const tgbench::add_contender small{{
+    .workload = "w1_spawn_join_10k",
+    .name = tgbench::ours,
+    .what = "co_await session.run(group): 10,000 PRIVATE tasks on one node, each step one empty net",
+    .units_per_iteration = static_cast<double>(small_n),
+    .fn = [](benchmark::State& state) { run(state, small_n, std::nullopt); },
+}};
+
+const tgbench::add_contender large{{
+    .workload = "w1_spawn_join_100k",
+    .name = tgbench::ours,
+    .what = "co_await session.run(group): 100,000 PRIVATE tasks on one node, each step one empty net",
+    .units_per_iteration = static_cast<double>(large_n),
+    .fn = [](benchmark::State& state) { run(state, large_n, std::nullopt); },
+}};
+
+const tgbench::add_contender small_global{{
+    .workload = "w1_spawn_join_10k",
+    .name = "ours_global",
+    .what = "the same group with workspace_type::global (no child workspace per task)",
+    .units_per_iteration = static_cast<double>(small_n),
+    .fn = [](benchmark::State& state) { run(state, small_n, taskgroup::workspace_type::global); },
+}};
+
+const tgbench::add_contender large_global{{
+    .workload = "w1_spawn_join_100k",
+    .name = "ours_global",
+    .what = "the same group with workspace_type::global (no child workspace per task)",
+    .units_per_iteration = static_cast<double>(large_n),
+    .fn = [](benchmark::State& state) { run(state, large_n, taskgroup::workspace_type::global); },
+}};
+
+}  // namespace

@@ -1,0 +1,33 @@
+// Workload 1 (performance.md §5.1, issue 4): scheduling overhead per task.
+//
+// A task group of N trivial tasks on one node, run by a local_session on a
+// single-threaded io_context: spawn every task and join them all. The
+// issue's target: per-task cost at most 0.5x raw Asio's (co_spawn of
+// awaitable<void> into a ranged parallel_group, wait_for_all).
+#include "w1_spawn_join/w1_spawn_join.hpp"
+
+#include "common/registry.hpp"
+
+namespace {
+
+const tgbench::add_workload small{{
+    .id = "w1_spawn_join_10k",
+    .title = "task group of 10,000 trivial tasks (step = one empty net) on one node, run and joined",
+    .unit = "ns/task",
+    .unit_ns = 1.0,
+    .baselines = {"asio", "tbb", "threads"},
+    .targets = {{tgbench::target_kind::max_ratio, "asio", 0.5}},
+    .order = 10,
+}};
+
+const tgbench::add_workload large{{
+    .id = "w1_spawn_join_100k",
+    .title = "task group of 100,000 trivial tasks (step = one empty net) on one node, run and joined",
+    .unit = "ns/task",
+    .unit_ns = 1.0,
+    .baselines = {"asio", "tbb", "threads"},
+    .targets = {{tgbench::target_kind::max_ratio, "asio", 0.5}},
+    .order = 11,
+}};
+
+}  // namespace
