@@ -286,6 +286,28 @@ struct runner {  // internal: every member is used by the entry points below
     const bool stop_mode = n.stop.has_value();
     const bool concurrent = (n.concurrent && n.recurring.size() >= 2) || n.instances > 1;
     std::uint32_t since_yield = 0;
+    if (!concurrent && sync_nets(n, b)) {
+      // The common loop (synchronous nets, no observer) runs in a plain
+      // function, back here only to yield.
+      status failure = ok();
+      std::int64_t i = 0;
+      bool resume = false;
+      for (;;) {
+        switch (sync_iterations(n, b, path, cs, iterations, i, since_yield, resume, failure)) {
+          case loop_exit::end: co_return ok();
+          case loop_exit::failed: co_return failure;
+          case loop_exit::cancelled: co_return cancelled_at(path);
+          case loop_exit::yield: break;
+        }
+        try {
+          co_await asio::post(ex_, asio::use_awaitable);
+        } catch (...) {
+          co_return cancelled_at(path);
+        }
+        if (cs.cancelled() != asio::cancellation_type::none) co_return cancelled_at(path);
+        resume = true;
+      }
+    }
     for (std::int64_t i = 0;; ++i) {
       if (stop_mode ? (n.only_once && i > 0) : i >= n.num_iter) break;
       if (cs.cancelled() != asio::cancellation_type::none) co_return cancelled_at(path);
@@ -312,13 +334,21 @@ struct runner {  // internal: every member is used by the entry points below
       }
       if (!n.nets.empty()) {
         for (net_instance* inst : b.nets) {
-          status st = ok();
-          if (inst->has_async()) {
-            st = co_await run_net(*inst, path);
-          } else {
-            st = run_sync_net(*inst, path);
+          // The hot path of loops: a synchronous net called directly, its
+          // status only looked at (no copy) and the stop blob read as a
+          // plain bool.
+          if (!inst->has_async() && observer_ == nullptr) [[likely]] {
+            if (stats_ != nullptr) ++stats_->net_runs;
+            if (status st = inst->run_sync(); !st) [[unlikely]]
+              co_return at(path, st.error());
+          } else if (status st = co_await run_net(*inst, path); !st) {
+            co_return st;
           }
-          if (!st) co_return st;
+          if (b.stop == nullptr) continue;
+          if (const bool* v = b.stop->exact<bool>()) {
+            if (*v) co_return ok();
+            continue;
+          }
           auto stop = should_stop(b, path, n);
           if (!stop) co_return stop.error();
           if (stop.value()) co_return ok();
@@ -337,13 +367,72 @@ struct runner {  // internal: every member is used by the entry points below
     co_return ok();
   }
 
-  status run_sync_net(net_instance& inst, const path_t* path) {
-    if (stats_ != nullptr) ++stats_->net_runs;
-    if (observer_ != nullptr) observer_->net_begin(inst.name());
-    status st = inst.run_sync();
-    if (observer_ != nullptr) observer_->net_end(inst.name(), st);
-    if (!st) return at(path, st.error());
-    return ok();
+  // A net step whose nets are all synchronous, run without observer.
+  bool sync_nets(const node& n, const bound& b) const {
+    if (n.nets.empty() || observer_ != nullptr) return false;
+    for (const net_instance* inst : b.nets) {
+      if (inst->has_async()) return false;
+    }
+    return true;
+  }
+
+  enum class loop_exit { end, yield, failed, cancelled };
+
+  // The loop of `iterate` for `sync_nets` steps, from iteration `i`, as a
+  // plain function (its state in registers, not in a coroutine frame): the
+  // same checks in the same order. Returns at the end of the loop (count
+  // done or stop blob true), on a failure (in `failure`), on cancellation,
+  // or when a yield is due; then `i` is the iteration to finish after the
+  // yield (`resume`: its checks are done).
+  loop_exit sync_iterations(const node& n, const bound& b, const path_t* path, const asio::cancellation_state& cs,
+                            std::uint64_t* iterations, std::int64_t& iteration, std::uint32_t& since_yield_io,
+                            bool resume, status& failure) {
+    const bool stop_mode = n.stop.has_value();
+    std::int64_t i = iteration;
+    std::uint32_t since_yield = since_yield_io;
+    loop_exit exit = loop_exit::end;
+    for (;; ++i) {
+      if (!resume) {
+        if (stop_mode ? (n.only_once && i > 0) : i >= n.num_iter) break;
+        if (cs.cancelled() != asio::cancellation_type::none) {
+          exit = loop_exit::cancelled;
+          break;
+        }
+        if (++since_yield == yield_every_) {
+          since_yield = 0;
+          exit = loop_exit::yield;
+          break;
+        }
+      }
+      resume = false;
+      if (n.counted && stats_ != nullptr) ++stats_->iterations;
+      if (iterations != nullptr) ++*iterations;
+      bool stop = false;
+      for (net_instance* inst : b.nets) {
+        if (stats_ != nullptr) ++stats_->net_runs;
+        if (status st = inst->run_sync(); !st) [[unlikely]] {
+          failure = at(path, st.error());
+          exit = loop_exit::failed;
+          stop = true;
+          break;
+        }
+        if (b.stop == nullptr) continue;
+        if (const bool* v = b.stop->exact<bool>()) {
+          stop = *v;
+        } else if (auto r = should_stop(b, path, n); !r) {
+          failure = r.error();
+          exit = loop_exit::failed;
+          stop = true;
+        } else {
+          stop = r.value();
+        }
+        if (stop) break;
+      }
+      if (stop) break;
+    }
+    iteration = i;
+    since_yield_io = since_yield;
+    return exit;
   }
 
   // S recurring substeps x N instances, as a when_all with a barrier.
