@@ -177,6 +177,35 @@ std::string number_text(double v) {
 constexpr std::uint64_t bits(std::int64_t v) noexcept { return static_cast<std::uint64_t>(v); }
 constexpr std::int64_t wrap(std::uint64_t v) noexcept { return static_cast<std::int64_t>(v); }
 
+// --- kernels with a fast path ------------------------------------------------
+
+// A kernel whose `fast()` handles the common case (int64 or bool values
+// already in place) and returns true, or returns false and leaves the run
+// to `general()`: the complete behaviour (other types, the first write into
+// an empty output, errors), kept out of line and cold so that the fast path
+// compiles to a small leaf function without a frame.
+template <class Fast, class General>
+class fast_kernel final : public op_kernel {
+ public:
+  fast_kernel(Fast fast, General general) : fast_(std::move(fast)), general_(std::move(general)) {}
+  status run() override {
+    if (fast_()) [[likely]]
+      return ok();
+    return general();
+  }
+
+ private:
+  [[gnu::noinline, gnu::cold]] status general() { return general_(); }
+
+  Fast fast_;
+  General general_;
+};
+
+template <class Fast, class General>
+std::unique_ptr<op_kernel> make_fast_kernel(Fast fast, General general) {
+  return std::make_unique<fast_kernel<Fast, General>>(std::move(fast), std::move(general));
+}
+
 // --- ConstantFill ------------------------------------------------------------
 
 kernel_result constant_fill_factory(op_context& ctx) {
@@ -264,8 +293,21 @@ kernel_result arithmetic_factory(op_context& ctx) {
   const blob* b = &ctx.input_blob(1);
   blob* out = &ctx.output_blob(0);
   const op_context* c = &ctx;
-  // The result is computed before `set`, so `out` may be `a` or `b`.
-  return make_kernel([a, b, out, c]() -> status {
+  // The result is computed before it is stored, so `out` may be `a` or `b`.
+  auto fast = [a, b, out]() noexcept {
+    const auto* x = a->exact<std::int64_t>();
+    if (x == nullptr) return false;
+    const auto* y = b->exact<std::int64_t>();
+    if (y == nullptr) return false;
+    auto* o = out->exact<std::int64_t>();
+    if (o == nullptr) return false;
+    if constexpr (Op::divides) {
+      if (*y == 0) return false;
+    }
+    *o = Op::apply(*x, *y);
+    return true;
+  };
+  return make_fast_kernel(fast, [a, b, out, c]() -> status {
     if (const auto* x = a->try_get<std::int64_t>()) {
       if (const auto* y = b->try_get<std::int64_t>()) [[likely]] {
         if constexpr (Op::divides) {
@@ -364,7 +406,17 @@ kernel_result compare_factory(op_context& ctx) {
   const blob* b = &ctx.input_blob(1);
   blob* out = &ctx.output_blob(0);
   const op_context* c = &ctx;
-  return make_kernel([a, b, out, c]() -> status {
+  auto fast = [a, b, out]() noexcept {
+    const auto* x = a->exact<std::int64_t>();
+    if (x == nullptr) return false;
+    const auto* y = b->exact<std::int64_t>();
+    if (y == nullptr) return false;
+    bool* o = out->exact<bool>();
+    if (o == nullptr) return false;
+    *o = Op::apply(*x, *y);
+    return true;
+  };
+  return make_fast_kernel(fast, [a, b, out, c]() -> status {
     if (compare_as<std::int64_t, Op>(a, b, out) || compare_as<double, Op>(a, b, out)) return ok();
     if constexpr (Op::equality) {
       if (compare_as<bool, Op>(a, b, out) || compare_as<std::string, Op>(a, b, out)) return ok();
@@ -393,7 +445,17 @@ kernel_result logic_factory(op_context& ctx) {
   const blob* b = &ctx.input_blob(1);
   blob* out = &ctx.output_blob(0);
   const op_context* c = &ctx;
-  return make_kernel([a, b, out, c]() -> status {
+  auto fast = [a, b, out]() noexcept {
+    const bool* x = a->exact<bool>();
+    if (x == nullptr) return false;
+    const bool* y = b->exact<bool>();
+    if (y == nullptr) return false;
+    bool* o = out->exact<bool>();
+    if (o == nullptr) return false;
+    *o = Op::apply(*x, *y);
+    return true;
+  };
+  return make_fast_kernel(fast, [a, b, out, c]() -> status {
     if (const bool* x = a->try_get<bool>()) {
       if (const bool* y = b->try_get<bool>()) {
         out->set(Op::apply(*x, *y));
@@ -408,7 +470,15 @@ kernel_result not_factory(op_context& ctx) {
   const blob* in = &ctx.input_blob(0);
   blob* out = &ctx.output_blob(0);
   const op_context* c = &ctx;
-  return make_kernel([in, out, c]() -> status {
+  auto fast = [in, out]() noexcept {
+    const bool* x = in->exact<bool>();
+    if (x == nullptr) return false;
+    bool* o = out->exact<bool>();
+    if (o == nullptr) return false;
+    *o = !*x;
+    return true;
+  };
+  return make_fast_kernel(fast, [in, out, c]() -> status {
     if (const bool* x = in->try_get<bool>()) {
       out->set(!*x);
       return ok();
@@ -434,7 +504,17 @@ kernel_result count_down_factory(op_context& ctx) {
   blob* counter = &ctx.input_blob(0);
   blob* done = &ctx.output_blob(0);
   const op_context* c = &ctx;
-  return make_kernel([counter, done, c]() -> status {
+  auto fast = [counter, done]() noexcept {
+    std::int64_t* n = counter->exact<std::int64_t>();
+    if (n == nullptr) return false;
+    bool* d = done->exact<bool>();
+    if (d == nullptr) return false;
+    const bool finished = *n <= 0;
+    if (!finished) --*n;
+    *d = finished;
+    return true;
+  };
+  return make_fast_kernel(fast, [counter, done, c]() -> status {
     std::int64_t* n = counter->try_get<std::int64_t>();
     if (n == nullptr) [[unlikely]]
       return input_type_error(*c, 0, "int64");
@@ -475,7 +555,13 @@ kernel_result iter_factory(op_context& ctx) {
   } else if (!out->holds<std::int64_t>()) {
     return fail(errc::type_mismatch, output_where(ctx, 0) + "expected int64, got " + out->type_name());
   }
-  return make_kernel([out, c]() -> status {
+  auto fast = [out]() noexcept {
+    std::int64_t* n = out->exact<std::int64_t>();
+    if (n == nullptr) return false;
+    *n = wrap(bits(*n) + 1);
+    return true;
+  };
+  return make_fast_kernel(fast, [out, c]() -> status {
     if (std::int64_t* n = out->try_get<std::int64_t>()) [[likely]] {
       *n = wrap(bits(*n) + 1);
       return ok();

@@ -105,6 +105,10 @@ result<std::unique_ptr<net_instance>> net_instance::make(const net& n, workspace
     inst->has_async_ = inst->has_async_ || kernel.value()->is_async();
     inst->kernels_.push_back(std::move(kernel).value());
   }
+  if (!inst->has_async_) {
+    inst->sync_.reserve(count);
+    for (const auto& k : inst->kernels_) inst->sync_.push_back(k.get());
+  }
   return inst;
 }
 
@@ -128,6 +132,14 @@ error from_exception(std::exception_ptr ep) {
 }
 }  // namespace
 
+[[gnu::cold, gnu::noinline]] status net_instance::op_failure(std::size_t i, const error& e) const {
+  return op_error(i, e);
+}
+
+[[gnu::cold, gnu::noinline]] status net_instance::op_exception(std::size_t i) const {
+  return op_error(i, from_exception(std::current_exception()));
+}
+
 // Runs synchronous kernels from `i` until the end or the next asynchronous
 // one; `i` is left on the op that stopped the loop.
 status net_instance::run_from(std::size_t& i) noexcept {
@@ -147,6 +159,27 @@ status net_instance::run_from(std::size_t& i) noexcept {
 }
 
 status net_instance::run_sync() noexcept {
+  if (has_async_) [[unlikely]]
+    return run_sync_mixed();
+  // The hot loop: contiguous kernel pointers, a local index, no
+  // asynchronous check per op, failures handled out of line.
+  op_kernel* const* k = sync_.data();
+  const std::size_t n = sync_.size();
+  std::size_t i = 0;
+  try {
+    for (; i < n; ++i) {
+      if (status st = k[i]->run(); !st) [[unlikely]]
+        return op_failure(i, st.assume_error());
+    }
+  } catch (...) {
+    return op_exception(i);
+  }
+  return ok();
+}
+
+// run_sync of a net holding asynchronous ops: the synchronous ones before
+// the first asynchronous one run, then that one is an error.
+[[gnu::cold, gnu::noinline]] status net_instance::run_sync_mixed() noexcept {
   std::size_t i = 0;
   status st = run_from(i);
   if (st && i < kernels_.size()) {

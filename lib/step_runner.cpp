@@ -9,6 +9,9 @@
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
+#include <algorithm>
+#include <exception>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -119,6 +122,120 @@ struct report_control {
     done = true;
     for (auto* t : sleepers) t->cancel();
   }
+};
+
+// The join of the iterations of one concurrent step: each iteration spawns
+// the children with co_spawn and completes once all of them have, with the
+// first failure (fail-fast, as detail::join: the first failing child cancels
+// the others at once; cancelling the parent cancels every child). One
+// barrier serves every iteration of an execution, so its bookkeeping and
+// the children's cancellation signals (with their handler memory) are made
+// once, not per iteration. While an iteration runs the barrier is owned by
+// the children's completion handlers only, and it owns the parent's handler
+// (as detail::join's state): a run abandoned with its io_context frees it
+// all. Completion hands the ownership back to the parent's frame.
+class barrier : public std::enable_shared_from_this<barrier> {
+ public:
+  using handler_type = asio::async_result<asio::use_awaitable_t<>, void(status)>::handler_type;
+
+  explicit barrier(std::size_t n) : n_(n), signals_(2 * n), state_(n, not_started) {}
+
+  // One iteration: child k is `make(k)`, spawned on `ex`. `owner` holds the
+  // barrier and is left empty until the iteration completes.
+  template <class Make>
+  static asio::awaitable<status> iteration(std::shared_ptr<barrier>& owner, const asio::any_io_executor& ex,
+                                           Make make) {
+    return asio::async_initiate<const asio::use_awaitable_t<>, void(status)>(
+        [&owner, &ex, make](handler_type handler) mutable {
+          std::shared_ptr<barrier> self = std::move(owner);
+          self->start(owner, std::move(handler));
+          asio::cancellation_signal* signals = self->signals();
+          for (std::size_t k = 0; k < self->n_; ++k) {
+            self->state_[k] = running;
+            asio::co_spawn(ex, make(k), asio::bind_cancellation_slot(signals[k].slot(), ticket{self, k}));
+          }
+        },
+        asio::use_awaitable);
+  }
+
+ private:
+  // A child's completion handler.
+  struct ticket {
+    std::shared_ptr<barrier> b;
+    std::size_t k;
+    void operator()(std::exception_ptr e, status st) { b->child_done(k, e, std::move(st)); }
+  };
+
+  enum : char { not_started, running, finished };
+
+  // The cancellation signals of the running iteration. They alternate
+  // between two sets: the last child of the previous iteration may still be
+  // unwinding inside its own completion when the next iteration starts.
+  asio::cancellation_signal* signals() { return &signals_[odd_ ? n_ : 0]; }
+
+  void start(std::shared_ptr<barrier>& owner, handler_type handler) {
+    odd_ = !odd_;
+    owner_ = &owner;
+    handler_.emplace(std::move(handler));
+    remaining_ = n_;
+    std::fill(state_.begin(), state_.end(), not_started);
+    first_.reset();
+    cancel_sent_ = false;
+    cancelled_from_outside_ = false;
+    parent_slot_ = asio::get_associated_cancellation_slot(*handler_);
+    if (parent_slot_.is_connected()) {
+      // A plain pointer: the barrier outlives the slot's use (the slot is
+      // cleared on completion; abandoning the run destroys both).
+      parent_slot_.assign([this](asio::cancellation_type_t) {
+        cancelled_from_outside_ = true;
+        cancel_all();
+      });
+    }
+  }
+
+  void child_done(std::size_t k, std::exception_ptr e, status st) {
+    state_[k] = finished;
+    if (e) st = detail::error_from_exception(e);
+    if (!st && !first_ && !(cancel_sent_ && st.error().is_cancelled())) {
+      first_ = st.error();
+      cancel_all();
+    }
+    if (--remaining_ == 0) complete();
+  }
+
+  void cancel_all() {
+    cancel_sent_ = true;
+    // Only running children: a finished child's coroutine state is gone,
+    // and a signal not yet handed to this iteration's child still holds a
+    // handler of an earlier one.
+    asio::cancellation_signal* sig = signals();
+    for (std::size_t k = 0; k < n_; ++k) {
+      if (state_[k] == running) sig[k].emit(asio::cancellation_type::terminal);
+    }
+  }
+
+  void complete() {
+    if (parent_slot_.is_connected()) parent_slot_.clear();
+    status result = ok();
+    if (first_) result = std::move(*first_);
+    if (result && cancelled_from_outside_) result = fail(errc::cancelled, "cancelled");
+    *owner_ = shared_from_this();
+    handler_type h = std::move(*handler_);
+    handler_.reset();
+    std::move(h)(std::move(result));  // may start the next iteration
+  }
+
+  std::size_t n_;
+  std::vector<asio::cancellation_signal> signals_;
+  std::vector<char> state_;
+  bool odd_ = true;
+  std::size_t remaining_ = 0;
+  std::shared_ptr<barrier>* owner_ = nullptr;
+  std::optional<handler_type> handler_;
+  asio::cancellation_slot parent_slot_;
+  std::optional<error> first_;
+  bool cancel_sent_ = false;
+  bool cancelled_from_outside_ = false;
 };
 
 struct runner {  // internal: every member is used by the entry points below
@@ -285,7 +402,35 @@ struct runner {  // internal: every member is used by the entry points below
     asio::cancellation_state cs = co_await asio::this_coro::cancellation_state;
     const bool stop_mode = n.stop.has_value();
     const bool concurrent = (n.concurrent && n.recurring.size() >= 2) || n.instances > 1;
+    std::vector<path_t> paths;
+    std::shared_ptr<barrier> join;
+    if (concurrent && concurrent_children(n) > 0) {
+      paths = child_paths(n, path);
+      join = std::make_shared<barrier>(concurrent_children(n));
+    }
     std::uint32_t since_yield = 0;
+    if (!concurrent && sync_nets(n, b)) {
+      // The common loop (synchronous nets, no observer) runs in a plain
+      // function, back here only to yield.
+      status failure = ok();
+      std::int64_t i = 0;
+      bool resume = false;
+      for (;;) {
+        switch (sync_iterations(n, b, path, cs, iterations, i, since_yield, resume, failure)) {
+          case loop_exit::end: co_return ok();
+          case loop_exit::failed: co_return failure;
+          case loop_exit::cancelled: co_return cancelled_at(path);
+          case loop_exit::yield: break;
+        }
+        try {
+          co_await asio::post(ex_, asio::use_awaitable);
+        } catch (...) {
+          co_return cancelled_at(path);
+        }
+        if (cs.cancelled() != asio::cancellation_type::none) co_return cancelled_at(path);
+        resume = true;
+      }
+    }
     for (std::int64_t i = 0;; ++i) {
       if (stop_mode ? (n.only_once && i > 0) : i >= n.num_iter) break;
       if (cs.cancelled() != asio::cancellation_type::none) co_return cancelled_at(path);
@@ -304,7 +449,17 @@ struct runner {  // internal: every member is used by the entry points below
       if (iterations != nullptr) ++*iterations;
 
       if (concurrent) {
-        if (status st = co_await concurrent_iteration(n, ws, b, path); !st) co_return st;
+        if (join) {
+          // Turns what an awaited Asio operation throws (cancellation of
+          // an already-cancelled coroutine) into a status, as `guarded`.
+          status st = ok();
+          try {
+            st = co_await concurrent_iteration(join, n, ws, b, path, paths);
+          } catch (...) {
+            st = detail::error_from_exception(std::current_exception());
+          }
+          if (!st) co_return st;
+        }
         auto stop = should_stop(b, path, n);
         if (!stop) co_return stop.error();
         if (stop.value()) co_return ok();
@@ -312,13 +467,21 @@ struct runner {  // internal: every member is used by the entry points below
       }
       if (!n.nets.empty()) {
         for (net_instance* inst : b.nets) {
-          status st = ok();
-          if (inst->has_async()) {
-            st = co_await run_net(*inst, path);
-          } else {
-            st = run_sync_net(*inst, path);
+          // The hot path of loops: a synchronous net called directly, its
+          // status only looked at (no copy) and the stop blob read as a
+          // plain bool.
+          if (!inst->has_async() && observer_ == nullptr) [[likely]] {
+            if (stats_ != nullptr) ++stats_->net_runs;
+            if (status st = inst->run_sync(); !st) [[unlikely]]
+              co_return at(path, st.error());
+          } else if (status st = co_await run_net(*inst, path); !st) {
+            co_return st;
           }
-          if (!st) co_return st;
+          if (b.stop == nullptr) continue;
+          if (const bool* v = b.stop->exact<bool>()) {
+            if (*v) co_return ok();
+            continue;
+          }
           auto stop = should_stop(b, path, n);
           if (!stop) co_return stop.error();
           if (stop.value()) co_return ok();
@@ -337,30 +500,116 @@ struct runner {  // internal: every member is used by the entry points below
     co_return ok();
   }
 
-  status run_sync_net(net_instance& inst, const path_t* path) {
-    if (stats_ != nullptr) ++stats_->net_runs;
-    if (observer_ != nullptr) observer_->net_begin(inst.name());
-    status st = inst.run_sync();
-    if (observer_ != nullptr) observer_->net_end(inst.name(), st);
-    if (!st) return at(path, st.error());
-    return ok();
+  // A net step whose nets are all synchronous, run without observer.
+  bool sync_nets(const node& n, const bound& b) const {
+    if (n.nets.empty() || observer_ != nullptr) return false;
+    for (const net_instance* inst : b.nets) {
+      if (inst->has_async()) return false;
+    }
+    return true;
   }
 
-  // S recurring substeps x N instances, as a when_all with a barrier.
-  asio::awaitable<status> concurrent_iteration(const node& n, workspace& ws, const bound& b, const path_t* path) {
+  enum class loop_exit { end, yield, failed, cancelled };
+
+  // The loop of `iterate` for `sync_nets` steps, from iteration `i`, as a
+  // plain function (its state in registers, not in a coroutine frame): the
+  // same checks in the same order. Returns at the end of the loop (count
+  // done or stop blob true), on a failure (in `failure`), on cancellation,
+  // or when a yield is due; then `i` is the iteration to finish after the
+  // yield (`resume`: its checks are done).
+  loop_exit sync_iterations(const node& n, const bound& b, const path_t* path, const asio::cancellation_state& cs,
+                            std::uint64_t* iterations, std::int64_t& iteration, std::uint32_t& since_yield_io,
+                            bool resume, status& failure) {
+    const bool stop_mode = n.stop.has_value();
+    std::int64_t i = iteration;
+    std::uint32_t since_yield = since_yield_io;
+    loop_exit exit = loop_exit::end;
+    for (;; ++i) {
+      if (!resume) {
+        if (stop_mode ? (n.only_once && i > 0) : i >= n.num_iter) break;
+        if (cs.cancelled() != asio::cancellation_type::none) {
+          exit = loop_exit::cancelled;
+          break;
+        }
+        if (++since_yield == yield_every_) {
+          since_yield = 0;
+          exit = loop_exit::yield;
+          break;
+        }
+      }
+      resume = false;
+      if (n.counted && stats_ != nullptr) ++stats_->iterations;
+      if (iterations != nullptr) ++*iterations;
+      bool stop = false;
+      for (net_instance* inst : b.nets) {
+        if (stats_ != nullptr) ++stats_->net_runs;
+        if (status st = inst->run_sync(); !st) [[unlikely]] {
+          failure = at(path, st.error());
+          exit = loop_exit::failed;
+          stop = true;
+          break;
+        }
+        if (b.stop == nullptr) continue;
+        if (const bool* v = b.stop->exact<bool>()) {
+          stop = *v;
+        } else if (auto r = should_stop(b, path, n); !r) {
+          failure = r.error();
+          exit = loop_exit::failed;
+          stop = true;
+        } else {
+          stop = r.value();
+        }
+        if (stop) break;
+      }
+      if (stop) break;
+    }
+    iteration = i;
+    since_yield_io = since_yield;
+    return exit;
+  }
+
+  // A child of a concurrent step that `exec` would only pass on to
+  // `iterate`: no observer, deadline, own workspace or report steps.
+  bool is_plain(const node& c) const { return observer_ == nullptr && !c.timeout && !c.create_ws && c.reports.empty(); }
+
+  // The paths of the children of a concurrent step (substep k of
+  // `concurrent_iteration`), made once per execution of the step: plain
+  // children are spawned as `iterate` directly and point to these.
+  std::vector<path_t> child_paths(const node& n, const path_t* path) const {
+    std::vector<path_t> paths;
+    if (!n.nets.empty()) return paths;
+    const std::size_t units = n.recurring.size();
+    const auto instances = static_cast<std::size_t>(n.instances);
+    paths.reserve(units * instances);
+    for (std::size_t k = 0; k < units * instances; ++k) {
+      const std::int64_t instance = instances > 1 ? static_cast<std::int64_t>(k / units) : -1;
+      paths.push_back(path_t{path, n.children[n.recurring[k % units]].name, instance});
+    }
+    return paths;
+  }
+
+  // The children of one concurrent iteration: S recurring substeps x N
+  // instances (or N instances of the nets).
+  static std::size_t concurrent_children(const node& n) {
+    const std::size_t units = n.nets.empty() ? n.recurring.size() : 1;
+    return units * static_cast<std::size_t>(n.instances);
+  }
+
+  // One concurrent iteration: a when_all of the children with a barrier.
+  asio::awaitable<status> concurrent_iteration(std::shared_ptr<barrier>& join, const node& n, workspace& ws,
+                                               const bound& b, const path_t* path, const std::vector<path_t>& paths) {
     const std::size_t units = n.nets.empty() ? n.recurring.size() : 1;
     const auto instances = static_cast<std::size_t>(n.instances);
-    const std::size_t total = units * instances;
-    if (total == 0) co_return ok();
-    co_return co_await guarded(detail::join(
-        ex_, total,
-        [&, units](std::size_t k) -> asio::awaitable<status> {
-          const std::int64_t instance = instances > 1 ? static_cast<std::int64_t>(k / units) : -1;
-          if (!n.nets.empty()) return nets_instance(b, path, instance);
-          const std::size_t idx = n.recurring[k % units];
-          return substep_instance(n.children[idx], shared(ws), b.children[idx], path, instance);
-        },
-        detail::join_mode::fail_fast));
+    return barrier::iteration(join, ex_, [this, &n, &ws, &b, path, &paths, units, instances](std::size_t k) {
+      const std::int64_t instance = instances > 1 ? static_cast<std::int64_t>(k / units) : -1;
+      if (!n.nets.empty()) return nets_instance(b, path, instance);
+      const std::size_t idx = n.recurring[k % units];
+      const node& c = n.children[idx];
+      // The parent's workspace outlives the iteration (it waits for every
+      // child), so a plain child needs neither `exec` nor a reference.
+      if (is_plain(c)) return iterate(c, ws, b.children[idx], &paths[k], nullptr);
+      return substep_instance(c, shared(ws), b.children[idx], path, instance);
+    });
   }
 
   asio::awaitable<status> nets_instance(const bound& b, const path_t* parent, std::int64_t instance) {

@@ -121,6 +121,23 @@ class blob {
     return vt_ != nullptr && detail::same_type(vt_->type, typeid(T));
   }
 
+  /// The value when the blob holds a `T` through this program's own vtable
+  /// for `T` (one pointer compare, nothing out of line), null otherwise;
+  /// null does not prove another type (see `holds`). For the fast paths of
+  /// kernels, which fall back to `try_get`.
+  template <class T>
+  [[nodiscard]] T* exact() noexcept {
+    if (vt_ != &detail::blob_vtable_for<T>) return nullptr;
+    held();
+    return static_cast<T*>(data_);
+  }
+  template <class T>
+  [[nodiscard]] const T* exact() const noexcept {
+    if (vt_ != &detail::blob_vtable_for<T>) return nullptr;
+    held();
+    return static_cast<const T*>(data_);
+  }
+
   /// The value as a `T`, or null when empty or of another type. Never throws.
   template <class T>
   [[nodiscard]] T* try_get() noexcept {
@@ -191,6 +208,14 @@ class blob {
 
  private:
   [[nodiscard]] error mismatch(std::string expected) const;
+
+  // Tells the optimizer the invariant "a vtable means a value" (so a
+  // caller's null test of `exact` is the vtable compare alone).
+  void held() const noexcept {
+#if defined(__GNUC__)
+    if (data_ == nullptr) __builtin_unreachable();
+#endif
+  }
 
   const detail::blob_vtable* vt_ = nullptr;
   void* data_ = nullptr;

@@ -116,12 +116,18 @@ class net_instance {
  private:
   explicit net_instance(const net& def);
   status run_from(std::size_t& i) noexcept;
+  status run_sync_mixed() noexcept;
   [[nodiscard]] error op_error(std::size_t i, const error& e) const;
+  // op_error as a status, and the same for an exception in flight: out of
+  // line, so that the loops that call them stay small.
+  [[nodiscard]] status op_failure(std::size_t i, const error& e) const;
+  [[nodiscard]] status op_exception(std::size_t i) const;
 
   std::string name_;
   std::vector<op_def> defs_;  // a snapshot: later edits of the net do not reach a bound instance
   std::vector<op_context> contexts_;
   std::vector<std::unique_ptr<op_kernel>> kernels_;
+  std::vector<op_kernel*> sync_;  // kernels_ as plain pointers when none is asynchronous, else empty
   bool has_async_ = false;
 };
 
