@@ -186,6 +186,8 @@ error group_mismatch(int rank, const std::vector<std::string>& client, const std
 // What a rank said: nothing wrong, or its error.
 struct verdict {
   std::optional<error> e;
+  // On a DONE: every task's status and failure, in group order.
+  std::vector<std::pair<task_status, std::optional<error>>> tasks;
 };
 
 // A nonblocking send whose buffer lives until it completes.
@@ -555,13 +557,14 @@ result<verdict> decode_status(const impl_ptr& s, int from, std::uint64_t run_id,
   TASKGROUP_TRY(auto id, r.u64());
   if (id != run_id) {
     return verdict{error(errc::group_mismatch, who + " answered for run " + std::to_string(id) + ", rank 0 is at run " +
-                                                   std::to_string(run_id))};
+                                                   std::to_string(run_id)),
+                   {}};
   }
   TASKGROUP_TRY(auto kind, r.u8());
   if (kind == 1) {
     error e;
     TASKGROUP_TRY(read_error(r, e));
-    return verdict{e.with_context(who)};
+    return verdict{e.with_context(who), {}};
   }
   TASKGROUP_TRY(detached_count, r.u32());
   TASKGROUP_TRY(auto count, r.u32());
@@ -600,7 +603,7 @@ result<verdict> decode_status(const impl_ptr& s, int from, std::uint64_t run_id,
         value = s->options.codecs->decode(r);
       }
       if (!value) {
-        return verdict{value.error().with_context(who + ": task " + quote(t.name) + " output " + quote(name))};
+        return verdict{value.error().with_context(who + ": task " + quote(t.name) + " output " + quote(name)), {}};
       }
       t.outputs.emplace_back(name, std::make_shared<const blob>(std::move(value).value()));
     }
@@ -654,16 +657,28 @@ result<start_message> decode_start(std::string_view bytes) {
   return m;
 }
 
-std::string encode_ctrl(std::uint64_t run_id, const std::optional<error>& cancel) {
+// CANCEL carries the run's error; DONE every task's status and failure,
+// so that each rank knows how the whole run went.
+std::string encode_ctrl(std::uint64_t run_id, const std::optional<error>& cancel, const run_report* done = nullptr) {
   std::string bytes;
   byte_writer w(bytes);
   w.u64(run_id);
   w.boolean(cancel.has_value());
-  if (cancel) write_error(w, *cancel);
+  if (cancel) {
+    write_error(w, *cancel);
+    return bytes;
+  }
+  w.u32(done != nullptr ? static_cast<std::uint32_t>(done->tasks.size()) : 0);
+  if (done != nullptr) {
+    for (const auto& t : done->tasks) {
+      w.u8(static_cast<std::uint8_t>(t.status));
+      w.boolean(t.failure.has_value());
+      if (t.failure) write_error(w, *t.failure);
+    }
+  }
   return bytes;
 }
 
-// The run's error on a CANCEL, nothing on DONE.
 result<verdict> decode_ctrl(std::string_view bytes, std::uint64_t run_id) {
   byte_reader r(bytes);
   TASKGROUP_TRY(auto id, r.u64());
@@ -672,10 +687,29 @@ result<verdict> decode_ctrl(std::string_view bytes, std::uint64_t run_id) {
                 "rank 0 ended run " + std::to_string(id) + " during run " + std::to_string(run_id));
   }
   TASKGROUP_TRY(auto cancel, r.boolean());
-  if (!cancel) return verdict{};
-  error e;
-  TASKGROUP_TRY(read_error(r, e));
-  return verdict{e};
+  verdict v;
+  if (cancel) {
+    error e;
+    TASKGROUP_TRY(read_error(r, e));
+    v.e = e;
+    return v;
+  }
+  TASKGROUP_TRY(auto n, r.u32());
+  for (std::uint32_t i = 0; i < n; ++i) {
+    TASKGROUP_TRY(auto st, r.u8());
+    if (st > static_cast<std::uint8_t>(task_status::not_run)) {
+      return fail(errc::group_mismatch, "rank 0 sent task status " + std::to_string(st));
+    }
+    TASKGROUP_TRY(auto has_failure, r.boolean());
+    std::optional<error> failure;
+    if (has_failure) {
+      error e;
+      TASKGROUP_TRY(read_error(r, e));
+      failure = e;
+    }
+    v.tasks.emplace_back(static_cast<task_status>(st), std::move(failure));
+  }
+  return v;
 }
 
 // ---- rank 0 ------------------------------------------------------------------
@@ -786,9 +820,11 @@ asio::awaitable<result<run_report>> run_client(impl_ptr s, task_group group, run
     }
     const bool all_answered = std::all_of(answered.begin(), answered.end(), [](bool b) { return b; });
     if (ctx->local_done && all_answered && !ctx->mpi_error) {
+      std::string done;
       for (int r = 1; r < s->size; ++r) {
         if (!told[static_cast<std::size_t>(r)]) {
-          send(s, *ctx, r, tag_ctrl, encode_ctrl(run_id, std::nullopt));
+          if (done.empty()) done = encode_ctrl(run_id, std::nullopt, &report);
+          send(s, *ctx, r, tag_ctrl, done);
           told[static_cast<std::size_t>(r)] = true;
         }
       }
@@ -877,7 +913,8 @@ asio::awaitable<result<run_report>> run_worker(impl_ptr s, task_group group, run
   if (start->timeout) watchdog = clock_type::now() + *start->timeout + s->options.grace;
 
   bool status_sent = false;
-  std::optional<std::optional<error>> ctrl;  // set once CTRL arrived
+  std::optional<std::optional<error>> ctrl;                          // set once CTRL arrived
+  std::vector<std::pair<task_status, std::optional<error>>> others;  // from DONE
   for (;;) {
     bool progressed = false;
     if (!cancelled_outside && outside_cancelled(co_await asio::this_coro::cancellation_state)) {
@@ -889,6 +926,7 @@ asio::awaitable<result<run_report>> run_worker(impl_ptr s, task_group group, run
       progressed = true;
       auto c = decode_ctrl(bytes, run_id);
       ctrl = c ? c.value().e : std::optional<error>(c.error());
+      if (c) others = std::move(c.value().tasks);
       if (*ctrl) cancel_local(*ctx);
     }
     if (ctx->local_done && !status_sent) {
@@ -912,6 +950,16 @@ asio::awaitable<result<run_report>> run_worker(impl_ptr s, task_group group, run
     co_await pace.wait(*ctx, progressed, watchdog);
   }
   if (*ctrl) co_return **ctrl;
+  // The other ranks' tasks: their status and failure (their outputs stay
+  // on rank 0).
+  if (ctx->local && others.size() == ctx->local.value().tasks.size()) {
+    for (std::size_t k = 0; k < others.size(); ++k) {
+      task_report& t = ctx->local.value().tasks[k];
+      if (t.status != task_status::not_run) continue;
+      t.status = others[k].first;
+      t.failure = std::move(others[k].second);
+    }
+  }
   co_return ctx->local;
 }
 

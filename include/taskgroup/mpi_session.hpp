@@ -9,7 +9,8 @@
 // local session. Rank 0 is the client: its `run` completes with the report
 // of every task on every rank, and the output handles of every task are set
 // there. On other ranks `run` completes when the run is over, with the
-// report of their own tasks (other tasks `not_run`) or with the run's error.
+// run's error or with a report of every task's status and failure (the
+// outputs of their own tasks only).
 //
 // Protocol of one run, all of it nonblocking MPI polled on the session's
 // strand (briefly after each message, then from a timer: an idle rank wakes
@@ -22,7 +23,8 @@
 //     outputs, encoded by the codec registry, or the error);
 //   rank 0 -> every rank: CTRL, exactly once per rank: CANCEL with the
 //     run's error as soon as there is one (the first failure on any rank,
-//     a cancellation of rank 0's run from outside, the deadline), or DONE.
+//     a cancellation of rank 0's run from outside, the deadline), or DONE
+//     with every task's status.
 // Output types are checked as in strict codec mode (run_options::
 // strict_codecs): a typed output whose type has no codec fails the run at
 // its start; an untyped output fails its task when its value cannot be
@@ -151,8 +153,8 @@ class mpi_session {
 
   /// Runs `group` on every rank; every rank must call it for the same
   /// group. On rank 0 completes with the report of every task (outputs
-  /// decoded from the ranks that ran them); elsewhere with the report of
-  /// this rank's tasks. Errors: `errc::mpi_failed` when MPI is unusable (not
+  /// decoded from the ranks that ran them); elsewhere with every task's
+  /// status and failure, and the outputs of this rank's tasks. Errors: `errc::mpi_failed` when MPI is unusable (not
   /// initialized, too low a thread level for a multi-threaded executor),
   /// `errc::group_mismatch` when ranks built different groups or runs,
   /// `errc::invalid_task` when a run is already in flight, the errors of
