@@ -4,6 +4,7 @@
 #include <taskgroup/task_group.hpp>
 
 #include "support/steps.hpp"
+#include "support/values.hpp"
 
 #include <catch2/catch.hpp>
 
@@ -27,35 +28,7 @@ T round_trip(const T& value, const codec_registry& reg = codec_registry::global(
   return out.value().as<T>();
 }
 
-struct point {
-  double x = 0;
-  double y = 0;
-};
 struct opaque {};
-
-status add_point(codec_registry& reg) {
-  return reg.add<point>(
-      "point",
-      [](const point& p, byte_writer& w) {
-        w.f64(p.x);
-        w.f64(p.y);
-      },
-      [](byte_reader& r) -> result<point> {
-        TASKGROUP_TRY(auto x, r.f64());
-        TASKGROUP_TRY(auto y, r.f64());
-        return point{x, y};
-      });
-}
-
-template <class T>
-net put(const std::string& name, const std::string& blob, T value) {
-  net n(name);
-  n.lambda("Put", {}, {blob}, [value](op_context& ctx) -> status {
-    ctx.set_output(0, value);
-    return ok();
-  });
-  return n;
-}
 
 }  // namespace
 

@@ -15,6 +15,8 @@
 #define CATCH_CONFIG_EXTERNAL_INTERFACES  // event listeners
 #include <catch2/catch.hpp>
 
+#include "support/values.hpp"
+
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
@@ -26,6 +28,7 @@
 #include <vector>
 
 using namespace taskgroup;
+using namespace taskgroup::test;
 using namespace std::chrono_literals;
 namespace asio = boost::asio;
 
@@ -40,17 +43,6 @@ struct mpi_listener : Catch::TestEventListenerBase {
 };
 
 int world_rank() { return mpi_listener::env->rank(); }
-
-// A net of one op writing `value` to `blob`.
-template <class T>
-net put(const std::string& name, const std::string& blob, T value) {
-  net n(name);
-  n.lambda("Put", {}, {blob}, [value](op_context& ctx) -> status {
-    ctx.set_output(0, value);
-    return ok();
-  });
-  return n;
-}
 
 // A net whose op waits an hour unless cancelled; counts both.
 struct counters {
@@ -77,30 +69,13 @@ net fail_after(const std::string& name, std::int64_t ms, const std::string& mess
   return n;
 }
 
-struct point {
-  double x = 0;
-  double y = 0;
-};
 struct opaque {
   int v = 0;
 };
 
 codec_registry& point_codecs() {
   static codec_registry reg;
-  static const bool added = [] {
-    (void)reg.add<point>(
-        "point",
-        [](const point& p, byte_writer& w) {
-          w.f64(p.x);
-          w.f64(p.y);
-        },
-        [](byte_reader& rd) -> result<point> {
-          TASKGROUP_TRY(auto x, rd.f64());
-          TASKGROUP_TRY(auto y, rd.f64());
-          return point{x, y};
-        });
-    return true;
-  }();
+  static const bool added = add_point(reg).has_value();
   (void)added;
   return reg;
 }
