@@ -525,26 +525,12 @@ void drain_detached(const impl_ptr& s, int from, std::uint32_t count) {
 
 // Fills the output handles of a task that ran on another rank.
 void set_outputs(const task& t, const task_report& rep) {
-  for (const auto& out : t.output_states()) {
-    out->values.clear();
-    out->failure.reset();
-    out->set = false;
-    if (rep.status != task_status::succeeded) {
-      out->failure = error(errc::output_not_set, "task " + quote(t.name()) + " output " + quote(out->blobs.front()) +
-                                                     ": the task did not succeed");
-      continue;
-    }
-    for (const auto& name : out->blobs) {
-      auto it = std::find_if(rep.outputs.begin(), rep.outputs.end(), [&](const auto& kv) { return kv.first == name; });
-      if (it == rep.outputs.end()) {
-        out->failure = error(errc::output_not_set, "task " + quote(t.name()) + " output " + quote(name) +
-                                                       ": no value came from node " + quote(rep.node));
-        break;
-      }
-      out->values.push_back(it->second);
-    }
-    out->set = !out->failure;
-  }
+  auto value_of = [&](const std::string& name) -> result<std::shared_ptr<const blob>> {
+    auto it = std::find_if(rep.outputs.begin(), rep.outputs.end(), [&](const auto& kv) { return kv.first == name; });
+    if (it == rep.outputs.end()) return fail(errc::output_not_set, "no value came from node " + quote(rep.node));
+    return it->second;
+  };
+  for (const auto& out : t.output_states()) detail::set_output(*out, rep.status == task_status::succeeded, value_of);
 }
 
 // Decodes a STATUS into `report` (group order). Returns the rank's error,

@@ -263,33 +263,18 @@ void fetch_outputs(run_state& rs, const compiled_node& cn, node_state& n) {
   for (std::size_t k : cn.tasks) {
     const compiled_task& ct = rs.group->tasks[k];
     task_report& rep = rs.reports[k];
+    auto value_of = [&](const std::string& name) -> result<std::shared_ptr<const blob>> {
+      blob* b = n.ws->find(name);
+      if (b == nullptr || !b->has_value()) {
+        return fail(errc::output_not_set, "blob " + quote(name) + " has no value in node " + quote(n.name));
+      }
+      TASKGROUP_TRY(auto copy, b->clone());
+      auto value = std::make_shared<const blob>(std::move(copy));
+      rep.outputs.emplace_back(name, value);
+      return value;
+    };
     for (const auto& out : ct.t.output_states()) {
-      out->values.clear();
-      out->failure.reset();
-      out->set = false;
-      if (rep.status != task_status::succeeded) {
-        out->failure = error(errc::output_not_set, "task " + quote(ct.t.name()) + " output " +
-                                                       quote(out->blobs.front()) + ": the task did not succeed");
-        continue;
-      }
-      for (const auto& name : out->blobs) {
-        blob* b = n.ws->find(name);
-        if (b == nullptr || !b->has_value()) {
-          out->failure =
-              error(errc::output_not_set, "task " + quote(ct.t.name()) + " output " + quote(name) + ": blob " +
-                                              quote(name) + " has no value in node " + quote(n.name));
-          break;
-        }
-        auto copy = b->clone();
-        if (!copy) {
-          out->failure = copy.error().with_context("task " + quote(ct.t.name()) + " output " + quote(name));
-          break;
-        }
-        auto shared = std::make_shared<const blob>(std::move(copy).value());
-        out->values.push_back(shared);
-        rep.outputs.emplace_back(name, shared);
-      }
-      out->set = !out->failure;
+      detail::set_output(*out, rep.status == task_status::succeeded, value_of);
     }
   }
 }

@@ -9,6 +9,28 @@ error detail::output_not_set(const output_state& s) {
                                     ": Output value not set yet."};
 }
 
+void detail::set_output(output_state& s, bool succeeded, const output_source& value_of) {
+  s.values.clear();
+  s.failure.reset();
+  s.set = false;
+  if (!succeeded) {
+    s.failure =
+        error(errc::output_not_set, "task " + quote(s.task) + " output " + quote(s.blobs.empty() ? "" : s.blobs[0]) +
+                                        ": the task did not succeed");
+    return;
+  }
+  for (const auto& name : s.blobs) {
+    auto value = value_of(name);
+    if (!value) {
+      s.failure = value.error().with_context("task " + quote(s.task) + " output " + quote(name));
+      s.values.clear();
+      return;
+    }
+    s.values.push_back(std::move(value).value());
+  }
+  s.set = true;
+}
+
 error detail::output_type_error(const output_state& s, std::size_t i, const blob& b, const std::string& expected) {
   return {errc::type_mismatch, "task " + quote(s.task) + " output " + quote(s.blobs.at(i)) + ": expected " + expected +
                                    ", got " + b.type_name()};

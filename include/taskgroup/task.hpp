@@ -34,6 +34,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -104,6 +105,14 @@ struct output_state {
   std::optional<error> failure;  // why the last run could not fetch it
   std::vector<std::shared_ptr<const blob>> values;
 };
+// Where a run's value of one output blob comes from: the value, or why
+// there is none (the message need not name the task or the output).
+using output_source = std::function<result<std::shared_ptr<const blob>>(const std::string& blob_name)>;
+// Fills `s` after a run of its task (every session does it the same way):
+// when the task did not succeed, `errc::output_not_set` "task T output B:
+// the task did not succeed"; otherwise each blob's value from `value_of`,
+// or its first error prefixed with "task T output B: ".
+void set_output(output_state& s, bool succeeded, const output_source& value_of);
 error output_not_set(const output_state& s);
 error output_type_error(const output_state& s, std::size_t i, const blob& b, const std::string& expected);
 }  // namespace detail
