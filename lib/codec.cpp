@@ -133,12 +133,17 @@ void add_contiguous(codec_registry& reg) {
     const V& v = b.as<V>();
     return {reinterpret_cast<const char*>(v.data()), v.size() * sizeof(E)};  // NOLINT: bytes of numbers
   };
-  copy.adopt = [](std::size_t size) -> std::pair<blob, char*> {
-    if (size % sizeof(E) != 0) return {blob(), nullptr};
-    blob b;
-    V& v = b.emplace<V>();
-    v.resize(size / sizeof(E));
-    return {std::move(b), reinterpret_cast<char*>(v.data())};  // NOLINT: bytes of numbers
+  copy.adopt = [](blob& into, std::size_t size) -> char* {
+    if (size % sizeof(E) != 0) return nullptr;
+    const std::size_t n = size / sizeof(E);
+    V* v = into.try_get<V>();
+    if (v == nullptr) {
+      v = &into.emplace<V>();
+    } else if (n > v->capacity()) {
+      V().swap(*v);  // growing would copy the old bytes first
+    }
+    v->resize(n);
+    return reinterpret_cast<char*>(v->data());  // NOLINT: bytes of numbers
   };
   reg.replace(std::move(copy));
 }

@@ -495,18 +495,47 @@ status_message encode_status(const impl_ptr& s, std::uint64_t run_id, const resu
   return m;
 }
 
-// Receives a value sent apart from its STATUS message.
-result<blob> receive_detached(const impl_ptr& s, int from, const std::string& tag, std::uint64_t size) {
+// Values received apart from their STATUS are made by rank 0 as mutable
+// blobs with this deleter: the next run may receive into one again.
+struct received_value {
+  void operator()(const blob* b) const noexcept { delete b; }
+};
+
+// Takes the value that the handle of output blob `name` of `t` holds from
+// an earlier run, when rank 0 received it apart (received_value) and
+// nothing but the handle holds it: its storage can take the new value. The
+// handle is left unset until the new value is in.
+std::shared_ptr<const blob> take_reusable(const task& t, const std::string& name) {
+  for (const auto& out : t.output_states()) {
+    for (std::size_t i = 0; i < out->blobs.size() && i < out->values.size(); ++i) {
+      const auto& v = out->values[i];
+      if (out->blobs[i] != name || v.use_count() != 1 || std::get_deleter<received_value>(v) == nullptr) continue;
+      std::shared_ptr<const blob> taken = v;
+      out->values.clear();
+      out->set = false;
+      return taken;
+    }
+  }
+  return nullptr;
+}
+
+// Receives a value sent apart from its STATUS message, into `reuse` when
+// given (see take_reusable).
+result<std::shared_ptr<const blob>> receive_detached(const impl_ptr& s, int from, const std::string& tag,
+                                                     std::uint64_t size, std::shared_ptr<const blob> reuse) {
   auto codec = s->options.codecs->find(tag);
   if (!codec || !codec->adopt) return fail(errc::not_serializable, "no contiguous codec tagged " + quote(tag));
   if (size > static_cast<std::uint64_t>(INT_MAX)) return fail(errc::mpi_failed, "a value too large for one message");
-  auto [value, where] = codec->adopt(static_cast<std::size_t>(size));
+  std::shared_ptr<const blob> value =
+      reuse ? std::move(reuse) : std::shared_ptr<const blob>(new blob, received_value{});
+  // Made as a mutable blob (received_value) and held by no one else.
+  char* where = codec->adopt(const_cast<blob&>(*value), static_cast<std::size_t>(size));  // NOLINT
   if (where == nullptr && size != 0) {
     return fail(errc::not_serializable, std::to_string(size) + " bytes cannot hold a " + tag);
   }
   TASKGROUP_TRY(check_mpi(
       MPI_Recv(where, static_cast<int>(size), MPI_BYTE, from, tag_payload, s->comm, MPI_STATUS_IGNORE), "MPI_Recv"));
-  return std::move(value);
+  return value;
 }
 
 // Receives and drops values of a STATUS that could not be decoded, so that
@@ -579,19 +608,21 @@ result<verdict> decode_status(const impl_ptr& s, int from, std::uint64_t run_id,
     for (std::uint32_t j = 0; j < outputs; ++j) {
       TASKGROUP_TRY(auto name, r.string());
       TASKGROUP_TRY(auto mode, r.u8());
-      result<blob> value = error(errc::no_result, "no value");
+      result<std::shared_ptr<const blob>> value = error(errc::no_result, "no value");
       if (mode == 1) {
         TASKGROUP_TRY(auto tag, r.string());
         TASKGROUP_TRY(auto size, r.u64());
-        value = receive_detached(s, from, tag, size);
+        value = receive_detached(s, from, tag, size, take_reusable(group.tasks()[k], name));
         if (value) ++detached_received;  // otherwise drained by the caller
+      } else if (auto decoded = s->options.codecs->decode(r)) {
+        value = std::make_shared<const blob>(std::move(decoded).value());
       } else {
-        value = s->options.codecs->decode(r);
+        value = decoded.error();
       }
       if (!value) {
         return verdict{value.error().with_context(who + ": task " + quote(t.name) + " output " + quote(name)), {}};
       }
-      t.outputs.emplace_back(name, std::make_shared<const blob>(std::move(value).value()));
+      t.outputs.emplace_back(name, std::move(value).value());
     }
     set_outputs(group.tasks()[k], t);
     if (observer != nullptr) {
@@ -840,6 +871,70 @@ asio::awaitable<result<run_report>> run_client(impl_ptr s, task_group group, run
 
 // ---- other ranks ------------------------------------------------------------
 
+// While a worker runs its tasks, their outputs are fetched as the node
+// workspaces' blobs themselves (output_state::borrow), so that STATUS sends
+// them from there without a copy.
+class borrowed_outputs {
+ public:
+  borrowed_outputs(const task_group& g, const std::map<std::string, int>& where, int rank) {
+    for (const auto& t : g.tasks()) {
+      if (where.at(t.node_name()) != rank) continue;
+      for (const auto& out : t.output_states()) {
+        out->borrow = true;
+        states_.push_back(out);
+      }
+    }
+  }
+  ~borrowed_outputs() {
+    for (const auto& out : states_) out->borrow = false;
+  }
+  borrowed_outputs(const borrowed_outputs&) = delete;
+  borrowed_outputs& operator=(const borrowed_outputs&) = delete;
+
+ private:
+  std::vector<std::shared_ptr<detail::output_state>> states_;
+};
+
+// Once sent, borrowed values are copied for the worker's own report and
+// output handles (what a local run gives), so that those do not change
+// with the workspace in later runs. A value that cannot be copied leaves
+// its handle with the copy's error and the report without it.
+void keep_copies(const impl_ptr& s, const task_group& group, run_report& report) {
+  for (std::size_t k = 0; k < report.tasks.size() && k < group.tasks().size(); ++k) {
+    task_report& rep = report.tasks[k];
+    if (rep.outputs.empty()) continue;
+    auto ws = s->local->node_workspace(rep.node);
+    std::map<const blob*, std::shared_ptr<const blob>> copies;
+    std::map<const blob*, error> failures;
+    for (auto& [name, value] : rep.outputs) {
+      if (value.get() != ws->find(name)) continue;  // a copy already
+      auto copy = value->clone();
+      if (copy) {
+        copies[value.get()] = std::make_shared<const blob>(std::move(copy).value());
+      } else {
+        failures.emplace(value.get(), copy.error());
+      }
+    }
+    if (copies.empty() && failures.empty()) continue;
+    for (const auto& out : group.tasks()[k].output_states()) {
+      for (std::size_t i = 0; i < out->values.size(); ++i) {
+        const blob* b = out->values[i].get();
+        if (auto it = failures.find(b); it != failures.end()) {
+          out->failure = it->second.with_context("task " + quote(out->task) + " output " + quote(out->blobs.at(i)));
+          out->set = false;
+          out->values.clear();
+          break;
+        }
+        if (auto it = copies.find(b); it != copies.end()) out->values[i] = it->second;
+      }
+    }
+    std::erase_if(rep.outputs, [&](const auto& kv) { return failures.count(kv.second.get()) != 0; });
+    for (auto& kv : rep.outputs) {
+      if (auto it = copies.find(kv.second.get()); it != copies.end()) kv.second = it->second;
+    }
+  }
+}
+
 asio::awaitable<result<run_report>> run_worker(impl_ptr s, task_group group, run_options options,
                                                std::uint64_t run_id) {
   auto ctx = std::make_shared<run_ctx>(s->strand);
@@ -887,12 +982,14 @@ asio::awaitable<result<run_report>> run_worker(impl_ptr s, task_group group, run
     if (auto st = check_output_codecs(group, *s->options.codecs); !st) refused = st.error();
   }
   if (!refused && cancelled_outside) refused = error(errc::cancelled, "run cancelled");
+  std::optional<borrowed_outputs> borrowed;
   if (refused) {
     ctx->local_done = true;
     ctx->local = *refused;
   } else {
     run_options local = options;
     local.policy = start->policy;
+    borrowed.emplace(group, where.value(), s->rank);
     start_local(s, ctx, group, where.value(), local);
   }
   watchdog.reset();
@@ -927,7 +1024,10 @@ asio::awaitable<result<run_report>> run_worker(impl_ptr s, task_group group, run
     progressed = progress_sends(*ctx) || !ctx->sends.empty() || progressed;
     if (ctx->mpi_error) {
       cancel_local(*ctx);
-      if (ctx->local_done) co_return *ctx->mpi_error;
+      if (ctx->local_done) {
+        if (ctx->local) keep_copies(s, group, ctx->local.value());
+        co_return *ctx->mpi_error;
+      }
     }
     if (status_sent && ctrl && ctx->sends.empty()) break;
     if (watchdog && clock_type::now() >= *watchdog) {
@@ -935,6 +1035,7 @@ asio::awaitable<result<run_report>> run_worker(impl_ptr s, task_group group, run
     }
     co_await pace.wait(*ctx, progressed, watchdog);
   }
+  if (ctx->local) keep_copies(s, group, ctx->local.value());
   if (*ctrl) co_return **ctrl;
   // The other ranks' tasks: their status and failure (their outputs stay
   // on rank 0).

@@ -258,22 +258,31 @@ asio::awaitable<status> run_task(std::shared_ptr<run_state> rs, std::size_t k, n
   co_return *rep.failure;
 }
 
-// Copies the declared outputs of a node's tasks out of its workspace.
+// Copies the declared outputs of a node's tasks out of its workspace; a
+// borrowed output (output_state::borrow) is the workspace's blob itself
+// when no exit work of the node runs after this.
 void fetch_outputs(run_state& rs, const compiled_node& cn, node_state& n) {
   for (std::size_t k : cn.tasks) {
     const compiled_task& ct = rs.group->tasks[k];
     task_report& rep = rs.reports[k];
+    bool borrow = false;
     auto value_of = [&](const std::string& name) -> result<std::shared_ptr<const blob>> {
       blob* b = n.ws->find(name);
       if (b == nullptr || !b->has_value()) {
         return fail(errc::output_not_set, "blob " + quote(name) + " has no value in node " + quote(n.name));
       }
-      TASKGROUP_TRY(auto copy, b->clone());
-      auto value = std::make_shared<const blob>(std::move(copy));
+      std::shared_ptr<const blob> value;
+      if (borrow) {
+        value = std::shared_ptr<const blob>(n.ws, b);  // keeps the workspace alive
+      } else {
+        TASKGROUP_TRY(auto copy, b->clone());
+        value = std::make_shared<const blob>(std::move(copy));
+      }
       rep.outputs.emplace_back(name, value);
       return value;
     };
     for (const auto& out : ct.t.output_states()) {
+      borrow = out->borrow && !cn.exit;
       detail::set_output(*out, rep.status == task_status::succeeded, value_of);
     }
   }

@@ -226,14 +226,29 @@ TEST_CASE("strings and numeric vectors have a contiguous form", "[codec]") {
   b.set(std::vector<double>{1.5, -2});
   const std::string_view bytes = c->contiguous(b);
   CHECK(bytes.size() == 2 * sizeof(double));
-  auto [copy, where] = c->adopt(bytes.size());
+  blob copy;
+  char* where = c->adopt(copy, bytes.size());
   REQUIRE(where != nullptr);
   std::memcpy(where, bytes.data(), bytes.size());
   CHECK(copy.as<std::vector<double>>() == std::vector<double>{1.5, -2});
-  CHECK(c->adopt(7).second == nullptr);  // not a whole number of doubles
+  CHECK(c->adopt(copy, 7) == nullptr);                                    // not a whole number of doubles
+  CHECK(copy.as<std::vector<double>>() == std::vector<double>{1.5, -2});  // left alone
+  // A value of the codec's type is reused: same storage when it fits.
+  const double* storage = copy.as<std::vector<double>>().data();
+  char* again = c->adopt(copy, sizeof(double));
+  CHECK(again == reinterpret_cast<const char*>(storage));  // NOLINT: bytes of numbers
+  CHECK(copy.as<std::vector<double>>().size() == 1);
+  // A value of another type is replaced.
+  blob other(std::string("text"));
+  REQUIRE(c->adopt(other, 3 * sizeof(double)) != nullptr);
+  CHECK(other.as<std::vector<double>>().size() == 3);
   auto s = codec_registry::global().find(typeid(std::string));
   REQUIRE(s);
   CHECK(s->contiguous);
+  blob text(std::string("short"));
+  char* at = s->adopt(text, 1000);  // grows past the old capacity
+  REQUIRE(at != nullptr);
+  CHECK(text.as<std::string>().size() == 1000);
   auto vb = codec_registry::global().find(typeid(std::vector<bool>));
   REQUIRE(vb);
   CHECK_FALSE(vb->contiguous);  // bits, not bytes

@@ -114,12 +114,15 @@ struct blob_codec {
   /// Optional, for values stored as one run of bytes (the built-in string
   /// and numeric vector codecs set it): the bytes of a value as they are.
   /// With `adopt`, a session sends such a value without copying it into a
-  /// message and receives it straight into its new value.
+  /// message and receives it straight into its value.
   std::function<std::string_view(const blob&)> contiguous;
-  /// A new blob holding a value of `size` bytes (as `contiguous` would
-  /// show them), and where to write those bytes; empty when `size` cannot
-  /// be such a value (not a multiple of the element size).
-  std::function<std::pair<blob, char*>(std::size_t size)> adopt;
+  /// Makes `into` hold a value of `size` bytes (as `contiguous` would show
+  /// them) and returns where to write those bytes. When `into` already
+  /// holds this codec's type its storage is reused (no allocation when it
+  /// is large enough; its old bytes are overwritten, not preserved).
+  /// Returns null, leaving `into` alone, when `size` cannot be such a
+  /// value (not a multiple of the element size).
+  std::function<char*(blob& into, std::size_t size)> adopt;
 };
 
 /// Codecs by C++ type and by tag.

@@ -10,7 +10,7 @@
 // of every task on every rank, and the output handles of every task are set
 // there. On other ranks `run` completes when the run is over, with the
 // run's error or with a report of every task's status and failure (the
-// outputs of their own tasks only).
+// outputs of their own tasks only: copies, taken once they were sent).
 //
 // Protocol of one run, all of it nonblocking MPI polled on the session's
 // strand (briefly after each message, then from a timer: an idle rank wakes
@@ -20,7 +20,12 @@
 //     run's deadline and policy); a rank whose group differs fails the run
 //     with `errc::group_mismatch` naming the rank and the first difference;
 //   every rank -> rank 0: STATUS when its tasks end (their reports and
-//     outputs, encoded by the codec registry, or the error);
+//     outputs, encoded by the codec registry, or the error); strings and
+//     numeric vectors of 32 KiB or more follow as messages of their own,
+//     sent straight from the node workspace's blob (no copy; a node with
+//     local exit work sends a copy taken before it) and received straight
+//     into the value on rank 0 (into the storage of the last run's value
+//     of that output when nothing but the output handle still holds it);
 //   rank 0 -> every rank: CTRL, exactly once per rank: CANCEL with the
 //     run's error as soon as there is one (the first failure on any rank,
 //     a cancellation of rank 0's run from outside, the deadline), or DONE
@@ -40,7 +45,9 @@
 //
 // Threading: a session and its runs are bound to the session's strand; call
 // `run` from any thread. One run at a time: a second concurrent `run`
-// fails with `errc::invalid_task`. Construct and destroy sessions in the
+// fails with `errc::invalid_task`. Outputs are sent from the node
+// workspaces: leave those alone while a run is in flight (as with any
+// workspace: touch it only on its node strand or between runs). Construct and destroy sessions in the
 // same order on every rank (the communicator is duplicated and freed
 // collectively). MPI must be initialized with at least
 // MPI_THREAD_SERIALIZED when the executor has several threads
@@ -153,8 +160,12 @@ class mpi_session {
 
   /// Runs `group` on every rank; every rank must call it for the same
   /// group. On rank 0 completes with the report of every task (outputs
-  /// decoded from the ranks that ran them); elsewhere with every task's
-  /// status and failure, and the outputs of this rank's tasks. Errors: `errc::mpi_failed` when MPI is unusable (not
+  /// decoded from the ranks that ran them; a large value may be received
+  /// into the object of the last run's value when the handle alone held
+  /// it, so keep the report, not a raw pointer, to keep a value); elsewhere
+  /// with every task's status and failure, and copies of the outputs of
+  /// this rank's tasks (a value whose type cannot be copied reaches rank 0
+  /// but leaves this rank's handle with the copy's error). Errors: `errc::mpi_failed` when MPI is unusable (not
   /// initialized, too low a thread level for a multi-threaded executor),
   /// `errc::group_mismatch` when ranks built different groups or runs,
   /// `errc::invalid_task` when a run is already in flight, the errors of

@@ -104,6 +104,11 @@ struct output_state {
   bool set = false;
   std::optional<error> failure;  // why the last run could not fetch it
   std::vector<std::shared_ptr<const blob>> values;
+  // Set by the MPI session on its workers while it runs the task: the run
+  // fetches the value as the node workspace's own blob instead of a copy
+  // (unless the node has exit work, which runs after the fetch); the MPI
+  // session sends it from there, then takes the copies it keeps.
+  bool borrow = false;
 };
 // Where a run's value of one output blob comes from: the value, or why
 // there is none (the message need not name the task or the output).

@@ -442,13 +442,23 @@ TEST_CASE("reruns of a GLOBAL group accumulate on every rank", "[mpi_reruns]") {
     outs.push_back(t.output<std::int64_t>("count"));
     REQUIRE(g.add(t, node("n" + std::to_string(k))));
   }
+  std::optional<run_report> first;
   for (int run = 1; run <= 3; ++run) {
     auto r = s.run_blocking(g);
     REQUIRE(r);
     if (s.is_client()) {
       for (const auto& o : outs) CHECK(o.get().value() == run);
     }
+    // Every rank's own task: its handle and report hold copies, which
+    // later runs leave alone (the worker sent the value from its node
+    // workspace).
+    const auto mine = static_cast<std::size_t>(s.rank());
+    CHECK(outs[mine].get().value() == run);
+    REQUIRE(r.value().tasks[mine].outputs.size() == 1);
+    CHECK(r.value().tasks[mine].outputs[0].second->as<std::int64_t>() == run);
+    if (!first) first = std::move(r).value();
   }
+  CHECK(first->tasks[static_cast<std::size_t>(s.rank())].outputs[0].second->as<std::int64_t>() == 1);
 }
 
 TEST_CASE("30 tasks on 6 nodes", "[mpi_reruns]") {
@@ -504,6 +514,38 @@ TEST_CASE("large strings and vectors travel as messages of their own", "[mpi_out
     if (s.is_client()) {
       CHECK(v.get().value() == big);
       CHECK(str.get().value() == text);
+    }
+  }
+}
+
+TEST_CASE("large values received into the last run's value change with every run", "[mpi_outputs]") {
+  // Rank 0 receives a large value into the storage of the last run's one
+  // when nothing but the handle holds it (runs 1 and 3: a smaller value
+  // in place); a report kept by the caller keeps its own value (run 2
+  // gets new storage).
+  const std::vector<std::size_t> sizes{100'000, 99'990, 100'020, 100'010};
+  auto fill = [](std::size_t run) { return static_cast<char>('a' + run); };
+  mpi_session s(2);
+  task_group g;
+  net n("grow");
+  auto runs = std::make_shared<std::size_t>(0);
+  n.lambda("Grow", {}, {"s"}, [runs, sizes, fill](op_context& ctx) -> status {
+    ctx.output_blob(0).set(std::string(sizes.at(*runs), fill(*runs)));
+    ++*runs;
+    return ok();
+  });
+  task t("t", step("t").add_net(n));
+  auto str = t.output<std::string>("s");
+  REQUIRE(g.add(task("first", step("f").add_net(put<std::int64_t>("x", "x", 1))), node("n0")));
+  REQUIRE(g.add(t, node("n1")));
+  std::optional<run_report> kept;
+  for (std::size_t run = 0; run < sizes.size(); ++run) {
+    auto r = s.run_blocking(g);
+    REQUIRE(r);
+    if (s.is_client()) CHECK(str.get().value() == std::string(sizes[run], fill(run)));
+    if (run == 1) kept = std::move(r).value();
+    if (kept && s.is_client()) {
+      CHECK(kept->tasks[1].outputs.at(0).second->as<std::string>() == std::string(sizes[1], fill(1)));
     }
   }
 }
