@@ -15,6 +15,8 @@
 #define CATCH_CONFIG_EXTERNAL_INTERFACES  // event listeners
 #include <catch2/catch.hpp>
 
+#include <sys/resource.h>
+
 #include "support/values.hpp"
 
 #include <atomic>
@@ -168,6 +170,37 @@ TEST_CASE("several nodes on one rank keep separate workspaces and strands", "[mp
   }
   auto nodes = s.local().nodes();
   for (const auto& n : nodes) CHECK(s.placement(g).value().at(n) == s.rank());  // only its own nodes ran here
+}
+
+// CPU time of this process (every thread), user and system.
+std::chrono::microseconds process_cpu() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return std::chrono::seconds(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
+         std::chrono::microseconds(u.ru_utime.tv_usec + u.ru_stime.tv_usec);
+}
+
+TEST_CASE("ranks waiting on a sleeping task do not burn CPU", "[mpi_placement]") {
+  // Rank 1 sleeps a second; every rank waits for it (rank 0 for STATUS,
+  // rank 2 for CTRL). Polling backs off to `poll_max`: each rank uses a
+  // small part of the wall time (a functional bound, far above the few
+  // percent it takes, far below a spinning thread's 100%).
+  mpi_session s(2);
+  task_group g;
+  for (int k = 0; k < 3; ++k) {
+    net n("work");
+    n.op("Sleep", {}, {}, {{"ms", std::int64_t{k == 1 ? 1000 : 1}}});
+    REQUIRE(g.add(task("t", step("t").add_net(n)), node("n" + std::to_string(k))));
+  }
+  REQUIRE(s.run_blocking(g));  // warm: threads started, group compiled
+  const auto cpu0 = process_cpu();
+  const auto wall0 = std::chrono::steady_clock::now();
+  REQUIRE(s.run_blocking(g));
+  const auto cpu = process_cpu() - cpu0;
+  const auto wall = std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - wall0);
+  INFO("rank " << s.rank() << ": " << cpu.count() << " us CPU in " << wall.count() << " us");
+  CHECK(wall >= 1s);
+  CHECK(cpu < wall / 4);
 }
 
 TEST_CASE("a placement outside the job fails the run on every rank", "[mpi_placement]") {
@@ -342,44 +375,37 @@ TEST_CASE("a failure on any rank cancels every task on every rank", "[mpi_failur
   }
 }
 
-TEST_CASE("cancelling rank 0's run from outside cancels every rank", "[mpi_cancel]") {
-  asio::io_context io;
-  mpi_session s(io.get_executor());
-  auto c = std::make_shared<counters>();
-  task_group g;
-  for (int k = 0; k < 3; ++k)
-    REQUIRE(g.add(task("t", step("work").add_net(stuck("wait", c))), node("n" + std::to_string(k))));
-  asio::cancellation_signal cancel;
-  asio::steady_timer t(io, 100ms);
-  if (s.is_client()) t.async_wait([&](boost::system::error_code) { cancel.emit(asio::cancellation_type::terminal); });
-  std::optional<result<run_report>> out;
-  s.async_run(g, asio::bind_cancellation_slot(cancel.slot(), [&](result<run_report> r) { out = std::move(r); }));
-  io.run();
-  REQUIRE(out);
-  REQUIRE_FALSE(*out);
-  CHECK(out->error().code == errc::cancelled);
-  CHECK(c->started == 1);
-  CHECK(c->cancelled == 1);
-}
-
-TEST_CASE("cancelling a worker's run fails the run everywhere with that rank's cancellation", "[mpi_cancel]") {
-  asio::io_context io;
-  mpi_session s(io.get_executor());
-  auto c = std::make_shared<counters>();
-  task_group g;
-  for (int k = 0; k < 3; ++k)
-    REQUIRE(g.add(task("t", step("work").add_net(stuck("wait", c))), node("n" + std::to_string(k))));
-  asio::cancellation_signal cancel;
-  asio::steady_timer t(io, 100ms);
-  if (s.rank() == 1) t.async_wait([&](boost::system::error_code) { cancel.emit(asio::cancellation_type::terminal); });
-  std::optional<result<run_report>> out;
-  s.async_run(g, asio::bind_cancellation_slot(cancel.slot(), [&](result<run_report> r) { out = std::move(r); }));
-  io.run();
-  REQUIRE(out);
-  REQUIRE_FALSE(*out);
-  CHECK(out->error().is_cancelled());
-  CHECK_THAT(out->error().message, Catch::StartsWith("rank 1: "));
-  CHECK(c->cancelled == c->started);
+TEST_CASE("cancelling a run from outside cancels every rank", "[mpi_cancel]") {
+  // From rank 0 the run ends with the cancellation itself; from a worker
+  // with that rank's cancellation, which fails the run everywhere.
+  for (int canceller : {0, 1}) {
+    DYNAMIC_SECTION("cancelled on rank " << canceller) {
+      asio::io_context io;
+      mpi_session s(io.get_executor());
+      auto c = std::make_shared<counters>();
+      task_group g;
+      for (int k = 0; k < 3; ++k)
+        REQUIRE(g.add(task("t", step("work").add_net(stuck("wait", c))), node("n" + std::to_string(k))));
+      asio::cancellation_signal cancel;
+      asio::steady_timer t(io, 100ms);
+      if (s.rank() == canceller) {
+        t.async_wait([&](boost::system::error_code) { cancel.emit(asio::cancellation_type::terminal); });
+      }
+      std::optional<result<run_report>> out;
+      s.async_run(g, asio::bind_cancellation_slot(cancel.slot(), [&](result<run_report> r) { out = std::move(r); }));
+      io.run();
+      REQUIRE(out);
+      REQUIRE_FALSE(*out);
+      CHECK(out->error().is_cancelled());
+      if (canceller == 0) {
+        CHECK(out->error().code == errc::cancelled);
+      } else {
+        CHECK_THAT(out->error().message, Catch::StartsWith("rank " + std::to_string(canceller) + ": "));
+      }
+      CHECK(c->started == 1);
+      CHECK(c->cancelled == 1);
+    }
+  }
 }
 
 TEST_CASE("a run deadline cancels every rank with a timeout", "[mpi_cancel]") {
