@@ -327,8 +327,8 @@ struct runner {  // internal: every member is used by the entry points below
     co_return at(path, errc::timeout, "timed out after " + std::to_string(limit.count()) + " ms");
   }
 
-  asio::awaitable<status> exec_untimed(const node& n, std::shared_ptr<workspace> ws, const bound* b,
-                                       const path_t* path, std::uint64_t* iterations) {
+  asio::awaitable<status> exec_untimed(const node& n, std::shared_ptr<workspace> ws, const bound* b, const path_t* path,
+                                       std::uint64_t* iterations) {
     bound local;
     if (n.create_ws) {
       ws = ws->create_child(ws->name() + "/" + n.name);
@@ -336,16 +336,17 @@ struct runner {  // internal: every member is used by the entry points below
       b = &local;
     }
     if (n.reports.empty()) co_return co_await iterate(n, *ws, *b, path, iterations);
-    co_return co_await beside_reports(
-        [&]() { return iterate(n, *ws, *b, path, iterations); }, n.reports.size(),
-        [&](std::size_t i, report_control& ctl) {
-          return report_loop(n.children[n.reports[i]], ws, b->children[n.reports[i]], path, ctl);
-        });
+    co_return co_await beside_reports([&]() { return iterate(n, *ws, *b, path, iterations); }, n.reports.size(),
+                                      [&](std::size_t i, report_control& ctl) {
+                                        return report_loop(n.children[n.reports[i]], ws, b->children[n.reports[i]],
+                                                           path, ctl);
+                                      });
   }
 
   // Runs `body` beside report steps (already bound in `ws`).
-  asio::awaitable<status> with_reporters(std::function<asio::awaitable<status>()> body, const std::vector<node>& reports,
-                                         std::vector<bound>& bounds, std::shared_ptr<workspace> ws, const path_t* path) {
+  asio::awaitable<status> with_reporters(std::function<asio::awaitable<status>()> body,
+                                         const std::vector<node>& reports, std::vector<bound>& bounds,
+                                         std::shared_ptr<workspace> ws, const path_t* path) {
     co_return co_await beside_reports(body, reports.size(), [&](std::size_t i, report_control& ctl) {
       return report_loop(reports[i], ws, bounds[i], path, ctl);
     });

@@ -15,10 +15,10 @@
 
 #include <atomic>
 #include <functional>
-#include <optional>
-#include <thread>
 #include <memory>
+#include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 using namespace taskgroup;
@@ -27,7 +27,6 @@ using namespace std::chrono_literals;
 namespace asio = boost::asio;
 
 namespace {
-
 
 // A group with a task that never ends by itself (cancellation tests).
 task_group stuck_group(const std::shared_ptr<stuck_counters>& c) {
@@ -49,8 +48,8 @@ TEST_CASE("nodes are isolated: a blob written on n1 is invisible on n2", "[sessi
   auto r = session.run_blocking(g);
   REQUIRE_FALSE(r);
   CHECK(r.error().code == errc::blob_not_found);
-  CHECK_THAT(r.error().message, Catch::Contains("task \"n2/r\" (node \"n2\")") &&
-                                    Catch::Contains("input blob \"secret\" does not exist"));
+  CHECK_THAT(r.error().message,
+             Catch::Contains("task \"n2/r\" (node \"n2\")") && Catch::Contains("input blob \"secret\" does not exist"));
   CHECK(session.node_workspace("n1")->has("secret"));
   CHECK_FALSE(session.node_workspace("n2")->has("secret"));
 }
@@ -208,7 +207,8 @@ TEST_CASE("1,000 tasks on 10 nodes all run, each node in its own workspace", "[s
   REQUIRE(report);
   CHECK(report.value().tasks.size() == 1000);
   CHECK(report.value().ok());
-  for (int n = 0; n < 10; ++n) CHECK(session.node_workspace("n" + std::to_string(n))->read<i64>("count").value() == 100);
+  for (int n = 0; n < 10; ++n)
+    CHECK(session.node_workspace("n" + std::to_string(n))->read<i64>("count").value() == 100);
   CHECK(report.value().tasks[999].name == "n9/t:99");
 }
 
@@ -232,11 +232,11 @@ TEST_CASE("a failing task among 1,000 ends the run with its error and nothing ke
 TEST_CASE("the gather policy lets every task finish and reports each", "[session]") {
   task_group g(workspace_type::global);
   REQUIRE(g.add(task("good", step("g").nets({[] {
-                  net n("sleep");
-                  n.op("Sleep", {}, {}, {{"ms", std::int64_t{5}}});
-                  return n;
-                }(),
-                                                fill_int("done", "done", 1)}))));
+                                               net n("sleep");
+                                               n.op("Sleep", {}, {}, {{"ms", std::int64_t{5}}});
+                                               return n;
+                                             }(),
+                                             fill_int("done", "done", 1)}))));
   REQUIRE(g.add(task("bad", step("b").add_net(failing("bad", "nope")))));
   local_session session(1);
   run_options o;
@@ -292,7 +292,8 @@ TEST_CASE("cancellation through a callback token's slot", "[session][cancel]") {
   local_session session(io.get_executor());
   asio::cancellation_signal sig;
   std::optional<result<run_report>> got;
-  session.async_run(stuck_group(c), asio::bind_cancellation_slot(sig.slot(), [&](result<run_report> r) { got.emplace(std::move(r)); }));
+  session.async_run(stuck_group(c),
+                    asio::bind_cancellation_slot(sig.slot(), [&](result<run_report> r) { got.emplace(std::move(r)); }));
   asio::steady_timer t(io, 5ms);
   t.async_wait([&](boost::system::error_code) { sig.emit(asio::cancellation_type::terminal); });
   io.run();
@@ -326,7 +327,8 @@ TEST_CASE("cancellation of the awaiting coroutine (use_awaitable and run())", "[
   asio::co_spawn(
       io,
       [&]() -> asio::awaitable<result<run_report>> { co_return co_await session.async_run(g, asio::use_awaitable); },
-      asio::bind_cancellation_slot(sig.slot(), [&](std::exception_ptr, result<run_report> r) { got.emplace(std::move(r)); }));
+      asio::bind_cancellation_slot(sig.slot(),
+                                   [&](std::exception_ptr, result<run_report> r) { got.emplace(std::move(r)); }));
   asio::steady_timer t(io, 5ms);
   t.async_wait([&](boost::system::error_code) { sig.emit(asio::cancellation_type::terminal); });
   io.run();
@@ -368,11 +370,11 @@ TEST_CASE("group.run() runs on the awaiting coroutine's executor beside other wo
   asio::io_context io;
   task_group g(workspace_type::global);
   task t("t", step("s").nets({[] {
-                                 net n("sleep");
-                                 n.op("Sleep", {}, {}, {{"ms", std::int64_t{20}}});
-                                 return n;
-                               }(),
-                               fill_int("v", "v", 3)}));
+                                net n("sleep");
+                                n.op("Sleep", {}, {}, {{"ms", std::int64_t{20}}});
+                                return n;
+                              }(),
+                              fill_int("v", "v", 3)}));
   auto v = t.output<i64>("v");
   REQUIRE(g.add(t));
   int ticks = 0;
@@ -413,10 +415,11 @@ TEST_CASE("a closed session refuses to run", "[session]") {
 TEST_CASE("a group is compiled once per session and reused", "[session]") {
   int constructed = 0;
   operator_registry reg(operator_registry::global());
-  REQUIRE(reg.add(operator_schema("Probe").inputs(0).outputs(0).factory([&](op_context&) -> result<std::unique_ptr<op_kernel>> {
-    ++constructed;
-    return make_kernel([] { return ok(); });
-  })));
+  REQUIRE(reg.add(
+      operator_schema("Probe").inputs(0).outputs(0).factory([&](op_context&) -> result<std::unique_ptr<op_kernel>> {
+        ++constructed;
+        return make_kernel([] { return ok(); });
+      })));
   net n("probe");
   n.op("Probe", {}, {});
   task_group g(workspace_type::global);
@@ -670,7 +673,8 @@ TEST_CASE("a node of many inline tasks yields to its strand, and cancellation st
   local_session session(io.get_executor());
   asio::cancellation_signal sig;
   std::optional<result<run_report>> got;
-  session.async_run(g, asio::bind_cancellation_slot(sig.slot(), [&](result<run_report> r) { got.emplace(std::move(r)); }));
+  session.async_run(g,
+                    asio::bind_cancellation_slot(sig.slot(), [&](result<run_report> r) { got.emplace(std::move(r)); }));
   // Other work of the same io_context gets turns while the node runs its
   // tasks (it yields every 256 tasks), and cancels the run once 512 have
   // run.

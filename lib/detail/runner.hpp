@@ -50,9 +50,9 @@ std::optional<status> run_compiled_inline(const compiled_step& s, std::shared_pt
 /// Runs `body` while report steps run in `ws` every interval, each with a
 /// final run after `body` succeeds (report-substep semantics). `path` names
 /// the reporters' parent in errors.
-boost::asio::awaitable<status> run_with_reporters(std::function<boost::asio::awaitable<status>()> body,
-                                                  std::vector<std::pair<execution_step, std::chrono::milliseconds>> reports,
-                                                  std::shared_ptr<workspace> ws, run_step_options options,
-                                                  std::string path);
+boost::asio::awaitable<status> run_with_reporters(
+    std::function<boost::asio::awaitable<status>()> body,
+    std::vector<std::pair<execution_step, std::chrono::milliseconds>> reports, std::shared_ptr<workspace> ws,
+    run_step_options options, std::string path);
 
 }  // namespace taskgroup::detail

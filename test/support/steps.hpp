@@ -3,8 +3,8 @@
 
 #include <taskgroup/net.hpp>
 #include <taskgroup/plan.hpp>
-#include <taskgroup/task_group.hpp>
 #include <taskgroup/step_runner.hpp>
+#include <taskgroup/task_group.hpp>
 #include <taskgroup/workspace.hpp>
 
 #include "run.hpp"
