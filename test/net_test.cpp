@@ -254,7 +254,7 @@ operator_registry fast_registry(path_counts* counts, path_counts* far_counts) {
       [far_counts, general](op_context& ctx) -> result<std::unique_ptr<op_kernel>> {
         const blob* in = &ctx.input_blob(0);
         blob* out = &ctx.output_blob(0);
-        const i64 step = 1;
+        i64 step = 1;  // a fourth captured value (not a constant, which needs no capture)
         auto fast = [in, out, far_counts, step]() noexcept {
           const i64* x = in->exact<i64>();
           i64* y = out->exact<i64>();
