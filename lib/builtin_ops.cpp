@@ -177,35 +177,6 @@ std::string number_text(double v) {
 constexpr std::uint64_t bits(std::int64_t v) noexcept { return static_cast<std::uint64_t>(v); }
 constexpr std::int64_t wrap(std::uint64_t v) noexcept { return static_cast<std::int64_t>(v); }
 
-// --- kernels with a fast path ------------------------------------------------
-
-// A kernel whose `fast()` handles the common case (int64 or bool values
-// already in place) and returns true, or returns false and leaves the run
-// to `general()`: the complete behaviour (other types, the first write into
-// an empty output, errors), kept out of line and cold so that the fast path
-// compiles to a small leaf function without a frame.
-template <class Fast, class General>
-class fast_kernel final : public op_kernel {
- public:
-  fast_kernel(Fast fast, General general) : fast_(std::move(fast)), general_(std::move(general)) {}
-  status run() override {
-    if (fast_()) [[likely]]
-      return ok();
-    return general();
-  }
-
- private:
-  [[gnu::noinline, gnu::cold]] status general() { return general_(); }
-
-  Fast fast_;
-  General general_;
-};
-
-template <class Fast, class General>
-std::unique_ptr<op_kernel> make_fast_kernel(Fast fast, General general) {
-  return std::make_unique<fast_kernel<Fast, General>>(std::move(fast), std::move(general));
-}
-
 // --- ConstantFill ------------------------------------------------------------
 
 kernel_result constant_fill_factory(op_context& ctx) {
@@ -783,8 +754,7 @@ bool get_as(const blob* in, std::int64_t index, blob* out, status& st) {
 kernel_result get_factory(op_context& ctx) {
   const bool has_arg = ctx.args().has("index");
   if (ctx.num_inputs() == 2 && has_arg) {
-    return fail(errc::bad_argument,
-                "give the index either as argument " + quote("index") + " or as input 1, not both");
+    return fail(errc::bad_argument, "give the index either as argument " + quote("index") + " or as input 1, not both");
   }
   if (ctx.num_inputs() == 1 && !has_arg) {
     return fail(errc::bad_argument, "missing argument " + quote("index") + " (or an int64 input 1)");

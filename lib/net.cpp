@@ -25,7 +25,10 @@ net& net::add(op_def def) {
 net& net::add_inline(std::string label, std::vector<std::string> inputs, std::vector<std::string> outputs,
                      operator_schema schema) {
   schema.any_args();
-  return add(op_def{std::move(label), std::move(inputs), std::move(outputs), {},
+  return add(op_def{std::move(label),
+                    std::move(inputs),
+                    std::move(outputs),
+                    {},
                     std::make_shared<const operator_schema>(std::move(schema))});
 }
 
@@ -107,7 +110,11 @@ result<std::unique_ptr<net_instance>> net_instance::make(const net& n, workspace
   }
   if (!inst->has_async_) {
     inst->sync_.reserve(count);
-    for (const auto& k : inst->kernels_) inst->sync_.push_back(k.get());
+    // A kernel without a fast path gets one that always declines, so the
+    // hot loop has no null test.
+    op_kernel::fast_path decline;
+    decline.fn = [](const void*) noexcept { return false; };
+    for (const auto& k : inst->kernels_) inst->sync_.push_back(k->fast().fn != nullptr ? k->fast() : decline);
   }
   return inst;
 }
@@ -148,6 +155,7 @@ status net_instance::run_from(std::size_t& i) noexcept {
     for (; i < n; ++i) {
       op_kernel& k = *kernels_[i];
       if (k.is_async()) return ok();
+      if (k.fast().fn != nullptr && k.fast().fn(k.fast().state)) continue;
       if (status st = k.run(); !st) [[unlikely]] {
         return op_error(i, st.error());
       }
@@ -161,14 +169,29 @@ status net_instance::run_from(std::size_t& i) noexcept {
 status net_instance::run_sync() noexcept {
   if (has_async_) [[unlikely]]
     return run_sync_mixed();
-  // The hot loop: contiguous kernel pointers, a local index, no
-  // asynchronous check per op, failures handled out of line.
-  op_kernel* const* k = sync_.data();
+  // The hot loop: the fast paths called straight from one contiguous
+  // array (state included, the kernels are not touched), no status built
+  // per op, no exception handling; the first op whose fast path declines
+  // (or that has none) hands the rest of the net to the general loop.
+  const op_kernel::fast_path* const first = sync_.data();
+  const op_kernel::fast_path* const last = first + sync_.size();
+  for (const op_kernel::fast_path* e = first; e != last; ++e) {
+    if (!e->fn(e->state)) [[unlikely]]
+      return run_general_from(static_cast<std::size_t>(e - first));
+  }
+  return ok();
+}
+
+// The rest of a synchronous net from op `i`: each op's fast path when it
+// takes the case, else its `run()`, with failures and exceptions turned
+// into the op's error.
+[[gnu::noinline]] status net_instance::run_general_from(std::size_t i) noexcept {
+  const op_kernel::fast_path* s = sync_.data();
   const std::size_t n = sync_.size();
-  std::size_t i = 0;
   try {
     for (; i < n; ++i) {
-      if (status st = k[i]->run(); !st) [[unlikely]]
+      if (s[i].fn(s[i].state)) continue;
+      if (status st = kernels_[i]->run(); !st) [[unlikely]]
         return op_failure(i, st.assume_error());
     }
   } catch (...) {

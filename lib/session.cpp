@@ -35,6 +35,8 @@ struct compiled_task {
   std::string node;
   bool is_private = true;
   std::shared_ptr<const detail::compiled_step> step;
+  std::string name;                       // t.name(), made once
+  std::vector<std::string> output_names;  // t.output_names(), made once
 };
 
 struct compiled_node {
@@ -76,7 +78,7 @@ result<std::shared_ptr<const compiled_group>> compile_group(const task_group& g)
     TASKGROUP_TRY(auto compiled, detail::compile_step(composed, counted));
     const bool priv = t.type().value_or(workspace_type::private_) == workspace_type::private_;
     node_of(t.node_name()).tasks.push_back(out->tasks.size());
-    out->tasks.push_back(compiled_task{t, t.node_name(), priv, std::move(compiled)});
+    out->tasks.push_back(compiled_task{t, t.node_name(), priv, std::move(compiled), t.name(), t.output_names()});
   }
   for (const auto& r : g.report_steps()) {
     if (!node_index.count(r.node)) {
@@ -125,7 +127,7 @@ class task_events final : public step_observer {
 };
 
 error task_error(const compiled_task& ct, const error& e) {
-  return {e.code, "task " + quote(ct.t.name()) + " (node " + quote(ct.node) + "): " + e.message};
+  return {e.code, "task " + quote(ct.name) + " (node " + quote(ct.node) + "): " + e.message};
 }
 
 // The state of one run, shared by the coroutines of every node.
@@ -225,12 +227,67 @@ std::vector<std::string> local_session::nodes() const {
 
 namespace {
 
-asio::awaitable<status> run_task(std::shared_ptr<run_state> rs, std::size_t k, node_state* n) {
+// The workspace a task runs in: the node's, or a child of it for a
+// PRIVATE task (destroyed when the task ends).
+std::shared_ptr<workspace> task_workspace(const compiled_task& ct, node_state* n) {
+  if (ct.is_private) return n->ws->create_child(ct.name);
+  return n->ws;
+}
+
+// Fills a task's report from its end (at `finished`).
+status end_task(run_state& rs, std::size_t k, const status& st, const step_stats& stats,
+                std::chrono::system_clock::time_point finished = std::chrono::system_clock::now()) {
+  const compiled_task& ct = rs.group->tasks[k];
+  task_report& rep = rs.reports[k];
+  rep.finished = finished;
+  rep.iterations = stats.iterations;
+  if (st) {
+    rep.status = task_status::succeeded;
+    return ok();
+  }
+  rep.status = st.error().is_cancelled() ? task_status::cancelled : task_status::failed;
+  rep.failure = task_error(ct, st.error());
+  return *rep.failure;
+}
+
+// A task that never started because the run was cancelled (or another
+// task failed) first: reported as a task cancelled at its first step.
+void cancel_unstarted(run_state& rs, std::size_t k) {
+  const compiled_task& ct = rs.group->tasks[k];
+  rs.reports[k].started = std::chrono::system_clock::now();
+  (void)end_task(rs, k, error(errc::cancelled, std::string(detail::root_name(*ct.step)) + ": cancelled"), {});
+}
+
+// Runs a task to its end here, without a coroutine, when its step tree
+// allows it (detail::run_compiled_inline) and there is no observer; it
+// starts at `now`, which is then set to its end. Otherwise returns
+// nullopt, having only made the task's workspace (`ws`), which the
+// coroutine path then uses.
+std::optional<status> run_task_inline(run_state& rs, std::size_t k, node_state* n, std::shared_ptr<workspace>& ws,
+                                      std::chrono::system_clock::time_point& now) {
+  const compiled_task& ct = rs.group->tasks[k];
+  if (rs.options.observer != nullptr || !detail::may_run_inline(*ct.step)) return std::nullopt;
+  rs.reports[k].started = now;
+  ws = task_workspace(ct, n);
+  step_stats stats;
+  run_step_options o;
+  o.registry = rs.registry;
+  o.stats = &stats;
+  std::optional<status> st = detail::run_compiled_inline(*ct.step, ws, o);
+  if (!st) return std::nullopt;
+  ws.reset();  // a PRIVATE task's workspace ends with the task
+  // One clock reading per task: its end is the next one's start.
+  now = std::chrono::system_clock::now();
+  return end_task(rs, k, *st, stats, now);
+}
+
+// A task as a coroutine; `ws` is its workspace when already made.
+asio::awaitable<status> run_task(std::shared_ptr<run_state> rs, std::size_t k, node_state* n,
+                                 std::shared_ptr<workspace> ws) {
   const compiled_task& ct = rs->group->tasks[k];
   task_report& rep = rs->reports[k];
   rep.started = std::chrono::system_clock::now();
-  std::shared_ptr<workspace> ws = n->ws;
-  if (ct.is_private) ws = n->ws->create_child(ct.t.name());
+  if (!ws) ws = task_workspace(ct, n);
   step_stats stats;
   run_step_options o;
   o.registry = rs->registry;
@@ -245,17 +302,59 @@ asio::awaitable<status> run_task(std::shared_ptr<run_state> rs, std::size_t k, n
     observer->task_begin(rep.name, rep.node);
   }
   status st = co_await detail::run_compiled(ct.step, std::move(ws), o);
-  rep.finished = std::chrono::system_clock::now();
-  rep.iterations = stats.iterations;
-  if (st) {
-    rep.status = task_status::succeeded;
-  } else {
-    rep.status = st.error().is_cancelled() ? task_status::cancelled : task_status::failed;
-    rep.failure = task_error(ct, st.error());
-  }
+  status result = end_task(*rs, k, st, stats);
   if (observer != nullptr) observer->task_end(rep);
-  if (st) co_return ok();
-  co_return *rep.failure;
+  co_return result;
+}
+
+// The tasks of one node. Those that can run to their end without
+// suspending run first, one after another on the node's strand, without a
+// coroutine each (yielding every `yield_every` tasks, so that other work
+// of the strand and cancellation get in); the others are joined as
+// coroutines. The join policy is the same for both: under fail_fast the
+// first failure cancels every task not yet ended.
+asio::awaitable<status> run_tasks(std::shared_ptr<run_state> rs, const compiled_node& cn, node_state* n,
+                                  detail::join_mode mode) {
+  asio::cancellation_state cs = co_await asio::this_coro::cancellation_state;
+  constexpr std::size_t yield_every = run_step_options{}.yield_every;
+  std::vector<std::pair<std::size_t, std::shared_ptr<workspace>>> rest;
+  std::optional<error> first;
+  bool cancelled = false;
+  std::size_t since_yield = 0;
+  auto now = std::chrono::system_clock::now();
+  for (std::size_t k : cn.tasks) {
+    if (cancelled || (first && mode == detail::join_mode::fail_fast)) {
+      cancel_unstarted(*rs, k);
+      continue;
+    }
+    std::shared_ptr<workspace> ws;
+    std::optional<status> st = run_task_inline(*rs, k, n, ws, now);
+    if (!st) {
+      rest.emplace_back(k, std::move(ws));
+      continue;
+    }
+    if (!*st && !first) first = st->error();
+    if (++since_yield == yield_every) {
+      since_yield = 0;
+      try {
+        co_await asio::post(co_await asio::this_coro::executor, asio::use_awaitable);
+      } catch (...) {
+        cancelled = true;
+      }
+      if (cs.cancelled() != asio::cancellation_type::none) cancelled = true;
+      now = std::chrono::system_clock::now();
+    }
+  }
+  if (cancelled || (first && mode == detail::join_mode::fail_fast)) {
+    for (const auto& [k, ws] : rest) cancel_unstarted(*rs, k);
+    if (first) co_return *first;
+    co_return error(errc::cancelled, "cancelled");
+  }
+  status joined = co_await detail::join(
+      n->strand, rest.size(), [&](std::size_t j) { return run_task(rs, rest[j].first, n, std::move(rest[j].second)); },
+      mode);
+  if (first) co_return *first;
+  co_return joined;
 }
 
 // Copies the declared outputs of a node's tasks out of its workspace; a
@@ -303,17 +402,13 @@ asio::awaitable<status> run_node(std::shared_ptr<run_state> rs, std::size_t i) {
   // Every declared output lives in the node workspace, made before any task
   // starts, so private tasks write through to it and it survives them.
   for (std::size_t k : cn.tasks) {
-    for (const auto& out : rs->group->tasks[k].t.output_names()) n->ws->create(out);
+    for (const auto& out : rs->group->tasks[k].output_names) n->ws->create(out);
   }
   if (cn.init) {
     if (status st = co_await detail::run_compiled(cn.init, n->ws, o); !st) co_return node_error(st.error());
   }
   const auto mode = rs->options.policy == run_policy::gather ? detail::join_mode::gather : detail::join_mode::fail_fast;
-  auto strand = n->strand;
-  auto tasks = [rs, &cn, n, mode, strand]() -> asio::awaitable<status> {
-    co_return co_await detail::join(
-        strand, cn.tasks.size(), [&](std::size_t j) { return run_task(rs, cn.tasks[j], n); }, mode);
-  };
+  auto tasks = [rs, &cn, n, mode]() { return run_tasks(rs, cn, n, mode); };
   status st = co_await detail::run_with_reporters(tasks, cn.reports, n->ws, o, cn.name);
   fetch_outputs(*rs, cn, *n);
   if (!st) co_return st;
@@ -420,7 +515,7 @@ asio::awaitable<result<run_report>> local_session::run_here(task_group group, ru
   }
   rs->reports.resize(compiled->tasks.size());
   for (std::size_t k = 0; k < compiled->tasks.size(); ++k) {
-    rs->reports[k].name = compiled->tasks[k].t.name();
+    rs->reports[k].name = compiled->tasks[k].name;
     rs->reports[k].node = compiled->tasks[k].node;
   }
   run_report report;

@@ -8,6 +8,7 @@
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
+#include <boost/container/small_vector.hpp>
 
 #include <algorithm>
 #include <exception>
@@ -16,6 +17,13 @@
 #include <string>
 #include <string_view>
 #include <vector>
+
+// GCC 12 flags coroutine frames of this file with a false
+// -Wmismatched-new-delete once `iterate` awaits a net directly: Asio's frame
+// operator new (through its recycling allocator) and its matching delete.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
+#endif
 
 namespace taskgroup {
 
@@ -54,7 +62,28 @@ struct node {
   std::chrono::milliseconds every{0};
   std::optional<std::chrono::milliseconds> timeout;
   bool counted = false;  // its iterations go to step_stats::iterations
+  // Net runs and child executions of one execution when the subtree can
+  // run to its end without suspending (bounded iterations; no deadline,
+  // report step, concurrency or nested own workspace); 0 when it cannot.
+  std::uint64_t inline_cost = 0;
 };
+
+// See node::inline_cost; saturates instead of overflowing.
+std::uint64_t inline_cost(const node& n, bool root) {
+  if (n.timeout || !n.reports.empty() || n.instances != 1 || (n.concurrent && n.recurring.size() >= 2)) return 0;
+  if (n.create_ws && !root) return 0;
+  if (n.stop && !n.only_once) return 0;
+  const std::uint64_t iterations = n.stop ? 1 : static_cast<std::uint64_t>(std::max<std::int64_t>(n.num_iter, 0));
+  std::uint64_t body = n.nets.size();
+  for (std::size_t idx : n.recurring) {
+    const std::uint64_t c = n.children[idx].inline_cost;
+    if (c == 0) return 0;
+    body += c;
+  }
+  constexpr std::uint64_t cap = std::uint64_t{1} << 32;
+  body = std::min(std::max<std::uint64_t>(body, 1), cap);
+  return std::min(iterations * body, cap);
+}
 
 node compile(const execution_step& s, const execution_step* counted) {
   node n;
@@ -74,12 +103,15 @@ node compile(const execution_step& s, const execution_step* counted) {
     n.children.push_back(compile(child, counted));
     (child.report_interval() ? n.reports : n.recurring).push_back(n.children.size() - 1);
   }
+  n.inline_cost = inline_cost(n, false);
   return n;
 }
 
 // Nets and stop blob of a subtree, bound in one workspace.
 struct bound {
-  std::vector<net_instance*> nets;
+  // Inline room for the common step of one or two nets: binding a task's
+  // step allocates nothing here.
+  boost::container::small_vector<net_instance*, 2> nets;
   blob* stop = nullptr;
   std::vector<bound> children;  // empty entries for children with their own workspace
 };
@@ -302,8 +334,8 @@ struct runner {  // internal: every member is used by the entry points below
     co_return at(path, errc::timeout, "timed out after " + std::to_string(limit.count()) + " ms");
   }
 
-  asio::awaitable<status> exec_untimed(const node& n, std::shared_ptr<workspace> ws, const bound* b,
-                                       const path_t* path, std::uint64_t* iterations) {
+  asio::awaitable<status> exec_untimed(const node& n, std::shared_ptr<workspace> ws, const bound* b, const path_t* path,
+                                       std::uint64_t* iterations) {
     bound local;
     if (n.create_ws) {
       ws = ws->create_child(ws->name() + "/" + n.name);
@@ -311,16 +343,17 @@ struct runner {  // internal: every member is used by the entry points below
       b = &local;
     }
     if (n.reports.empty()) co_return co_await iterate(n, *ws, *b, path, iterations);
-    co_return co_await beside_reports(
-        [&]() { return iterate(n, *ws, *b, path, iterations); }, n.reports.size(),
-        [&](std::size_t i, report_control& ctl) {
-          return report_loop(n.children[n.reports[i]], ws, b->children[n.reports[i]], path, ctl);
-        });
+    co_return co_await beside_reports([&]() { return iterate(n, *ws, *b, path, iterations); }, n.reports.size(),
+                                      [&](std::size_t i, report_control& ctl) {
+                                        return report_loop(n.children[n.reports[i]], ws, b->children[n.reports[i]],
+                                                           path, ctl);
+                                      });
   }
 
   // Runs `body` beside report steps (already bound in `ws`).
-  asio::awaitable<status> with_reporters(std::function<asio::awaitable<status>()> body, const std::vector<node>& reports,
-                                         std::vector<bound>& bounds, std::shared_ptr<workspace> ws, const path_t* path) {
+  asio::awaitable<status> with_reporters(std::function<asio::awaitable<status>()> body,
+                                         const std::vector<node>& reports, std::vector<bound>& bounds,
+                                         std::shared_ptr<workspace> ws, const path_t* path) {
     co_return co_await beside_reports(body, reports.size(), [&](std::size_t i, report_control& ctl) {
       return report_loop(reports[i], ws, bounds[i], path, ctl);
     });
@@ -470,10 +503,17 @@ struct runner {  // internal: every member is used by the entry points below
           // The hot path of loops: a synchronous net called directly, its
           // status only looked at (no copy) and the stop blob read as a
           // plain bool.
-          if (!inst->has_async() && observer_ == nullptr) [[likely]] {
+          if (observer_ == nullptr) [[likely]] {
             if (stats_ != nullptr) ++stats_->net_runs;
-            if (status st = inst->run_sync(); !st) [[unlikely]]
-              co_return at(path, st.error());
+            if (!inst->has_async()) [[likely]] {
+              if (status st = inst->run_sync(); !st) [[unlikely]]
+                co_return at(path, st.error());
+            } else {
+              // Awaited here rather than through `run_net`: one frame
+              // less while the net pends.
+              status st = co_await inst->run();
+              if (!st) co_return at(path, st.error());
+            }
           } else if (status st = co_await run_net(*inst, path); !st) {
             co_return st;
           }
@@ -566,6 +606,65 @@ struct runner {  // internal: every member is used by the entry points below
     iteration = i;
     since_yield_io = since_yield;
     return exit;
+  }
+
+  // Runs `root` to its end without suspending, when its subtree allows it
+  // (node::inline_cost within one yield period, no observer) and every net
+  // it binds is synchronous; nullopt, having run nothing, when not. The
+  // same semantics as `exec`, minus what cannot happen without a
+  // suspension (cancellation arriving, a yield).
+  std::optional<status> try_inline(const node& root, std::shared_ptr<workspace> ws, const path_t* path) {
+    if (observer_ != nullptr || root.inline_cost == 0 || root.inline_cost > yield_every_) return std::nullopt;
+    if (root.create_ws) ws = ws->create_child(ws->name() + "/" + root.name);
+    bound b;
+    if (auto st = bind(root, *ws, b, path); !st) return st;
+    if (!all_sync(root, b)) return std::nullopt;
+    return exec_inline(root, b, path);
+  }
+
+  static bool all_sync(const node& n, const bound& b) {
+    for (const net_instance* inst : b.nets) {
+      if (inst->has_async()) return false;
+    }
+    for (std::size_t idx : n.recurring) {
+      if (!all_sync(n.children[idx], b.children[idx])) return false;
+    }
+    return true;
+  }
+
+  // `iterate`'s sequential semantics, as a plain function: a net step is
+  // `sync_iterations` (whose yields are moot here: the work is bounded and
+  // nothing can cancel it meanwhile), substeps are run in order.
+  status exec_inline(const node& n, const bound& b, const path_t* path) {
+    if (!n.nets.empty()) {
+      const asio::cancellation_state never;
+      status failure = ok();
+      std::int64_t i = 0;
+      std::uint32_t since_yield = 0;
+      bool resume = false;
+      for (;;) {
+        switch (sync_iterations(n, b, path, never, nullptr, i, since_yield, resume, failure)) {
+          case loop_exit::end: return ok();
+          case loop_exit::failed: return failure;
+          case loop_exit::cancelled: return cancelled_at(path);
+          case loop_exit::yield: resume = true; break;
+        }
+      }
+    }
+    const bool stop_mode = n.stop.has_value();
+    for (std::int64_t i = 0;; ++i) {
+      if (stop_mode ? (n.only_once && i > 0) : i >= n.num_iter) break;
+      if (n.counted && stats_ != nullptr) ++stats_->iterations;
+      for (std::size_t idx : n.recurring) {
+        const node& c = n.children[idx];
+        path_t cp{path, c.name};
+        if (status st = exec_inline(c, b.children[idx], &cp); !st) return st;
+        auto stop = should_stop(b, path, n);
+        if (!stop) return stop.error();
+        if (stop.value()) return ok();
+      }
+    }
+    return ok();
   }
 
   // A child of a concurrent step that `exec` would only pass on to
@@ -662,6 +761,23 @@ result<std::shared_ptr<const detail::compiled_step>> detail::compile_step(const 
   return std::shared_ptr<const detail::compiled_step>(std::move(c));
 }
 
+bool detail::may_run_inline(const compiled_step& s) noexcept {
+  return s.root.inline_cost != 0 && s.root.inline_cost <= run_step_options{}.yield_every;
+}
+
+std::string_view detail::root_name(const compiled_step& s) noexcept { return s.root.name; }
+
+std::optional<status> detail::run_compiled_inline(const compiled_step& s, std::shared_ptr<workspace> ws,
+                                                  const run_step_options& options) {
+  if (!ws) return fail(errc::invalid_step, "run_step: no workspace");
+  const node& root = s.root;
+  if (root.inline_cost == 0) return std::nullopt;
+  const operator_registry& registry = options.registry != nullptr ? *options.registry : operator_registry::global();
+  runner r(asio::any_io_executor(), registry, options);
+  path_t path{nullptr, root.name};
+  return r.try_inline(root, std::move(ws), &path);
+}
+
 asio::awaitable<status> detail::run_compiled(std::shared_ptr<const compiled_step> s, std::shared_ptr<workspace> ws,
                                              run_step_options options) {
   if (!ws) co_return fail(errc::invalid_step, "run_step: no workspace");
@@ -673,6 +789,9 @@ asio::awaitable<status> detail::run_compiled(std::shared_ptr<const compiled_step
   if (!root.create_ws) {
     if (auto st = r.bind(root, *ws, b, &path); !st) co_return st;
   }
+  // Straight to the loop when `exec` would only pass the call on: three
+  // coroutine frames fewer for the common task (alive while it pends).
+  if (r.is_plain(root)) co_return co_await r.iterate(root, *ws, b, &path, nullptr);
   co_return co_await r.exec(root, std::move(ws), &b, &path);
 }
 

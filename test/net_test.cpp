@@ -97,8 +97,7 @@ TEST_CASE("wrong arity, unknown and mistyped arguments are rejected at binding",
 }
 
 TEST_CASE("arguments are typed and report the expected kind", "[operator]") {
-  arguments args{{"n", i64{3}}, {"x", 1.5}, {"flag", true}, {"s", std::string("t")},
-                 {"list", std::vector<i64>{1, 2}}};
+  arguments args{{"n", i64{3}}, {"x", 1.5}, {"flag", true}, {"s", std::string("t")}, {"list", std::vector<i64>{1, 2}}};
   CHECK(args.get<i64>("n").value() == 3);
   CHECK(args.get<double>("x").value() == 1.5);
   CHECK(args.get<bool>("flag").value());
@@ -208,4 +207,149 @@ TEST_CASE("a net instance is a snapshot of its definition", "[net]") {
   net copy = n;
   CHECK(copy.same(n));
   CHECK_FALSE(net("n").same(n));
+}
+
+namespace {
+// Counts which path of a fast kernel ran.
+struct path_counts {
+  int fast = 0;
+  int general = 0;
+};
+
+// "Inc": y = x + 1 for an int64 `x` and an `y` already holding an int64 on
+// the fast path (state: three pointers, so it is copied into the net's run
+// array); a double `x` or a fresh `y` on the general path; a string is an
+// error. "IncFar" does the same with a fourth captured pointer, so its fast
+// path is reached through the kernel.
+operator_registry fast_registry(path_counts* counts, path_counts* far_counts) {
+  operator_registry reg(operator_registry::global());
+  auto general = [](const blob* in, blob* out, path_counts* c) -> status {
+    ++c->general;
+    if (const i64* x = in->try_get<i64>()) {
+      out->set(*x + 1);
+      return ok();
+    }
+    if (const double* d = in->try_get<double>()) {
+      out->set(static_cast<i64>(*d) + 1);
+      return ok();
+    }
+    return fail(errc::type_mismatch, "Inc wants a number, got " + in->type_name());
+  };
+  REQUIRE(reg.add(operator_schema("Inc").inputs(1).outputs(1).factory(
+      [counts, general](op_context& ctx) -> result<std::unique_ptr<op_kernel>> {
+        const blob* in = &ctx.input_blob(0);
+        blob* out = &ctx.output_blob(0);
+        auto fast = [in, out, counts]() noexcept {
+          const i64* x = in->exact<i64>();
+          i64* y = out->exact<i64>();
+          if (x == nullptr || y == nullptr) return false;
+          *y = *x + 1;
+          ++counts->fast;
+          return true;
+        };
+        static_assert(sizeof(fast) <= sizeof(op_kernel::fast_path::state));
+        return make_fast_kernel(fast, [in, out, counts, general] { return general(in, out, counts); });
+      })));
+  REQUIRE(reg.add(operator_schema("IncFar").inputs(1).outputs(1).factory(
+      [far_counts, general](op_context& ctx) -> result<std::unique_ptr<op_kernel>> {
+        const blob* in = &ctx.input_blob(0);
+        blob* out = &ctx.output_blob(0);
+        i64 step = 1;  // a fourth captured value (not a constant, which needs no capture)
+        auto fast = [in, out, far_counts, step]() noexcept {
+          const i64* x = in->exact<i64>();
+          i64* y = out->exact<i64>();
+          if (x == nullptr || y == nullptr) return false;
+          *y = *x + step;
+          ++far_counts->fast;
+          return true;
+        };
+        static_assert(sizeof(fast) > sizeof(op_kernel::fast_path::state));
+        return make_fast_kernel(fast, [in, out, far_counts, general] { return general(in, out, far_counts); });
+      })));
+  return reg;
+}
+}  // namespace
+
+TEST_CASE("a kernel's fast path runs when it takes the case, its general path when it declines", "[net][operator]") {
+  path_counts near;
+  path_counts far;
+  operator_registry reg = fast_registry(&near, &far);
+  auto ws = workspace::make("w");
+  net n("chain");
+  n.op("Inc", {"x"}, {"y"});
+  n.op("IncFar", {"y"}, {"z"});
+  n.op("Inc", {"z"}, {"w"});
+  n.op("Add", {"w", "x"}, {"sum"});  // a built-in fast kernel after them
+
+  SECTION("every op on its fast path once the outputs hold their types") {
+    ws->set("x", i64{1});
+    for (const char* b : {"y", "z", "w", "sum"}) ws->set(b, i64{0});
+    auto inst = ws->create_net(n, reg).value();
+    REQUIRE(inst->run_sync());
+    CHECK(near.fast == 2);
+    CHECK(far.fast == 1);
+    CHECK(near.general + far.general == 0);
+    CHECK(*ws->get<i64>("w").value() == 4);
+    CHECK(*ws->get<i64>("sum").value() == 5);
+    ws->set("x", i64{10});
+    REQUIRE(inst->run_sync());
+    CHECK(*ws->get<i64>("sum").value() == 23);
+    CHECK(near.fast == 4);
+    CHECK(far.fast == 2);
+  }
+  SECTION("a decline runs the general path, and the ops after it keep their fast paths") {
+    ws->set("x", 1.5);  // a double: Inc's fast path declines
+    for (const char* b : {"y", "z", "w"}) ws->set(b, i64{0});
+    ws->set("sum", 0.0);
+    auto inst = ws->create_net(n, reg).value();
+    // Add(int64 w, double x) is Add's general path: a type error.
+    auto st = inst->run_sync();
+    REQUIRE_FALSE(st);
+    CHECK(st.error().message.rfind("net \"chain\" op #3 (Add): ", 0) == 0);
+    CHECK(near.general == 1);
+    CHECK(far.fast == 1);
+    CHECK(near.fast == 1);
+    CHECK(*ws->get<i64>("w").value() == 4);
+  }
+  SECTION("a fresh output takes the general path on the first run and the fast path after") {
+    ws->set("x", i64{2});
+    auto inst = ws->create_net(n, reg).value();
+    REQUIRE(inst->run_sync());
+    CHECK(near.general == 2);
+    CHECK(far.general == 1);
+    CHECK(*ws->get<i64>("sum").value() == 7);
+    REQUIRE(inst->run_sync());
+    CHECK(near.general == 2);
+    CHECK(far.general == 1);
+    CHECK(near.fast == 2);
+    CHECK(far.fast == 1);
+  }
+  SECTION("an error of the general path names the net, the op and its type") {
+    ws->set("x", std::string("seven"));
+    auto inst = ws->create_net(n, reg).value();
+    auto st = inst->run_sync();
+    REQUIRE_FALSE(st);
+    CHECK(st.error().code == errc::type_mismatch);
+    CHECK(st.error().message == "net \"chain\" op #0 (Inc): Inc wants a number, got string");
+    CHECK_FALSE(ws->find("y")->has_value());
+  }
+  SECTION("the awaited run of a net with an asynchronous op takes the same fast paths") {
+    REQUIRE(reg.add(operator_schema("Yield").inputs(0).outputs(0).async([](op_context&) -> asio::awaitable<status> {
+      co_await asio::post(co_await asio::this_coro::executor, asio::use_awaitable);
+      co_return ok();
+    })));
+    net m("mixed");
+    m.op("Inc", {"x"}, {"y"});
+    m.op("Yield", {}, {});
+    m.op("IncFar", {"y"}, {"z"});
+    ws->set("x", i64{5});
+    ws->set("y", i64{0});
+    ws->set("z", i64{0});
+    auto inst = ws->create_net(m, reg).value();
+    REQUIRE(test::run(inst->run()));
+    CHECK(near.fast == 1);
+    CHECK(far.fast == 1);
+    CHECK(near.general + far.general == 0);
+    CHECK(*ws->get<i64>("z").value() == 7);
+  }
 }

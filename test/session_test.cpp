@@ -8,14 +8,17 @@
 #include <boost/asio/cancellation_signal.hpp>
 #include <boost/asio/deferred.hpp>
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_future.hpp>
 #include <catch2/catch.hpp>
 
 #include <atomic>
-#include <thread>
+#include <functional>
 #include <memory>
+#include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 using namespace taskgroup;
@@ -24,7 +27,6 @@ using namespace std::chrono_literals;
 namespace asio = boost::asio;
 
 namespace {
-
 
 // A group with a task that never ends by itself (cancellation tests).
 task_group stuck_group(const std::shared_ptr<stuck_counters>& c) {
@@ -46,8 +48,8 @@ TEST_CASE("nodes are isolated: a blob written on n1 is invisible on n2", "[sessi
   auto r = session.run_blocking(g);
   REQUIRE_FALSE(r);
   CHECK(r.error().code == errc::blob_not_found);
-  CHECK_THAT(r.error().message, Catch::Contains("task \"n2/r\" (node \"n2\")") &&
-                                    Catch::Contains("input blob \"secret\" does not exist"));
+  CHECK_THAT(r.error().message,
+             Catch::Contains("task \"n2/r\" (node \"n2\")") && Catch::Contains("input blob \"secret\" does not exist"));
   CHECK(session.node_workspace("n1")->has("secret"));
   CHECK_FALSE(session.node_workspace("n2")->has("secret"));
 }
@@ -205,7 +207,8 @@ TEST_CASE("1,000 tasks on 10 nodes all run, each node in its own workspace", "[s
   REQUIRE(report);
   CHECK(report.value().tasks.size() == 1000);
   CHECK(report.value().ok());
-  for (int n = 0; n < 10; ++n) CHECK(session.node_workspace("n" + std::to_string(n))->read<i64>("count").value() == 100);
+  for (int n = 0; n < 10; ++n)
+    CHECK(session.node_workspace("n" + std::to_string(n))->read<i64>("count").value() == 100);
   CHECK(report.value().tasks[999].name == "n9/t:99");
 }
 
@@ -229,11 +232,11 @@ TEST_CASE("a failing task among 1,000 ends the run with its error and nothing ke
 TEST_CASE("the gather policy lets every task finish and reports each", "[session]") {
   task_group g(workspace_type::global);
   REQUIRE(g.add(task("good", step("g").nets({[] {
-                  net n("sleep");
-                  n.op("Sleep", {}, {}, {{"ms", std::int64_t{5}}});
-                  return n;
-                }(),
-                                                fill_int("done", "done", 1)}))));
+                                               net n("sleep");
+                                               n.op("Sleep", {}, {}, {{"ms", std::int64_t{5}}});
+                                               return n;
+                                             }(),
+                                             fill_int("done", "done", 1)}))));
   REQUIRE(g.add(task("bad", step("b").add_net(failing("bad", "nope")))));
   local_session session(1);
   run_options o;
@@ -289,7 +292,8 @@ TEST_CASE("cancellation through a callback token's slot", "[session][cancel]") {
   local_session session(io.get_executor());
   asio::cancellation_signal sig;
   std::optional<result<run_report>> got;
-  session.async_run(stuck_group(c), asio::bind_cancellation_slot(sig.slot(), [&](result<run_report> r) { got.emplace(std::move(r)); }));
+  session.async_run(stuck_group(c),
+                    asio::bind_cancellation_slot(sig.slot(), [&](result<run_report> r) { got.emplace(std::move(r)); }));
   asio::steady_timer t(io, 5ms);
   t.async_wait([&](boost::system::error_code) { sig.emit(asio::cancellation_type::terminal); });
   io.run();
@@ -323,7 +327,8 @@ TEST_CASE("cancellation of the awaiting coroutine (use_awaitable and run())", "[
   asio::co_spawn(
       io,
       [&]() -> asio::awaitable<result<run_report>> { co_return co_await session.async_run(g, asio::use_awaitable); },
-      asio::bind_cancellation_slot(sig.slot(), [&](std::exception_ptr, result<run_report> r) { got.emplace(std::move(r)); }));
+      asio::bind_cancellation_slot(sig.slot(),
+                                   [&](std::exception_ptr, result<run_report> r) { got.emplace(std::move(r)); }));
   asio::steady_timer t(io, 5ms);
   t.async_wait([&](boost::system::error_code) { sig.emit(asio::cancellation_type::terminal); });
   io.run();
@@ -365,11 +370,11 @@ TEST_CASE("group.run() runs on the awaiting coroutine's executor beside other wo
   asio::io_context io;
   task_group g(workspace_type::global);
   task t("t", step("s").nets({[] {
-                                 net n("sleep");
-                                 n.op("Sleep", {}, {}, {{"ms", std::int64_t{20}}});
-                                 return n;
-                               }(),
-                               fill_int("v", "v", 3)}));
+                                net n("sleep");
+                                n.op("Sleep", {}, {}, {{"ms", std::int64_t{20}}});
+                                return n;
+                              }(),
+                              fill_int("v", "v", 3)}));
   auto v = t.output<i64>("v");
   REQUIRE(g.add(t));
   int ticks = 0;
@@ -410,10 +415,11 @@ TEST_CASE("a closed session refuses to run", "[session]") {
 TEST_CASE("a group is compiled once per session and reused", "[session]") {
   int constructed = 0;
   operator_registry reg(operator_registry::global());
-  REQUIRE(reg.add(operator_schema("Probe").inputs(0).outputs(0).factory([&](op_context&) -> result<std::unique_ptr<op_kernel>> {
-    ++constructed;
-    return make_kernel([] { return ok(); });
-  })));
+  REQUIRE(reg.add(
+      operator_schema("Probe").inputs(0).outputs(0).factory([&](op_context&) -> result<std::unique_ptr<op_kernel>> {
+        ++constructed;
+        return make_kernel([] { return ok(); });
+      })));
   net n("probe");
   n.op("Probe", {}, {});
   task_group g(workspace_type::global);
@@ -465,4 +471,240 @@ TEST_CASE("under gather a task's own step timeout is that task's failure, not th
   CHECK(r.value().find("local/fetch")->status == task_status::failed);
   CHECK(r.value().find("local/fetch")->failure->code == errc::timeout);
   CHECK(r.value().find("local/quick")->status == task_status::succeeded);
+}
+
+// --- tasks that run to their end without suspending --------------------------
+
+namespace {
+
+// An observer that only forces every task through the coroutine runner
+// (tasks with an observer never run inline), so that both paths can be
+// compared.
+class noop_observer final : public run_observer {};
+
+// What a run left behind, to compare the inline and the coroutine paths.
+struct run_outcome {
+  bool ok = false;
+  std::string error;
+  std::vector<std::string> tasks;  // name, status, iterations, failure
+  std::vector<std::string> blobs;  // the node workspace's int64 blobs
+};
+
+run_outcome outcome_of(const task_group& g, run_policy policy, bool observed) {
+  local_session session(1);
+  noop_observer observer;
+  run_options o;
+  o.policy = policy;
+  if (observed) o.observer = &observer;
+  auto r = session.run_blocking(g, o);
+  run_outcome out;
+  out.ok = static_cast<bool>(r);
+  if (!r) out.error = r.error().message;
+  if (r) {
+    for (const auto& t : r.value().tasks) {
+      out.tasks.push_back(t.name + " " + std::string(to_string(t.status)) + " " + std::to_string(t.iterations) + " " +
+                          (t.failure ? t.failure->message : std::string()));
+    }
+  }
+  auto ws = session.node_workspace("local");
+  for (const auto& name : ws->local_blobs()) {
+    if (auto v = ws->read<i64>(name)) out.blobs.push_back(name + "=" + std::to_string(v.value()));
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("tasks run without suspending behave as the coroutine runner does", "[session][inline]") {
+  // Each group is run twice: without an observer (tasks whose trees cannot
+  // suspend run inline) and with one (every task a coroutine).
+  auto stop_when = [](const std::string& blob, i64 limit) {
+    net n("check");
+    n.op("ConstantFill", {}, {"limit"}, {{"value", limit}});
+    n.op("GE", {blob, "limit"}, {"stop"});
+    return n;
+  };
+  task_group g(workspace_type::global);
+  SECTION("counted loops, nested substeps, iteration counts") {
+    REQUIRE(g.add(task("a", step("a").add_net(incr("inc", "a")).iterations(5))));
+    REQUIRE(g.add(task("b", step("b")
+                                .add_substep(step("b1").add_net(incr("inc", "b")).iterations(3))
+                                .add_substep(step("b2").nets({incr("inc2", "b"), incr("inc3", "bb")}))
+                                .iterations(4))));
+    REQUIRE(g.add(task("none", step("none").add_net(incr("inc", "none")).iterations(0))));
+  }
+  SECTION("a stop blob ends only its own step, once") {
+    REQUIRE(g.add(task("s", step("s")
+                                .add_substep(step("inner")
+                                                 .nets({incr("inc", "s"), stop_when("s", 1), incr("after", "s")})
+                                                 .should_stop_blob("stop")
+                                                 .only_once())
+                                .add_substep(step("next").add_net(incr("next", "n"))))));
+  }
+  SECTION("failures name the step path, the net and the op") {
+    REQUIRE(g.add(task("ok", step("ok").add_net(incr("inc", "ok")))));
+    REQUIRE(g.add(task("bad", step("outer")
+                                  .add_substep(step("first").add_net(incr("inc", "bad")))
+                                  .add_substep(step("second").add_net(failing("broken", "no good")))
+                                  .iterations(2))));
+    REQUIRE(g.add(task("later", step("later").add_net(incr("inc", "later")))));
+  }
+  SECTION("a stop blob of the wrong type") {
+    net str("str");
+    str.op("ConstantFill", {}, {"stop"}, {{"value", std::string("yes")}});
+    REQUIRE(g.add(task("t", step("t").nets({str}).should_stop_blob("stop").only_once())));
+  }
+  SECTION("a step with its own workspace") {
+    REQUIRE(g.add(task("t", step("t").add_net(incr("inc", "x")).iterations(2).create_workspace())));
+  }
+  for (run_policy policy : {run_policy::join, run_policy::gather}) {
+    const run_outcome inline_run = outcome_of(g, policy, false);
+    const run_outcome coroutine_run = outcome_of(g, policy, true);
+    INFO("policy " << (policy == run_policy::join ? "join" : "gather"));
+    CHECK(inline_run.ok == coroutine_run.ok);
+    CHECK(inline_run.error == coroutine_run.error);
+    CHECK(inline_run.tasks == coroutine_run.tasks);
+    // After a failure under join, a task the coroutine runner had already
+    // started may have run before the cancellation reached it; inline,
+    // the tasks after the failure never start.
+    if (inline_run.ok || policy == run_policy::gather) CHECK(inline_run.blobs == coroutine_run.blobs);
+  }
+}
+
+TEST_CASE("counted and stopped iterations of an inline task", "[session][inline]") {
+  task_group g(workspace_type::global);
+  REQUIRE(g.add(task("b", step("b")
+                              .add_substep(step("b1").add_net(incr("inc", "b")).iterations(3))
+                              .add_substep(step("b2").nets({incr("inc2", "b"), incr("inc3", "bb")}))
+                              .iterations(4))));
+  auto out = outcome_of(g, run_policy::join, false);
+  REQUIRE(out.ok);
+  CHECK(out.tasks == std::vector<std::string>{"local/b succeeded 4 "});
+  CHECK(out.blobs == std::vector<std::string>{"b=16", "bb=4"});
+}
+
+TEST_CASE("tasks that cannot suspend run to their end before the node's suspending tasks start", "[session][inline]") {
+  // The order among tasks of a group is not specified; this pins what the
+  // session does, so that a change of it is a decision.
+  auto log = std::make_shared<std::vector<std::string>>();
+  auto record = [log](const std::string& what, bool async) {
+    net n("record");
+    if (async) {
+      n.lambda("log", {}, {}, [log, what](op_context&) -> asio::awaitable<status> {
+        log->push_back(what);
+        co_return ok();
+      });
+    } else {
+      n.lambda("log", {}, {}, [log, what](op_context&) {
+        log->push_back(what);
+        return ok();
+      });
+    }
+    return n;
+  };
+  task_group g;
+  REQUIRE(g.add(task("first", step("first").add_net(record("suspending", true)))));
+  REQUIRE(g.add(task("second", step("second").add_net(record("inline", false)))));
+  local_session session(1);
+  REQUIRE(session.run_blocking(g));
+  CHECK(*log == std::vector<std::string>{"inline", "suspending"});
+  // With an observer every task is a coroutine, started in group order.
+  log->clear();
+  noop_observer observer;
+  run_options o;
+  o.observer = &observer;
+  REQUIRE(session.run_blocking(g, o));
+  CHECK(*log == std::vector<std::string>{"suspending", "inline"});
+}
+
+TEST_CASE("a failing inline task cancels the tasks of its node that have not run", "[session][inline]") {
+  auto c = std::make_shared<stuck_counters>();
+  task_group g(workspace_type::global);
+  REQUIRE(g.add(task("before", step("before").add_net(incr("inc", "before")))));
+  REQUIRE(g.add(task("waits", step("waits").add_net(stuck("wait", c)))));
+  REQUIRE(g.add(task("fails", step("fails").add_net(failing("bad", "inline failure")))));
+  REQUIRE(g.add(task("after", step("after").add_net(incr("inc", "after")))));
+  REQUIRE(g.add(task("elsewhere", step("elsewhere").add_net(stuck("wait", c))), node("n2")));
+  local_session session(2);
+
+  SECTION("join: the run fails with that task's error; the others never start or are cancelled") {
+    auto r = session.run_blocking(g);
+    REQUIRE_FALSE(r);
+    CHECK(r.error().message == "task \"local/fails\" (node \"local\"): fails/net \"bad\" op #0 (Fail): inline failure");
+    auto ws = session.node_workspace("local");
+    CHECK(ws->read<i64>("before").value() == 1);
+    CHECK_FALSE(ws->has("after"));
+    CHECK(c->finished == 0);
+    CHECK(c->cancelled == c->started);
+  }
+  SECTION("gather: every task runs; the report says which was cancelled by whom") {
+    run_options o;
+    o.policy = run_policy::gather;
+    o.timeout = 200ms;  // the stuck tasks would wait an hour
+    auto r = session.run_blocking(g, o);
+    REQUIRE_FALSE(r);
+    CHECK(r.error().code == errc::timeout);
+    CHECK(session.node_workspace("local")->read<i64>("after").value() == 1);
+  }
+}
+
+TEST_CASE("an inline task that fails under gather is reported, the others succeed", "[session][inline]") {
+  task_group g(workspace_type::global);
+  REQUIRE(g.add(task("a", step("a").add_net(incr("inc", "a")))));
+  REQUIRE(g.add(task("bad", step("bad").add_net(failing("bad", "nope")))));
+  REQUIRE(g.add(task("c", step("c").add_net(incr("inc", "c")))));
+  local_session session(1);
+  run_options o;
+  o.policy = run_policy::gather;
+  auto r = session.run_blocking(g, o);
+  REQUIRE(r);
+  CHECK(r.value().find("local/a")->status == task_status::succeeded);
+  CHECK(r.value().find("local/bad")->status == task_status::failed);
+  CHECK(r.value().find("local/c")->status == task_status::succeeded);
+  CHECK(r.value().find("local/c")->started >= r.value().find("local/bad")->finished);
+}
+
+TEST_CASE("a node of many inline tasks yields to its strand, and cancellation stops it between tasks",
+          "[session][inline][cancel]") {
+  constexpr int n = 4000;
+  task_group g(workspace_type::global);
+  for (int i = 0; i < n; ++i) REQUIRE(g.add(task("t" + std::to_string(i), step("s").add_net(incr("inc", "count")))));
+  asio::io_context io;
+  local_session session(io.get_executor());
+  asio::cancellation_signal sig;
+  std::optional<result<run_report>> got;
+  session.async_run(g,
+                    asio::bind_cancellation_slot(sig.slot(), [&](result<run_report> r) { got.emplace(std::move(r)); }));
+  // Other work of the same io_context gets turns while the node runs its
+  // tasks (it yields every 256 tasks), and cancels the run once 512 have
+  // run.
+  auto ws = session.node_workspace("local");
+  int turns = 0;
+  std::function<void()> tick = [&] {
+    if (got) return;
+    ++turns;
+    if (blob* count = ws->find("count"); count != nullptr && count->has_value() && count->as<i64>() >= 512) {
+      sig.emit(asio::cancellation_type::terminal);
+      return;
+    }
+    asio::post(io, tick);
+  };
+  asio::post(io, tick);
+  io.run();
+  REQUIRE(got);
+  REQUIRE_FALSE(*got);
+  CHECK(got->error().code == errc::cancelled);
+  const i64 ran = ws->read<i64>("count").value();
+  CHECK(turns >= 2);
+  CHECK(ran >= 512);
+  CHECK(ran < n);
+  // The session is usable afterwards: a rerun runs every task.
+  io.restart();
+  std::optional<result<run_report>> again;
+  session.async_run(g, [&](result<run_report> r) { again.emplace(std::move(r)); });
+  io.run();
+  REQUIRE(again);
+  REQUIRE(*again);
+  CHECK(again->value().ok());
+  CHECK(ws->read<i64>("count").value() == ran + n);
 }

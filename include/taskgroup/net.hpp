@@ -47,8 +47,8 @@ class net {
   /// (synchronous) or `asio::awaitable<status>` (asynchronous). `label`
   /// names it in errors. A net holding one is not serializable.
   template <class F>
-    requires std::invocable<F&, op_context&>
-  net& lambda(std::string label, std::vector<std::string> inputs, std::vector<std::string> outputs, F fn) {
+  requires std::invocable<F&, op_context&> net& lambda(std::string label, std::vector<std::string> inputs,
+                                                       std::vector<std::string> outputs, F fn) {
     using R = std::invoke_result_t<F&, op_context&>;
     operator_schema schema(label);
     if constexpr (std::is_same_v<R, boost::asio::awaitable<status>>) {
@@ -117,6 +117,7 @@ class net_instance {
   explicit net_instance(const net& def);
   status run_from(std::size_t& i) noexcept;
   status run_sync_mixed() noexcept;
+  status run_general_from(std::size_t i) noexcept;
   [[nodiscard]] error op_error(std::size_t i, const error& e) const;
   // op_error as a status, and the same for an exception in flight: out of
   // line, so that the loops that call them stay small.
@@ -127,7 +128,11 @@ class net_instance {
   std::vector<op_def> defs_;  // a snapshot: later edits of the net do not reach a bound instance
   std::vector<op_context> contexts_;
   std::vector<std::unique_ptr<op_kernel>> kernels_;
-  std::vector<op_kernel*> sync_;  // kernels_ as plain pointers when none is asynchronous, else empty
+  // What `run_sync` loops over when no kernel is asynchronous (else
+  // empty): each kernel's fast path (one that declines when it has none),
+  // copied into one contiguous array; `kernels_[i]` runs when entry `i`
+  // declines.
+  std::vector<op_kernel::fast_path> sync_;
   bool has_async_ = false;
 };
 

@@ -21,10 +21,12 @@
 #include <concepts>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <functional>
 #include <initializer_list>
 #include <limits>
 #include <memory>
+#include <new>
 #include <optional>
 #include <shared_mutex>
 #include <string>
@@ -203,7 +205,28 @@ class op_kernel {
   /// inside; a cancelled kernel completes with `errc::cancelled`.
   virtual boost::asio::awaitable<status> run_async();
 
+  /// The optional fast path of a synchronous kernel: a plain function and
+  /// up to 24 bytes of state it works on (e.g. the pre-resolved blobs),
+  /// which a net copies into one contiguous array and calls instead of
+  /// `run()`. `fn(state)` returns true when it has run the kernel to
+  /// success, or false, having changed nothing, when the case is not one
+  /// it handles (e.g. an input of another type); the net then calls
+  /// `run()`, which must give the complete behaviour and every error.
+  /// Never throws. Threading: called where `run()` would be.
+  struct fast_path {
+    bool (*fn)(const void* state) noexcept = nullptr;
+    alignas(void*) unsigned char state[3 * sizeof(void*)] = {};
+  };
+  /// This kernel's fast path; `fn` is null when it has none.
+  [[nodiscard]] const fast_path& fast() const noexcept { return fast_; }
+
+ protected:
+  /// Installs the fast path (see `fast_path`); a derived kernel's
+  /// constructor calls it. `make_fast_kernel` does it for you.
+  void set_fast(const fast_path& f) noexcept { fast_ = f; }
+
  private:
+  fast_path fast_;
   bool async_;
 };
 
@@ -224,6 +247,49 @@ class sync_kernel final : public op_kernel {
  private:
   F f_;
 };
+
+// A kernel whose fast path is `fast()` and whose `run()` is `general()`,
+// kept out of line and cold so that the fast path compiles to a small leaf
+// function. A `fast` small and trivially copyable enough (a lambda holding
+// up to three pointers) is itself the fast path's state, so the net's loop
+// reads it from its own contiguous array; a larger one is reached through
+// the kernel.
+template <class Fast, class General>
+class fast_kernel final : public op_kernel {
+  static constexpr bool inline_state =
+      std::is_trivially_copyable_v<Fast> && sizeof(Fast) <= sizeof(fast_path::state) && alignof(Fast) <= alignof(void*);
+
+ public:
+  fast_kernel(Fast fast, General general) : fast_(std::move(fast)), general_(std::move(general)) {
+    fast_path f;
+    if constexpr (inline_state) {
+      // A byte copy of a trivially copyable object is that object (and
+      // so is each copy of the record the net makes).
+      std::memcpy(f.state, static_cast<const void*>(&fast_), sizeof(Fast));
+      f.fn = [](const void* state) noexcept { return (*std::launder(static_cast<const Fast*>(state)))(); };
+    } else {
+      const fast_kernel* self = this;
+      std::memcpy(f.state, &self, sizeof self);
+      f.fn = [](const void* state) noexcept {
+        const fast_kernel* k = nullptr;
+        std::memcpy(&k, state, sizeof k);
+        return k->fast_();
+      };
+    }
+    set_fast(f);
+  }
+  status run() override {
+    if (fast_()) [[likely]]
+      return ok();
+    return general();
+  }
+
+ private:
+  [[gnu::noinline, gnu::cold]] status general() { return general_(); }
+
+  Fast fast_;
+  General general_;
+};
 }  // namespace detail
 
 /// A synchronous kernel that calls `f()` (returning `status`) on each run:
@@ -231,6 +297,23 @@ class sync_kernel final : public op_kernel {
 template <class F>
 std::unique_ptr<op_kernel> make_kernel(F f) {
   return std::make_unique<detail::sync_kernel<F>>(std::move(f));
+}
+
+/// A synchronous kernel with a fast path: on each run the net first calls
+/// `fast()` (a `noexcept` callable returning `bool`), which handles the
+/// common case and returns true, or returns false without changing
+/// anything; then `general()` (returning `status`) runs: the complete
+/// behaviour, including every case `fast()` declines and every error.
+/// A trivially copyable `fast` of at most three pointers (captured by
+/// value) is copied into the net's run array and must stay valid for as
+/// long as the kernel lives.
+/// How the built-in arithmetic and comparison ops reach near the cost of a
+/// virtual call: `fast()` tests that its pre-resolved blobs already hold
+/// the expected types (`blob::exact<T>()`) and computes in place.
+template <class Fast, class General>
+std::unique_ptr<op_kernel> make_fast_kernel(Fast fast, General general) {
+  static_assert(std::is_nothrow_invocable_r_v<bool, const Fast&>, "fast() must be const, noexcept and return bool");
+  return std::make_unique<detail::fast_kernel<Fast, General>>(std::move(fast), std::move(general));
 }
 
 /// A declared argument of a schema.

@@ -17,6 +17,18 @@
 // when the node's tasks end. Local setup or a report step on a node with
 // no task is an error.
 //
+// How a node runs its tasks: a task whose step tree cannot suspend (only
+// synchronous nets, at most 256 net runs and substep executions, no
+// deadline, report step, concurrency or nested own workspace, and no run
+// observer) runs to its end right there on the node's strand, without a
+// coroutine of its own; such tasks run one after another, in group order,
+// before the node's other tasks start, and the node yields to its strand
+// every 256 of them (so cancellation and other work get in). The other
+// tasks are coroutines started together. The order among the tasks of a
+// group is otherwise unspecified. Under the join policy the first failure
+// cancels every task not yet ended, including those not yet started
+// (reported `cancelled`).
+//
 // Errors name the node, the task, the step path, the net and the op:
 // `task "n1/train" (node "n1"): train/net "read" op #1 (Dequeue): ...`.
 //

@@ -10,7 +10,9 @@
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -28,12 +30,29 @@ result<std::shared_ptr<const compiled_step>> compile_step(const execution_step& 
 boost::asio::awaitable<status> run_compiled(std::shared_ptr<const compiled_step> s, std::shared_ptr<workspace> ws,
                                             run_step_options options);
 
+/// Runs a compiled tree in `ws` to its end without suspending, when the
+/// tree allows it: a bounded number of iterations (at most
+/// `options.yield_every` net runs and child executions), only synchronous
+/// nets, no deadline, report step, concurrency or nested own workspace, no
+/// observer. Returns the tree's status then (as `run_compiled` would), or
+/// nullopt, having run nothing, when the tree needs the coroutine runner.
+/// Call on the strand owning `ws`.
+/// True when `s`'s structure allows `run_compiled_inline` (its nets may
+/// still turn out asynchronous when bound).
+bool may_run_inline(const compiled_step& s) noexcept;
+
+/// The name of the tree's root step (the first component of its paths).
+std::string_view root_name(const compiled_step& s) noexcept;
+
+std::optional<status> run_compiled_inline(const compiled_step& s, std::shared_ptr<workspace> ws,
+                                          const run_step_options& options);
+
 /// Runs `body` while report steps run in `ws` every interval, each with a
 /// final run after `body` succeeds (report-substep semantics). `path` names
 /// the reporters' parent in errors.
-boost::asio::awaitable<status> run_with_reporters(std::function<boost::asio::awaitable<status>()> body,
-                                                  std::vector<std::pair<execution_step, std::chrono::milliseconds>> reports,
-                                                  std::shared_ptr<workspace> ws, run_step_options options,
-                                                  std::string path);
+boost::asio::awaitable<status> run_with_reporters(
+    std::function<boost::asio::awaitable<status>()> body,
+    std::vector<std::pair<execution_step, std::chrono::milliseconds>> reports, std::shared_ptr<workspace> ws,
+    run_step_options options, std::string path);
 
 }  // namespace taskgroup::detail

@@ -3,8 +3,8 @@
 
 #include <taskgroup/net.hpp>
 #include <taskgroup/plan.hpp>
-#include <taskgroup/task_group.hpp>
 #include <taskgroup/step_runner.hpp>
+#include <taskgroup/task_group.hpp>
 #include <taskgroup/workspace.hpp>
 
 #include "run.hpp"
@@ -16,6 +16,7 @@
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -76,9 +77,10 @@ inline net binary(const std::string& name, const std::string& type, const std::s
 
 /// Counters shared with a `stuck` op.
 struct stuck_counters {
-  int started = 0;
-  int cancelled = 0;
-  int finished = 0;
+  // Atomic: the tasks of different nodes may run on different threads.
+  std::atomic<int> started = 0;
+  std::atomic<int> cancelled = 0;
+  std::atomic<int> finished = 0;
 };
 
 /// A net whose one async op waits (practically) forever and records when
