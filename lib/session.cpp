@@ -273,7 +273,7 @@ std::optional<status> run_task_inline(run_state& rs, std::size_t k, node_state* 
   run_step_options o;
   o.registry = rs.registry;
   o.stats = &stats;
-  std::optional<status> st = detail::run_compiled_inline(*ct.step, ws, o);
+  std::optional<status> st = detail::run_compiled_inline(*ct.step, ws.get(), o);
   if (!st) return std::nullopt;
   ws.reset();  // a PRIVATE task's workspace ends with the task
   // One clock reading per task: its end is the next one's start.

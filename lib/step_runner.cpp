@@ -613,11 +613,13 @@ struct runner {  // internal: every member is used by the entry points below
   // it binds is synchronous; nullopt, having run nothing, when not. The
   // same semantics as `exec`, minus what cannot happen without a
   // suspension (cancellation arriving, a yield).
-  std::optional<status> try_inline(const node& root, std::shared_ptr<workspace> ws, const path_t* path) {
+  std::optional<status> try_inline(const node& root, workspace& parent, const path_t* path) {
     if (observer_ != nullptr || root.inline_cost == 0 || root.inline_cost > yield_every_) return std::nullopt;
-    if (root.create_ws) ws = ws->create_child(ws->name() + "/" + root.name);
+    std::shared_ptr<workspace> own;
+    if (root.create_ws) own = parent.create_child(parent.name() + "/" + root.name);
+    workspace& ws = own ? *own : parent;
     bound b;
-    if (auto st = bind(root, *ws, b, path); !st) return st;
+    if (auto st = bind(root, ws, b, path); !st) return st;
     if (!all_sync(root, b)) return std::nullopt;
     return exec_inline(root, b, path);
   }
@@ -767,7 +769,7 @@ bool detail::may_run_inline(const compiled_step& s) noexcept {
 
 std::string_view detail::root_name(const compiled_step& s) noexcept { return s.root.name; }
 
-std::optional<status> detail::run_compiled_inline(const compiled_step& s, std::shared_ptr<workspace> ws,
+std::optional<status> detail::run_compiled_inline(const compiled_step& s, workspace* ws,
                                                   const run_step_options& options) {
   if (!ws) return fail(errc::invalid_step, "run_step: no workspace");
   const node& root = s.root;
@@ -775,7 +777,7 @@ std::optional<status> detail::run_compiled_inline(const compiled_step& s, std::s
   const operator_registry& registry = options.registry != nullptr ? *options.registry : operator_registry::global();
   runner r(asio::any_io_executor(), registry, options);
   path_t path{nullptr, root.name};
-  return r.try_inline(root, std::move(ws), &path);
+  return r.try_inline(root, *ws, &path);
 }
 
 asio::awaitable<status> detail::run_compiled(std::shared_ptr<const compiled_step> s, std::shared_ptr<workspace> ws,

@@ -44,8 +44,7 @@ bool may_run_inline(const compiled_step& s) noexcept;
 /// The name of the tree's root step (the first component of its paths).
 std::string_view root_name(const compiled_step& s) noexcept;
 
-std::optional<status> run_compiled_inline(const compiled_step& s, std::shared_ptr<workspace> ws,
-                                          const run_step_options& options);
+std::optional<status> run_compiled_inline(const compiled_step& s, workspace* ws, const run_step_options& options);
 
 /// Runs `body` while report steps run in `ws` every interval, each with a
 /// final run after `body` succeeds (report-substep semantics). `path` names
