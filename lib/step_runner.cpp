@@ -286,7 +286,8 @@ struct runner {  // internal: every member is used by the entry points below
       if (!inst) return at(path, inst.error());
       b.nets.push_back(inst.value());
     }
-    b.children.assign(n.children.size(), bound{});
+    b.children.clear();
+    b.children.resize(n.children.size());
     for (std::size_t i = 0; i < n.children.size(); ++i) {
       const node& c = n.children[i];
       if (c.create_ws) continue;

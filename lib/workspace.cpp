@@ -11,6 +11,7 @@ workspace::workspace(std::string name, std::shared_ptr<workspace> parent)
 
 // Nets go first: their kernels may refer to blobs and to this workspace.
 workspace::~workspace() {
+  first_.instance.reset();
   instances_.clear();
   nets_.clear();
 }
@@ -122,6 +123,17 @@ bool workspace::remove_net(std::string_view name) {
 }
 
 result<net_instance*> workspace::instance_of(const net& n, const operator_registry& registry) {
+  if (first_key_ == n.id()) {
+    if (!first_.token.expired()) return first_.instance.get();
+    first_ = keyed_instance{};  // the address was reused by a new net
+    first_key_ = nullptr;
+  }
+  if (first_key_ == nullptr && instances_.empty()) {
+    TASKGROUP_TRY(auto inst, net_instance::make(n, *this, registry));
+    first_key_ = n.id();
+    first_ = keyed_instance{n.token(), std::move(inst)};
+    return first_.instance.get();
+  }
   auto it = instances_.find(n.id());
   if (it != instances_.end()) {
     if (!it->second.token.expired()) return it->second.instance.get();

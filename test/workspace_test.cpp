@@ -150,3 +150,51 @@ TEST_CASE("a removed blob stays valid for nets already bound to it", "[workspace
   REQUIRE(inst->run_sync());
   CHECK(*ws->get<i64>("y").value() == 1);
 }
+
+TEST_CASE("instance_of binds a net once per workspace, and again for a new net", "[workspace][net]") {
+  const operator_registry& reg = operator_registry::global();
+  auto ws = workspace::make("w");
+  auto counter = [](const std::string& name) {
+    net n(name);
+    n.op("Iter", {}, {"count"});
+    return n;
+  };
+  SECTION("the first net and the ones after it each keep one instance") {
+    net a = counter("a");
+    net b = counter("b");
+    net c = counter("c");
+    net_instance* ia = ws->instance_of(a, reg).value();
+    net_instance* ib = ws->instance_of(b, reg).value();
+    net_instance* ic = ws->instance_of(c, reg).value();
+    CHECK(ia != ib);
+    CHECK(ib != ic);
+    CHECK(ws->instance_of(a, reg).value() == ia);
+    CHECK(ws->instance_of(b, reg).value() == ib);
+    CHECK(ws->instance_of(c, reg).value() == ic);
+    net a_copy = a;  // copies of a net share its identity
+    CHECK(ws->instance_of(a_copy, reg).value() == ia);
+    CHECK(ia->name() == "a");
+    CHECK(ic->name() == "c");
+  }
+  SECTION("a net that replaces a dead one gets a fresh instance, first or not") {
+    for (int round = 0; round < 50; ++round) {
+      // Nets die and are made again, often at the address of the last one:
+      // an instance is never taken for another net's.
+      net first = counter("first" + std::to_string(round));
+      net second = counter("second" + std::to_string(round));
+      net_instance* i1 = ws->instance_of(first, reg).value();
+      net_instance* i2 = ws->instance_of(second, reg).value();
+      CHECK(i1->name() == "first" + std::to_string(round));
+      CHECK(i2->name() == "second" + std::to_string(round));
+    }
+  }
+  SECTION("a binding error is returned and nothing is kept") {
+    net bad("bad");
+    bad.op("Copy", {"missing"}, {"y"});
+    auto r = ws->instance_of(bad, reg);
+    REQUIRE_FALSE(r);
+    CHECK_THAT(r.error().message, Catch::Contains("input blob \"missing\" does not exist"));
+    ws->set("missing", i64{4});
+    REQUIRE(ws->instance_of(bad, reg));
+  }
+}

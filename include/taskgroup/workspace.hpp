@@ -152,6 +152,10 @@ class workspace : public std::enable_shared_from_this<workspace> {
     std::weak_ptr<const void> token;
     std::unique_ptr<net_instance> instance;
   };
+  // The first net bound here is kept inline, the others in the map: most
+  // workspaces (a PRIVATE task's own, an instance's) bind one net.
+  const void* first_key_ = nullptr;
+  keyed_instance first_;
   std::map<const void*, keyed_instance> instances_;
   // instance_of sweeps instances of dead nets once instances_ reaches this
   // size, then sets it to twice the survivors: amortized O(log n) per new
