@@ -310,6 +310,9 @@ std::unique_ptr<op_kernel> make_kernel(F f) {
 /// How the built-in arithmetic and comparison ops reach near the cost of a
 /// virtual call: `fast()` tests that its pre-resolved blobs already hold
 /// the expected types (`blob::exact<T>()`) and computes in place.
+/// Returns the kernel (never null); errors are `general()`'s, at run time.
+/// Threading: both are called where `run()` would be (the strand owning
+/// the net's workspace).
 template <class Fast, class General>
 std::unique_ptr<op_kernel> make_fast_kernel(Fast fast, General general) {
   static_assert(std::is_nothrow_invocable_r_v<bool, const Fast&>, "fast() must be const, noexcept and return bool");
