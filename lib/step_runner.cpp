@@ -761,6 +761,9 @@ result<std::shared_ptr<const detail::compiled_step>> detail::compile_step(const 
   s.freeze();
   auto c = std::make_shared<detail::compiled_step>();
   c->root = compile(s, counted);
+  // The root may have its own workspace (try_inline makes it); only a
+  // nested one keeps a tree off the inline path.
+  c->root.inline_cost = inline_cost(c->root, true);
   return std::shared_ptr<const detail::compiled_step>(std::move(c));
 }
 
@@ -774,7 +777,6 @@ std::optional<status> detail::run_compiled_inline(const compiled_step& s, worksp
                                                   const run_step_options& options) {
   if (!ws) return fail(errc::invalid_step, "run_step: no workspace");
   const node& root = s.root;
-  if (root.inline_cost == 0) return std::nullopt;
   const operator_registry& registry = options.registry != nullptr ? *options.registry : operator_registry::global();
   runner r(asio::any_io_executor(), registry, options);
   path_t path{nullptr, root.name};
