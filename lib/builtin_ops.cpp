@@ -15,6 +15,7 @@
 #include <taskgroup/queue.hpp>
 
 #include <boost/asio/as_tuple.hpp>
+#include <boost/asio/bind_cancellation_slot.hpp>
 #include <boost/asio/error.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/this_coro.hpp>
@@ -565,19 +566,36 @@ kernel_result print_factory(op_context& ctx) {
   });
 }
 
+// Sleep has a callback form: a task waiting on it holds no coroutine
+// frame, only its timer and the pending wait.
 class sleep_kernel final : public op_kernel {
  public:
-  explicit sleep_kernel(std::chrono::steady_clock::duration d) noexcept : op_kernel(true), duration_(d) {}
+  explicit sleep_kernel(std::chrono::steady_clock::duration d) noexcept : op_kernel(callback_form), duration_(d) {}
 
-  asio::awaitable<status> run_async() override {
-    asio::steady_timer timer(co_await asio::this_coro::executor, duration_);
-    auto [ec] = co_await timer.async_wait(asio::as_tuple(asio::use_awaitable));
-    if (ec == asio::error::operation_aborted) co_return fail(errc::cancelled, "Sleep cancelled");
-    if (ec) co_return fail(error(ec, "Sleep: " + ec.message()));
-    co_return ok();
+  void start(const asio::any_io_executor& ex, op_completion done) noexcept override {
+    try {
+      // A timer per run, owned by its wait: runs of one kernel may overlap,
+      // and no I/O object outlives the wait (a workspace may outlive the
+      // io_context its kernels last ran on).
+      auto timer = std::make_unique<asio::steady_timer>(ex, duration_);
+      asio::steady_timer& t = *timer;
+      const asio::cancellation_slot slot = done.slot();
+      t.async_wait(asio::bind_cancellation_slot(
+          slot, [timer = std::move(timer), done = std::move(done)](const boost::system::error_code& ec) mutable {
+            done(outcome(ec));
+          }));
+    } catch (const std::exception& e) {  // allocation failure: done (if still here) reports it
+      done(fail(errc::op_failed, std::string("Sleep: ") + e.what()));
+    }
   }
 
  private:
+  static status outcome(const boost::system::error_code& ec) {
+    if (ec == asio::error::operation_aborted) return fail(errc::cancelled, "Sleep cancelled");
+    if (ec) return fail(error(ec, "Sleep: " + ec.message()));
+    return ok();
+  }
+
   std::chrono::steady_clock::duration duration_;
 };
 

@@ -3,8 +3,15 @@
 #include <taskgroup/builtin_ops.hpp>
 #include <taskgroup/workspace.hpp>
 
+#include <boost/asio/associated_cancellation_slot.hpp>
+#include <boost/asio/async_result.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/asio/use_awaitable.hpp>
+
 #include <algorithm>
 #include <mutex>
+#include <optional>
 
 namespace taskgroup {
 
@@ -68,7 +75,69 @@ error op_context::input_error(std::size_t i, const std::string& expected) const 
 
 status op_kernel::run() { return fail(errc::op_failed, "asynchronous operator called synchronously"); }
 
-boost::asio::awaitable<status> op_kernel::run_async() { co_return run(); }
+namespace {
+
+// The completion of a callback-form run awaited by `run_async`: owns the
+// coroutine's handler until the run ends (or is abandoned with it). An end
+// reported inside `start` (or a completion dropped there) is posted, so
+// that the coroutine never resumes inside its own initiation.
+template <class Handler>
+class handler_target final : public op_completion::target {
+ public:
+  explicit handler_target(Handler h) : handler_(std::move(h)) {}
+
+  void complete(status st) noexcept override {
+    if (starting_) {
+      early_ = std::move(st);
+      return;
+    }
+    Handler h = std::move(handler_);
+    delete this;
+    std::move(h)(std::move(st));
+  }
+  void abandon() noexcept override {
+    if (starting_) {
+      early_ = fail(errc::op_failed, "asynchronous operator dropped its completion");
+      return;
+    }
+    delete this;
+  }
+  // After `start` returned: posts an end that came during it.
+  void started(const boost::asio::any_io_executor& ex) {
+    starting_ = false;
+    if (!early_) return;  // the run pends; complete() comes later
+    boost::asio::post(ex,
+                      [h = std::move(handler_), st = std::move(*early_)]() mutable { std::move(h)(std::move(st)); });
+    delete this;
+  }
+
+ private:
+  Handler handler_;
+  std::optional<status> early_;
+  bool starting_ = true;
+};
+
+}  // namespace
+
+boost::asio::awaitable<status> op_kernel::run_async() {
+  if (!startable_) co_return run();
+  const boost::asio::any_io_executor ex = co_await boost::asio::this_coro::executor;
+  co_return co_await boost::asio::async_initiate<const boost::asio::use_awaitable_t<>, void(status)>(
+      [this, &ex](auto handler) {
+        // The coroutine's own slot is the run's: cancelling the awaiting
+        // coroutine cancels the kernel's operation, as it would an Asio
+        // operation awaited directly.
+        const boost::asio::cancellation_slot slot = boost::asio::get_associated_cancellation_slot(handler);
+        auto* t = new handler_target<decltype(handler)>(std::move(handler));
+        start(ex, op_completion(*t, slot));
+        t->started(ex);
+      },
+      boost::asio::use_awaitable);
+}
+
+void op_kernel::start(const boost::asio::any_io_executor& /*ex*/, op_completion done) noexcept {
+  done(fail(errc::op_failed, "asynchronous operator has no callback form"));
+}
 
 // --- operator_schema ---------------------------------------------------------
 
@@ -166,12 +235,12 @@ operator_schema& operator_schema::async(async_function f) {
 
 status operator_schema::validate(const op_def& def) const {
   if (def.inputs.size() < min_in_ || def.inputs.size() > max_in_) {
-    return fail(errc::arity_mismatch, "expects " + count_text(min_in_, max_in_) + " input(s), got " +
-                                          std::to_string(def.inputs.size()));
+    return fail(errc::arity_mismatch,
+                "expects " + count_text(min_in_, max_in_) + " input(s), got " + std::to_string(def.inputs.size()));
   }
   if (def.outputs.size() < min_out_ || def.outputs.size() > max_out_) {
-    return fail(errc::arity_mismatch, "expects " + count_text(min_out_, max_out_) + " output(s), got " +
-                                          std::to_string(def.outputs.size()));
+    return fail(errc::arity_mismatch,
+                "expects " + count_text(min_out_, max_out_) + " output(s), got " + std::to_string(def.outputs.size()));
   }
   for (const auto& spec : args_) {
     const argument* a = def.args.find(spec.name);

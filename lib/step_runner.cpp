@@ -609,67 +609,6 @@ struct runner {  // internal: every member is used by the entry points below
     return exit;
   }
 
-  // Runs `root` to its end without suspending, when its subtree allows it
-  // (node::inline_cost within one yield period, no observer) and every net
-  // it binds is synchronous; nullopt, having run nothing, when not. The
-  // same semantics as `exec`, minus what cannot happen without a
-  // suspension (cancellation arriving, a yield).
-  std::optional<status> try_inline(const node& root, workspace& parent, const path_t* path) {
-    if (observer_ != nullptr || root.inline_cost == 0 || root.inline_cost > yield_every_) return std::nullopt;
-    std::shared_ptr<workspace> own;
-    if (root.create_ws) own = parent.create_child(parent.name() + "/" + root.name);
-    workspace& ws = own ? *own : parent;
-    bound b;
-    if (auto st = bind(root, ws, b, path); !st) return st;
-    if (!all_sync(root, b)) return std::nullopt;
-    return exec_inline(root, b, path);
-  }
-
-  static bool all_sync(const node& n, const bound& b) {
-    for (const net_instance* inst : b.nets) {
-      if (inst->has_async()) return false;
-    }
-    for (std::size_t idx : n.recurring) {
-      if (!all_sync(n.children[idx], b.children[idx])) return false;
-    }
-    return true;
-  }
-
-  // `iterate`'s sequential semantics, as a plain function: a net step is
-  // `sync_iterations` (whose yields are moot here: the work is bounded and
-  // nothing can cancel it meanwhile), substeps are run in order.
-  status exec_inline(const node& n, const bound& b, const path_t* path) {
-    if (!n.nets.empty()) {
-      const asio::cancellation_state never;
-      status failure = ok();
-      std::int64_t i = 0;
-      std::uint32_t since_yield = 0;
-      bool resume = false;
-      for (;;) {
-        switch (sync_iterations(n, b, path, never, nullptr, i, since_yield, resume, failure)) {
-          case loop_exit::end: return ok();
-          case loop_exit::failed: return failure;
-          case loop_exit::cancelled: return cancelled_at(path);
-          case loop_exit::yield: resume = true; break;
-        }
-      }
-    }
-    const bool stop_mode = n.stop.has_value();
-    for (std::int64_t i = 0;; ++i) {
-      if (stop_mode ? (n.only_once && i > 0) : i >= n.num_iter) break;
-      if (n.counted && stats_ != nullptr) ++stats_->iterations;
-      for (std::size_t idx : n.recurring) {
-        const node& c = n.children[idx];
-        path_t cp{path, c.name};
-        if (status st = exec_inline(c, b.children[idx], &cp); !st) return st;
-        auto stop = should_stop(b, path, n);
-        if (!stop) return stop.error();
-        if (stop.value()) return ok();
-      }
-    }
-    return ok();
-  }
-
   // A child of a concurrent step that `exec` would only pass on to
   // `iterate`: no observer, deadline, own workspace or report steps.
   bool is_plain(const node& c) const { return observer_ == nullptr && !c.timeout && !c.create_ws && c.reports.empty(); }
@@ -773,14 +712,311 @@ bool detail::may_run_inline(const compiled_step& s) noexcept {
 
 std::string_view detail::root_name(const compiled_step& s) noexcept { return s.root.name; }
 
-std::optional<status> detail::run_compiled_inline(const compiled_step& s, workspace* ws,
-                                                  const run_step_options& options) {
-  if (!ws) return fail(errc::invalid_step, "run_step: no workspace");
-  const node& root = s.root;
-  const operator_registry& registry = options.registry != nullptr ? *options.registry : operator_registry::global();
-  runner r(asio::any_io_executor(), registry, options);
-  path_t path{nullptr, root.name};
-  return r.try_inline(root, *ws, &path);
+namespace {
+
+// detail::frame_free_run: `exec`'s sequential semantics (as the coroutine
+// runner's `iterate` has them for these trees) as an explicit stack of
+// steps, so that a run can stop at an asynchronous op and resume from its
+// completion. A step whose nets are all synchronous runs its whole loop in
+// `sync_iterations`, as the coroutine runner does.
+class cursor final : public detail::frame_free_run, private op_completion::target {
+ public:
+  explicit cursor(detail::task_host& host) noexcept : host_(host) {}
+
+  outcome start(const detail::compiled_step& s, std::shared_ptr<workspace>& ws, const operator_registry& registry,
+                const asio::any_io_executor& ex) override {
+    const node& root = s.root;
+    if (!detail::may_run_inline(s) || !ws) return outcome::declined;
+    registry_ = &registry;
+    ex_ = &ex;
+    stats_ = step_stats{};
+    std::shared_ptr<workspace> own;
+    if (root.create_ws) own = ws->create_child(ws->name() + "/" + root.name);
+    workspace& w = own ? *own : *ws;
+    runner r = make_runner();
+    const path_t path{nullptr, root.name};
+    if (status st = r.bind(root, w, bound_, &path); !st) {
+      result_ = std::move(st);
+      return outcome::ended;
+    }
+    if (!startable(root, bound_)) return outcome::declined;
+    stack_.clear();
+    push(root, bound_);
+    if (advance(r)) return outcome::ended;
+    // Waiting: the run holds its workspaces until it ends.
+    ws_ = std::move(ws);
+    own_ = std::move(own);
+    return outcome::waiting;
+  }
+
+  void cancel() noexcept override {
+    // Only while an op pends: the slot's handler belongs to that op.
+    if (waiting_) signal_.emit(asio::cancellation_type::terminal);
+  }
+  [[nodiscard]] const status& result() const noexcept override { return result_; }
+  [[nodiscard]] const step_stats& stats() const noexcept override { return stats_; }
+  void reset() noexcept override {
+    own_.reset();
+    ws_.reset();
+  }
+
+ private:
+  struct level {
+    const node* n;
+    const bound* b;
+    std::int64_t i = 0;  // iteration
+    std::size_t j = 0;   // net or recurring child within the iteration
+    bool in_iteration = false;
+    bool child_done = false;  // recurring child j has just ended well
+  };
+
+  [[nodiscard]] runner make_runner() {
+    run_step_options o;
+    o.stats = &stats_;
+    return {asio::any_io_executor(), *registry_, o};
+  }
+
+  // Every asynchronous kernel of the bound tree has a callback form.
+  static bool startable(const node& n, const bound& b) {
+    for (const net_instance* inst : b.nets) {
+      if (!inst->has_async()) continue;
+      for (std::size_t i = 0; i < inst->size(); ++i) {
+        const op_kernel& k = inst->kernel(i);
+        if (k.is_async() && !k.has_start()) return false;
+      }
+    }
+    for (std::size_t idx : n.recurring) {
+      if (!startable(n.children[idx], b.children[idx])) return false;
+    }
+    return true;
+  }
+
+  void push(const node& n, const bound& b) { stack_.push_back(level{&n, &b}); }
+
+  // Calls `f` with the step path of the top of the stack (made only here,
+  // on the error path).
+  template <class F>
+  auto with_path(F f) const {
+    boost::container::small_vector<path_t, 4> chain;
+    chain.reserve(stack_.size());
+    for (const level& l : stack_) chain.push_back(path_t{chain.empty() ? nullptr : &chain.back(), l.n->name});
+    return f(&chain.back());
+  }
+
+  // The run has ended with `st`.
+  bool finish(status st) {
+    result_ = std::move(st);
+    stack_.clear();
+    return true;
+  }
+
+  // The top step has ended well: its parent goes on.
+  void pop() {
+    stack_.pop_back();
+    if (!stack_.empty()) stack_.back().child_done = true;
+  }
+
+  // Runs from the current position until the tree ends (true, result_
+  // set) or an op waits (false). `resumed` is the end of the op that
+  // waited.
+  bool advance(runner& r, std::optional<status> resumed = std::nullopt) {
+    if (resumed) {
+      if (!*resumed)
+        return finish(with_path([&](const path_t* p) { return at(p, net_->op_error(op_, resumed->error())); }));
+      ++op_;
+      if (!continue_net(r)) return false;
+      if (!result_) return true;
+      if (after_net(r)) return true;
+    }
+    while (!stack_.empty()) {
+      level& l = stack_.back();
+      const node& n = *l.n;
+      const bool stop_mode = n.stop.has_value();
+      if (l.child_done) {
+        l.child_done = false;
+        auto stop = with_path([&](const path_t* p) { return runner::should_stop(*l.b, p, n); });
+        if (!stop) return finish(stop.error());
+        if (stop.value()) {
+          pop();
+          continue;
+        }
+        ++l.j;
+      }
+      if (!l.in_iteration) {
+        if (stop_mode ? (n.only_once && l.i > 0) : l.i >= n.num_iter) {
+          pop();
+          continue;
+        }
+        if (host_.stopping()) return finish(with_path([](const path_t* p) { return cancelled_at(p); }));
+        if (!n.nets.empty() && sync_level(l)) {
+          if (!run_sync_level(r, l)) return true;
+          pop();
+          continue;
+        }
+        l.in_iteration = true;
+        l.j = 0;
+        if (n.counted) ++stats_.iterations;
+      }
+      if (!n.nets.empty()) {
+        if (l.j == l.b->nets.size()) {
+          l.in_iteration = false;
+          ++l.i;
+          continue;
+        }
+        net_instance* inst = l.b->nets[l.j];
+        ++stats_.net_runs;
+        if (!inst->has_async()) {
+          if (status st = inst->run_sync(); !st) {
+            return finish(with_path([&](const path_t* p) { return at(p, st.error()); }));
+          }
+        } else {
+          net_ = inst;
+          op_ = 0;
+          if (!continue_net(r)) return false;
+          if (!result_) return true;
+        }
+        if (after_net(r)) return true;
+        continue;
+      }
+      if (l.j == n.recurring.size()) {
+        l.in_iteration = false;
+        ++l.i;
+        continue;
+      }
+      const std::size_t idx = n.recurring[l.j];
+      push(n.children[idx], l.b->children[idx]);
+    }
+    return finish(ok());
+  }
+
+  // Whether a net step's nets are all synchronous (its loop then runs in
+  // `sync_iterations`).
+  static bool sync_level(const level& l) {
+    for (const net_instance* inst : l.b->nets) {
+      if (inst->has_async()) return false;
+    }
+    return true;
+  }
+
+  // A net step of synchronous nets, its whole loop; false when it failed
+  // (the run has then ended).
+  bool run_sync_level(runner& r, const level& l) {
+    return with_path([&](const path_t* p) {
+      const asio::cancellation_state never;
+      status failure = ok();
+      std::int64_t i = 0;
+      std::uint32_t since_yield = 0;
+      bool resume = false;
+      for (;;) {
+        // The yields are moot here: the work is bounded and nothing can
+        // cancel it meanwhile.
+        switch (r.sync_iterations(*l.n, *l.b, p, never, nullptr, i, since_yield, resume, failure)) {
+          case runner::loop_exit::end: return true;
+          case runner::loop_exit::failed: return !finish(std::move(failure));
+          case runner::loop_exit::cancelled: return !finish(cancelled_at(p));
+          case runner::loop_exit::yield: resume = true; break;
+        }
+      }
+    });
+  }
+
+  // Runs `net_` from op `op_`: false when an op waits; else the net has
+  // ended, well or not (result_ then holds the failure).
+  bool continue_net(runner& /*r*/) {
+    result_ = ok();
+    for (;;) {
+      if (status st = net_->run_from(op_); !st) {
+        result_ = with_path([&](const path_t* p) { return at(p, st.error()); });
+        return true;
+      }
+      if (op_ == net_->size()) return true;
+      std::optional<status> now = start_op(net_->kernel(op_));
+      if (!now) return false;
+      if (!*now) {
+        result_ = with_path([&](const path_t* p) { return at(p, net_->op_error(op_, now->error())); });
+        return true;
+      }
+      ++op_;
+    }
+  }
+
+  // After a net of the top step ended well: the stop blob. True when the
+  // run has ended (a stop blob error).
+  bool after_net(runner& /*r*/) {
+    level& l = stack_.back();
+    const bound& b = *l.b;
+    bool stop = false;
+    if (b.stop != nullptr) {
+      if (const bool* v = b.stop->exact<bool>()) {
+        stop = *v;
+      } else {
+        auto s = with_path([&](const path_t* p) { return runner::should_stop(b, p, *l.n); });
+        if (!s) return finish(s.error());
+        stop = s.value();
+      }
+    }
+    if (stop) {
+      pop();
+    } else {
+      ++l.j;
+    }
+    return false;
+  }
+
+  // Starts op `k`: its status when it ended at once, nullopt when it waits.
+  std::optional<status> start_op(op_kernel& k) {
+    if (host_.stopping()) return status(fail(errc::cancelled, "cancelled"));
+    in_start_ = true;
+    early_.reset();
+    k.start(*ex_, op_completion(*this, signal_.slot()));
+    in_start_ = false;
+    if (early_) return std::move(early_);
+    waiting_ = true;
+    return std::nullopt;
+  }
+
+  void complete(status st) noexcept override {
+    if (in_start_) {
+      early_ = std::move(st);
+      return;
+    }
+    waiting_ = false;
+    runner r = make_runner();
+    if (!advance(r, std::move(st))) return;  // waits again
+    reset();
+    host_.run_ended(*this);  // last: the host may destroy this run
+  }
+
+  void abandon() noexcept override {
+    if (in_start_) {
+      early_ = fail(errc::op_failed, "asynchronous operator dropped its completion");
+      return;
+    }
+    waiting_ = false;
+    host_.run_abandoned(*this);  // last: the host may destroy this run
+  }
+
+  detail::task_host& host_;
+  const operator_registry* registry_ = nullptr;
+  const asio::any_io_executor* ex_ = nullptr;
+  std::shared_ptr<workspace> ws_;   // the task's workspace, while waiting
+  std::shared_ptr<workspace> own_;  // the root step's own one
+  bound bound_;
+  boost::container::small_vector<level, 2> stack_;
+  net_instance* net_ = nullptr;  // the net whose op `op_` pends
+  std::size_t op_ = 0;
+  step_stats stats_;
+  status result_ = ok();
+  std::optional<status> early_;  // an end reported inside start()
+  asio::cancellation_signal signal_;
+  bool waiting_ = false;
+  bool in_start_ = false;
+};
+
+}  // namespace
+
+std::unique_ptr<detail::frame_free_run> detail::make_frame_free_run(task_host& host) {
+  return std::make_unique<cursor>(host);
 }
 
 asio::awaitable<status> detail::run_compiled(std::shared_ptr<const compiled_step> s, std::shared_ptr<workspace> ws,

@@ -708,3 +708,265 @@ TEST_CASE("a node of many inline tasks yields to its strand, and cancellation st
   CHECK(again->value().ok());
   CHECK(ws->read<i64>("count").value() == ran + n);
 }
+
+// --- tasks that wait without coroutine frames ----------------------------------
+
+namespace {
+
+// A net that sleeps `ms` between two increments of `blob`.
+net sleepy(const std::string& name, const std::string& blob, i64 ms) {
+  net n(name);
+  n.op("Iter", {}, {blob}).op("Sleep", {}, {}, {{"ms", ms}}).op("Iter", {}, {blob});
+  return n;
+}
+
+// An asynchronous kernel with a callback form that ends at once (inside
+// start), later (through its executor), or drops its completion.
+enum class ending { at_once, posted, dropped };
+
+net callback_op(const std::string& name, ending how, std::shared_ptr<int> runs) {
+  operator_schema schema("CallbackOp");
+  schema.factory(
+      [how, runs](op_context&) -> result<std::unique_ptr<op_kernel>> {
+        class kernel final : public op_kernel {
+         public:
+          kernel(ending h, std::shared_ptr<int> r) : op_kernel(callback_form), how_(h), runs_(std::move(r)) {}
+          void start(const asio::any_io_executor& ex, op_completion done) noexcept override {
+            ++*runs_;
+            switch (how_) {
+              case ending::at_once: done(ok()); break;
+              case ending::posted: asio::post(ex, [d = std::move(done)]() mutable { d(ok()); }); break;
+              case ending::dropped: break;
+            }
+          }
+
+         private:
+          ending how_;
+          std::shared_ptr<int> runs_;
+        };
+        return std::unique_ptr<op_kernel>(std::make_unique<kernel>(how, runs));
+      },
+      true);
+  net n(name);
+  op_def def{"CallbackOp", {}, {}, {}, std::make_shared<const operator_schema>(std::move(schema))};
+  n.add(std::move(def));
+  return n;
+}
+
+}  // namespace
+
+TEST_CASE("tasks that wait on callback-form ops behave as the coroutine runner does", "[session][frame-free]") {
+  // Each group runs without an observer (such tasks wait without coroutine
+  // frames) and with one (every task a coroutine); the outcomes match.
+  auto stop_when = [](const std::string& blob, i64 limit) {
+    net n("check");
+    n.op("ConstantFill", {}, {"limit"}, {{"value", limit}});
+    n.op("GE", {blob, "limit"}, {"stop"});
+    return n;
+  };
+  task_group g(workspace_type::global);
+  SECTION("loops and nested substeps around sleeps") {
+    REQUIRE(g.add(task("a", step("a").add_net(sleepy("nap", "a", 1)).iterations(3))));
+    REQUIRE(g.add(task("b", step("b")
+                                .add_substep(step("b1").add_net(sleepy("nap", "b", 0)).iterations(2))
+                                .add_substep(step("b2").nets({incr("inc", "bb"), sleepy("nap2", "bb", 0)}))
+                                .iterations(3))));
+    REQUIRE(g.add(task("plain", step("plain").add_net(incr("inc", "plain")).iterations(2))));
+  }
+  SECTION("a stop blob after a sleep ends its own step only") {
+    REQUIRE(g.add(task("s", step("s")
+                                .add_substep(step("inner")
+                                                 .nets({sleepy("nap", "s", 0), stop_when("s", 2), incr("after", "s")})
+                                                 .should_stop_blob("stop")
+                                                 .only_once())
+                                .add_substep(step("next").add_net(sleepy("nap", "n", 0))))));
+  }
+  SECTION("a failure after a sleep names the path, the net and the op") {
+    net late("late");
+    late.op("Sleep", {}, {}, {{"ms", i64{1}}}).op("Fail", {}, {}, {{"message", std::string("after the nap")}});
+    REQUIRE(g.add(task("ok", step("ok").add_net(sleepy("nap", "ok", 0)))));
+    REQUIRE(g.add(task("bad", step("outer")
+                                  .add_substep(step("first").add_net(sleepy("nap", "bad", 0)))
+                                  .add_substep(step("second").add_net(late)))));
+  }
+  SECTION("a root step with its own workspace") {
+    REQUIRE(g.add(task("t", step("t").add_net(sleepy("nap", "x", 0)).iterations(2).create_workspace())));
+  }
+  SECTION("ops with a callback form that end at once or through the executor") {
+    auto runs = std::make_shared<int>(0);
+    REQUIRE(g.add(task("now", step("now").add_net(callback_op("now", ending::at_once, runs)).iterations(3))));
+    REQUIRE(g.add(task("later", step("later").add_net(callback_op("later", ending::posted, runs)).iterations(3))));
+  }
+  for (run_policy policy : {run_policy::join, run_policy::gather}) {
+    const run_outcome frame_free = outcome_of(g, policy, false);
+    const run_outcome coroutine = outcome_of(g, policy, true);
+    INFO("policy " << (policy == run_policy::join ? "join" : "gather"));
+    CHECK(frame_free.ok == coroutine.ok);
+    CHECK(frame_free.error == coroutine.error);
+    CHECK(frame_free.tasks == coroutine.tasks);
+    if (frame_free.ok || policy == run_policy::gather) CHECK(frame_free.blobs == coroutine.blobs);
+  }
+}
+
+TEST_CASE("a task that waits on a callback-form op starts with the node's inline tasks", "[session][frame-free]") {
+  // Proof of the path taken: the frame-free task's first op runs before
+  // the coroutine task (added first) starts; with an observer, every task
+  // is a coroutine started in group order.
+  auto log = std::make_shared<std::vector<std::string>>();
+  auto record = [log](const std::string& what) {
+    return [log, what](op_context&) {
+      log->push_back(what);
+      return ok();
+    };
+  };
+  net coro("coro");
+  coro.lambda("log", {}, {}, [log](op_context&) -> asio::awaitable<status> {
+    log->push_back("coroutine");
+    co_return ok();
+  });
+  net waits("waits");
+  waits.lambda("log", {}, {}, record("before the sleep")).op("Sleep", {}, {}, {{"ms", i64{1}}});
+  waits.lambda("log", {}, {}, record("after the sleep"));
+  task_group g;
+  REQUIRE(g.add(task("first", step("first").add_net(coro))));
+  REQUIRE(g.add(task("second", step("second").add_net(waits))));
+  local_session session(1);
+  REQUIRE(session.run_blocking(g));
+  REQUIRE(log->size() == 3);
+  CHECK(log->front() == "before the sleep");
+  CHECK(log->back() == "after the sleep");
+  log->clear();
+  noop_observer observer;
+  run_options o;
+  o.observer = &observer;
+  REQUIRE(session.run_blocking(g, o));
+  CHECK(*log == std::vector<std::string>{"coroutine", "before the sleep", "after the sleep"});
+}
+
+TEST_CASE("a callback-form op that drops its completion is the op's error", "[session][frame-free]") {
+  auto runs = std::make_shared<int>(0);
+  task_group g;
+  REQUIRE(g.add(task("t", step("t").add_net(callback_op("drops", ending::dropped, runs)))));
+  for (bool observed : {false, true}) {
+    INFO((observed ? "coroutine" : "frame-free"));
+    const run_outcome out = outcome_of(g, run_policy::join, observed);
+    CHECK_FALSE(out.ok);
+    CHECK(out.error ==
+          "task \"local/t\" (node \"local\"): t/net \"drops\" op #0 (CallbackOp): asynchronous operator dropped its "
+          "completion");
+  }
+  CHECK(*runs == 2);
+}
+
+TEST_CASE("runs of one callback-form kernel may overlap", "[session][frame-free]") {
+  // GLOBAL tasks sharing a net share its instance in the node workspace;
+  // concurrent instances of a step without their own workspace too.
+  net nap("nap");
+  nap.op("Sleep", {}, {}, {{"ms", i64{2}}}).op("Iter", {}, {"naps"});
+  task_group g(workspace_type::global);
+  REQUIRE(g.add(task("a", step("a").add_net(nap))));
+  REQUIRE(g.add(task("b", step("b").add_net(nap))));
+  REQUIRE(g.add(task("c", step("c").add_net(nap).concurrent_instances(3))));
+  for (bool observed : {false, true}) {
+    INFO((observed ? "coroutine" : "frame-free"));
+    const run_outcome out = outcome_of(g, run_policy::join, observed);
+    CHECK(out.ok);
+    CHECK(out.blobs == std::vector<std::string>{"naps=5"});
+  }
+}
+
+TEST_CASE("waiting frame-free tasks are cancelled by a failure, a deadline and from outside",
+          "[session][frame-free][cancel]") {
+  auto c = std::make_shared<stuck_counters>();
+  net hour("hour");
+  hour.op("Sleep", {}, {}, {{"ms", i64{3'600'000}}});
+  net late("late");
+  late.op("Sleep", {}, {}, {{"ms", i64{5}}}).op("Fail", {}, {}, {{"message", std::string("woke up failing")}});
+  task_group g;
+  for (int i = 0; i < 50; ++i) REQUIRE(g.add(task("w" + std::to_string(i), step("w").add_net(hour))));
+  REQUIRE(g.add(task("stuck", step("stuck").add_net(stuck("stuck", c)))));
+  REQUIRE(g.add(task("far", step("far").add_net(hour)), node("n2")));
+
+  SECTION("a frame-free task that fails after its wait cancels every other task") {
+    REQUIRE(g.add(task("late", step("late").add_net(late))));
+    local_session session(2);
+    auto r = session.run_blocking(g);
+    REQUIRE_FALSE(r);
+    CHECK(r.error().message == "task \"local/late\" (node \"local\"): late/net \"late\" op #1 (Fail): woke up failing");
+    CHECK(c->cancelled == 1);
+    run_options o;
+    o.policy = run_policy::gather;
+    o.timeout = 50ms;
+    auto gathered = session.run_blocking(g, o);  // gather: the others would wait an hour
+    REQUIRE_FALSE(gathered);
+    CHECK(gathered.error().code == errc::timeout);
+  }
+  SECTION("a run deadline") {
+    local_session session(2);
+    run_options o;
+    o.timeout = 10ms;
+    auto r = session.run_blocking(g, o);
+    REQUIRE_FALSE(r);
+    CHECK(r.error().message == "run timed out after 10 ms");
+  }
+  SECTION("from outside, under gather, with the report of every task") {
+    asio::io_context io;
+    local_session session(io.get_executor());
+    asio::cancellation_signal sig;
+    std::optional<result<run_report>> got;
+    run_options o;
+    o.policy = run_policy::gather;
+    session.async_run(
+        g, asio::bind_cancellation_slot(sig.slot(), [&](result<run_report> r) { got.emplace(std::move(r)); }), o);
+    asio::steady_timer t(io, 5ms);
+    t.async_wait([&](boost::system::error_code) { sig.emit(asio::cancellation_type::terminal); });
+    io.run();  // returns only once nothing waits any more
+    REQUIRE(got);
+    REQUIRE_FALSE(*got);
+    CHECK(got->error().code == errc::cancelled);
+    CHECK(c->cancelled == 1);
+    // The session runs the group again afterwards.
+    io.restart();
+    std::optional<result<run_report>> again;
+    run_options brief;
+    brief.timeout = 5ms;
+    session.async_run(
+        g, [&](result<run_report> r) { again.emplace(std::move(r)); }, brief);
+    io.run();
+    REQUIRE(again);
+    REQUIRE_FALSE(*again);
+    CHECK(again->error().code == errc::timeout);
+  }
+}
+
+TEST_CASE("a run with frame-free tasks waiting reports each task", "[session][frame-free]") {
+  task_group g;
+  for (int i = 0; i < 300; ++i) REQUIRE(g.add(task("t" + std::to_string(i), step("s").add_net(sleepy("nap", "n", 1)))));
+  local_session session(1);
+  auto r = session.run_blocking(g);
+  REQUIRE(r);
+  REQUIRE(r.value().tasks.size() == 300);
+  for (const auto& t : r.value().tasks) {
+    CHECK(t.status == task_status::succeeded);
+    CHECK(t.iterations == 1);
+    CHECK(t.finished - t.started >= 1ms);
+  }
+}
+
+TEST_CASE("abandoning the event loop with frame-free tasks waiting tears the run down cleanly",
+          "[session][frame-free][cancel]") {
+  // Run k handlers, then destroy the io_context wherever the run is:
+  // frame-free tasks waiting, coroutine tasks, a node yielding.
+  auto c = std::make_shared<stuck_counters>();
+  task_group g;
+  for (int i = 0; i < 300; ++i) REQUIRE(g.add(task("t" + std::to_string(i), step("s").add_net(sleepy("nap", "n", 0)))));
+  REQUIRE(g.add(task("stuck", step("stuck").add_net(stuck("stuck", c)))));
+  REQUIRE(g.add(task("far", step("far").add_net(sleepy("nap", "n", 0)).iterations(3)), node("n2")));
+  for (std::size_t k = 0; k < 40; ++k) {
+    asio::io_context io;
+    local_session session(io.get_executor());
+    session.async_run(g, [](result<run_report>) {});
+    for (std::size_t i = 0; i < k * 3; ++i) io.run_one();
+  }
+  SUCCEED("no crash, no leak");
+}

@@ -113,12 +113,20 @@ class net_instance {
   /// awaited async op; the net then completes with `errc::cancelled`.
   boost::asio::awaitable<status> run();
 
+  /// For runners that drive a net themselves (the frame-free task path):
+  /// runs the synchronous ops from op `i` inline until the end of the net
+  /// or the next asynchronous op, and leaves `i` there (`size()` at the
+  /// end). Returns the first failure, as `run_sync` does.
+  status run_from(std::size_t& i) noexcept;
+  /// The kernel of op `i` (`i < size()`).
+  [[nodiscard]] op_kernel& kernel(std::size_t i) const noexcept { return *kernels_[i]; }
+  /// `e` as the error of op `i`: `net "body" op #2 (Div): <message>`.
+  [[nodiscard]] error op_error(std::size_t i, const error& e) const;
+
  private:
   explicit net_instance(const net& def);
-  status run_from(std::size_t& i) noexcept;
   status run_sync_mixed() noexcept;
   status run_general_from(std::size_t i) noexcept;
-  [[nodiscard]] error op_error(std::size_t i, const error& e) const;
   // op_error as a status, and the same for an exception in flight: out of
   // line, so that the loops that call them stay small.
   [[nodiscard]] status op_failure(std::size_t i, const error& e) const;

@@ -16,7 +16,9 @@
 #include <taskgroup/blob.hpp>
 #include <taskgroup/error.hpp>
 
+#include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/awaitable.hpp>
+#include <boost/asio/cancellation_signal.hpp>
 
 #include <concepts>
 #include <cstddef>
@@ -183,14 +185,89 @@ class op_context {
   std::vector<std::shared_ptr<blob>> outputs_;
 };
 
+/// How an asynchronous kernel started through its callback form
+/// (`op_kernel::start`) reports its end: a move-only handle to call once
+/// with the op's status, and the cancellation slot of that one run.
+///
+/// Call it through the executor `start` was given (e.g. from the handler
+/// of an Asio operation started on it), or inside `start` itself when the
+/// op ends at once. Destroying it uncalled (e.g. with a pending operation
+/// when its io_context is destroyed) tells its target that the run will
+/// never end. Threading: strand-bound, like the kernel.
+class op_completion {
+ public:
+  /// What a completion reports to: the net runner.
+  class target {
+   public:
+    /// The run ended with `st`.
+    virtual void complete(status st) noexcept = 0;
+    /// The completion was destroyed without being called.
+    virtual void abandon() noexcept = 0;
+
+   protected:
+    target() = default;
+    ~target() = default;
+    target(const target&) = default;
+    target& operator=(const target&) = default;
+  };
+
+  op_completion(target& t, boost::asio::cancellation_slot slot) noexcept : target_(&t), slot_(slot) {}
+  op_completion(op_completion&& other) noexcept : target_(std::exchange(other.target_, nullptr)), slot_(other.slot_) {}
+  op_completion& operator=(op_completion&& other) noexcept {
+    if (this != &other) {
+      abandon();
+      target_ = std::exchange(other.target_, nullptr);
+      slot_ = other.slot_;
+    }
+    return *this;
+  }
+  op_completion(const op_completion&) = delete;
+  op_completion& operator=(const op_completion&) = delete;
+  ~op_completion() { abandon(); }
+
+  /// Where a request to cancel this run arrives (it may be unconnected):
+  /// connect the run's Asio operation to it (`bind_cancellation_slot`),
+  /// and complete with `errc::cancelled` when it fires. Only this run is
+  /// cancelled, never another run of the same kernel.
+  [[nodiscard]] boost::asio::cancellation_slot slot() const noexcept { return slot_; }
+  /// Reports the end of the run; later calls do nothing.
+  void operator()(status st) noexcept {
+    if (target* t = std::exchange(target_, nullptr)) t->complete(std::move(st));
+  }
+  /// False once called (or moved from).
+  explicit operator bool() const noexcept { return target_ != nullptr; }
+
+ private:
+  void abandon() noexcept {
+    if (target* t = std::exchange(target_, nullptr)) t->abandon();
+  }
+
+  target* target_;
+  boost::asio::cancellation_slot slot_;
+};
+
 /// A runnable operator bound in a workspace.
 ///
-/// Synchronous kernels override `run`; asynchronous ones set `async` in
-/// the constructor and override `run_async`. Either may also throw; the net
-/// runner converts exceptions into the op's error.
+/// Synchronous kernels override `run`. Asynchronous ones either set `async`
+/// in the constructor and override `run_async` (a coroutine), or pass
+/// `callback_form` and override `start` (a plain call that starts an Asio
+/// operation and completes an `op_completion`): such a kernel waits
+/// without any coroutine frame, so a task whose step tree only waits on
+/// kernels of this form costs no frame while it pends (see
+/// `local_session`). Either may also throw; the net runner converts
+/// exceptions into the op's error.
 class op_kernel {
  public:
+  /// Tag of the constructor of kernels with a callback form.
+  struct callback_form_t {
+    explicit callback_form_t() = default;
+  };
+  static constexpr callback_form_t callback_form{};
+
   explicit op_kernel(bool async = false) noexcept : async_(async) {}
+  /// An asynchronous kernel whose form is `start` (run_async then awaits
+  /// it).
+  explicit op_kernel(callback_form_t /*tag*/) noexcept : async_(true), startable_(true) {}
   virtual ~op_kernel() = default;
   op_kernel(const op_kernel&) = delete;
   op_kernel& operator=(const op_kernel&) = delete;
@@ -202,8 +279,26 @@ class op_kernel {
   virtual status run();
   /// Runs an asynchronous kernel once. Cancellation: the awaiting
   /// coroutine's cancellation state reaches every Asio operation awaited
-  /// inside; a cancelled kernel completes with `errc::cancelled`.
+  /// inside; a cancelled kernel completes with `errc::cancelled`. The
+  /// default awaits `start` for a kernel with a callback form (the
+  /// coroutine's cancellation slot is the run's slot) and calls `run()`
+  /// otherwise.
   virtual boost::asio::awaitable<status> run_async();
+
+  /// True when this kernel has a callback form (`start`).
+  [[nodiscard]] bool has_start() const noexcept { return startable_; }
+  /// Starts one run of a kernel with a callback form: begins its
+  /// operation on `ex` and returns; `done` is called once, through `ex`,
+  /// when the run ends (with `errc::cancelled` when `done.slot()` fired),
+  /// or inside `start` when it ends at once. Runs of one kernel may
+  /// overlap (a net shared by concurrent steps of one workspace): each has
+  /// its own `done`. An I/O object made for a run (a timer) belongs to that
+  /// run, not to the kernel: a workspace and its kernels may outlive the
+  /// io_context they last ran on. Errors: through `done` only (`start` cannot throw; a
+  /// `done` dropped uncalled inside `start` is an `errc::op_failed`). The
+  /// default completes with `errc::op_failed`. Threading: called on the
+  /// strand owning the kernel's workspace, which `ex` is or runs on.
+  virtual void start(const boost::asio::any_io_executor& ex, op_completion done) noexcept;
 
   /// The optional fast path of a synchronous kernel: a plain function and
   /// up to 24 bytes of state it works on (e.g. the pre-resolved blobs),
@@ -228,6 +323,7 @@ class op_kernel {
  private:
   fast_path fast_;
   bool async_;
+  bool startable_ = false;
 };
 
 /// Turns a bound op into a kernel; may reject bad arguments or input types.

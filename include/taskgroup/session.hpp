@@ -17,17 +17,22 @@
 // when the node's tasks end. Local setup or a report step on a node with
 // no task is an error.
 //
-// How a node runs its tasks: a task whose step tree cannot suspend (only
-// synchronous nets, at most 256 net runs and substep executions, no
-// deadline, report step, concurrency or nested own workspace, and no run
-// observer) runs to its end right there on the node's strand, without a
-// coroutine of its own; such tasks run one after another, in group order,
-// before the node's other tasks start, and the node yields to its strand
-// every 256 of them (so cancellation and other work get in). The other
-// tasks are coroutines started together. The order among the tasks of a
-// group is otherwise unspecified. Under the join policy the first failure
-// cancels every task not yet ended, including those not yet started
-// (reported `cancelled`).
+// How a node runs its tasks: a task whose step tree is small and plain (at
+// most 256 net runs and substep executions, no deadline, report step,
+// concurrency or nested own workspace), whose asynchronous ops all have a
+// callback form (`op_kernel::start`, e.g. Sleep), and that runs without a
+// run observer, runs on the node's strand as a plain state machine, with
+// no coroutine of its own: synchronous nets are called inline, and at an
+// asynchronous op the task waits holding only its state, its workspace and
+// the op's pending operation, resuming from its completion. Such tasks
+// start one after another, in group order, before the node's other tasks
+// start (the node yields to its strand every 256 of them, so cancellation
+// and other work get in); a task that never waits runs to its end right
+// there. The other tasks are coroutines started together. The order among
+// the tasks of a group is otherwise unspecified. Under the join policy the
+// first failure cancels every task not yet ended, including those not yet
+// started (reported `cancelled`); a waiting task is cancelled through its
+// op's cancellation slot.
 //
 // Errors name the node, the task, the step path, the net and the op:
 // `task "n1/train" (node "n1"): train/net "read" op #1 (Dequeue): ...`.

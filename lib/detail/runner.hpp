@@ -5,6 +5,7 @@
 #include <taskgroup/step_runner.hpp>
 #include <taskgroup/workspace.hpp>
 
+#include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/awaitable.hpp>
 
 #include <chrono>
@@ -30,21 +31,80 @@ result<std::shared_ptr<const compiled_step>> compile_step(const execution_step& 
 boost::asio::awaitable<status> run_compiled(std::shared_ptr<const compiled_step> s, std::shared_ptr<workspace> ws,
                                             run_step_options options);
 
-/// Runs a compiled tree in `ws` to its end without suspending, when the
-/// tree allows it: a bounded number of iterations (at most
-/// `options.yield_every` net runs and child executions), only synchronous
-/// nets, no deadline, report step, concurrency or nested own workspace, no
-/// observer. Returns the tree's status then (as `run_compiled` would), or
-/// nullopt, having run nothing, when the tree needs the coroutine runner.
-/// Call on the strand owning `ws`.
-/// True when `s`'s structure allows `run_compiled_inline` (its nets may
-/// still turn out asynchronous when bound).
+/// True when `s`'s structure allows a `frame_free_run`: a bounded number
+/// of iterations (at most `run_step_options::yield_every` net runs and
+/// child executions), no deadline, report step, concurrency or nested own
+/// workspace. Its nets may still turn out to need the coroutine runner
+/// when bound (an asynchronous kernel without a callback form).
 bool may_run_inline(const compiled_step& s) noexcept;
 
 /// The name of the tree's root step (the first component of its paths).
 std::string_view root_name(const compiled_step& s) noexcept;
 
-std::optional<status> run_compiled_inline(const compiled_step& s, workspace* ws, const run_step_options& options);
+class frame_free_run;
+
+/// The owner of frame-free runs (the session's tasks of one node). Called
+/// on the strand that runs them.
+class task_host {
+ public:
+  /// A run that waited has ended: its `result()` and `stats()` are final.
+  /// The host may destroy or reuse `r` (the run touches nothing after).
+  virtual void run_ended(frame_free_run& r) noexcept = 0;
+  /// The pending operation of a waiting run was destroyed without
+  /// completing (its io_context is being destroyed): the run never ends.
+  /// The host may destroy `r`.
+  virtual void run_abandoned(frame_free_run& r) noexcept = 0;
+  /// True once the host has asked its runs to stop: a run checks it before
+  /// each iteration and each asynchronous op, and then ends cancelled.
+  [[nodiscard]] bool stopping() const noexcept { return stopping_; }
+
+ protected:
+  task_host() = default;
+  ~task_host() = default;
+  task_host(const task_host&) = default;
+  task_host& operator=(const task_host&) = default;
+  bool stopping_ = false;
+};
+
+/// One execution of a compiled tree run as a plain state machine, with no
+/// coroutine frame: synchronous nets are called inline and asynchronous
+/// ops are started through their callback form (`op_kernel::start`), the
+/// run resuming from their completion. The same semantics as
+/// `run_compiled`, for the trees `may_run_inline` accepts and without
+/// observer. Reusable: `start` again once a run has ended.
+class frame_free_run {
+ public:
+  enum class outcome {
+    ended,     ///< ran to its end: `result()` holds its status
+    waiting,   ///< an op pends: the host's `run_ended` follows
+    declined,  ///< needs the coroutine runner; nothing ran, `ws` untouched
+  };
+  virtual ~frame_free_run() = default;
+  frame_free_run(const frame_free_run&) = delete;
+  frame_free_run& operator=(const frame_free_run&) = delete;
+
+  /// Binds `s` in `ws` (or in its own child of `ws`) and runs it until its
+  /// end or its first wait; a waiting run takes `ws` (released when it
+  /// ends). Completions go through `ex`, which must run on the strand
+  /// owning `ws` and outlive the run.
+  virtual outcome start(const compiled_step& s, std::shared_ptr<workspace>& ws, const operator_registry& registry,
+                        const boost::asio::any_io_executor& ex) = 0;
+  /// Cancels the pending op of a waiting run (it then ends cancelled).
+  virtual void cancel() noexcept = 0;
+  [[nodiscard]] virtual const status& result() const noexcept = 0;
+  [[nodiscard]] virtual const step_stats& stats() const noexcept = 0;
+  /// Drops what an ended run still holds (its workspace).
+  virtual void reset() noexcept = 0;
+
+  std::size_t task = 0;  ///< the host's: which task this run is
+  std::size_t slot = 0;  ///< the host's: where it keeps the run
+
+ protected:
+  frame_free_run() = default;
+};
+
+/// A run reporting to `host`.
+std::unique_ptr<frame_free_run> make_frame_free_run(task_host& host);
 
 /// Runs `body` while report steps run in `ws` every interval, each with a
 /// final run after `body` succeeds (report-substep semantics). `path` names
