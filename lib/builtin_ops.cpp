@@ -16,8 +16,10 @@
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/bind_cancellation_slot.hpp>
+#include <boost/asio/bind_executor.hpp>
 #include <boost/asio/error.hpp>
 #include <boost/asio/steady_timer.hpp>
+#include <boost/asio/strand.hpp>
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
@@ -577,19 +579,35 @@ class sleep_kernel final : public op_kernel {
       // A timer per run, owned by its wait: runs of one kernel may overlap,
       // and no I/O object outlives the wait (a workspace may outlive the
       // io_context its kernels last ran on).
+      const asio::cancellation_slot slot = done.slot();
+      using strand_t = asio::strand<asio::any_io_executor>;
+      if (const strand_t* strand = ex.target<strand_t>()) {
+        // On a strand (a session's node): the timer on the strand's inner
+        // executor, its handler bound to the strand. The same completion,
+        // but the wait tracks work on the concrete strand type instead of
+        // type-erasing a work-tracking strand on the heap.
+        auto timer = std::make_unique<asio::steady_timer>(strand->get_inner_executor(), duration_);
+        asio::steady_timer& t = *timer;
+        t.async_wait(asio::bind_cancellation_slot(
+            slot, asio::bind_executor(*strand, waiter{std::move(timer), std::move(done)})));
+        return;
+      }
       auto timer = std::make_unique<asio::steady_timer>(ex, duration_);
       asio::steady_timer& t = *timer;
-      const asio::cancellation_slot slot = done.slot();
-      t.async_wait(asio::bind_cancellation_slot(
-          slot, [timer = std::move(timer), done = std::move(done)](const boost::system::error_code& ec) mutable {
-            done(outcome(ec));
-          }));
+      t.async_wait(asio::bind_cancellation_slot(slot, waiter{std::move(timer), std::move(done)}));
     } catch (const std::exception& e) {  // allocation failure: done (if still here) reports it
       done(fail(errc::op_failed, std::string("Sleep: ") + e.what()));
     }
   }
 
  private:
+  // The handler of a run's wait: owns its timer.
+  struct waiter {
+    std::unique_ptr<asio::steady_timer> timer;
+    op_completion done;
+    void operator()(const boost::system::error_code& ec) { done(outcome(ec)); }
+  };
+
   static status outcome(const boost::system::error_code& ec) {
     if (ec == asio::error::operation_aborted) return fail(errc::cancelled, "Sleep cancelled");
     if (ec) return fail(error(ec, "Sleep: " + ec.message()));

@@ -3,12 +3,15 @@
 #include <taskgroup/workspace.hpp>
 
 #include <exception>
+#include <mutex>
 
 namespace taskgroup {
 
 struct net::data {
   std::string name;
   std::vector<op_def> ops;
+  std::mutex mutex;                        // guards `snapshot`
+  std::shared_ptr<const frozen> snapshot;  // freeze() since the last edit
 };
 
 net::net(std::string name) : data_(std::make_shared<data>()) { data_->name = std::move(name); }
@@ -19,7 +22,15 @@ net& net::op(std::string type, std::vector<std::string> inputs, std::vector<std:
 
 net& net::add(op_def def) {
   data_->ops.push_back(std::move(def));
+  const std::lock_guard lock(data_->mutex);
+  data_->snapshot.reset();
   return *this;
+}
+
+std::shared_ptr<const net::frozen> net::freeze() const {
+  const std::lock_guard lock(data_->mutex);
+  if (!data_->snapshot) data_->snapshot = std::make_shared<const frozen>(frozen{data_->name, data_->ops});
+  return data_->snapshot;
 }
 
 net& net::add_inline(std::string label, std::vector<std::string> inputs, std::vector<std::string> outputs,
@@ -67,17 +78,17 @@ status net::validate(const operator_registry& registry) const {
 
 // --- net_instance ------------------------------------------------------------
 
-net_instance::net_instance(const net& def) : name_(def.name()), defs_(def.ops()) {}
+net_instance::net_instance(const net& def) : defs_(def.freeze()) {}
 
 result<std::unique_ptr<net_instance>> net_instance::make(const net& n, workspace& ws,
                                                          const operator_registry& registry) {
   std::unique_ptr<net_instance> inst(new net_instance(n));
-  const std::size_t count = inst->defs_.size();
+  const std::size_t count = inst->defs_->ops.size();
   // Kernels may keep pointers to their context: never reallocate.
   inst->contexts_.reserve(count);
   inst->kernels_.reserve(count);
   for (std::size_t i = 0; i < count; ++i) {
-    const op_def& def = inst->defs_[i];
+    const op_def& def = inst->defs_->ops[i];
     auto where = [&] { return op_where(n.name(), i, def.type); };
     auto schema = schema_of(def, registry);
     if (!schema) return schema.error().with_context(where());
@@ -120,7 +131,7 @@ result<std::unique_ptr<net_instance>> net_instance::make(const net& n, workspace
 }
 
 error net_instance::op_error(std::size_t i, const error& e) const {
-  return e.with_context(op_where(name_, i, defs_[i].type));
+  return e.with_context(op_where(defs_->name, i, defs_->ops[i].type));
 }
 
 namespace {

@@ -16,6 +16,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 // GCC 12 flags coroutine frames of this file with a false
@@ -90,6 +91,8 @@ node compile(const execution_step& s, const execution_step* counted) {
   n.counted = counted != nullptr && counted->same(s);
   n.name = s.name();
   n.nets = s.nets();
+  // Made now, once: every instance bound in a run shares it.
+  for (const auto& nt : n.nets) (void)nt.freeze();
   n.num_iter = s.num_iter().value_or(1);
   n.stop = s.stop_blob();
   n.only_once = s.is_only_once();
@@ -764,8 +767,8 @@ class cursor final : public detail::frame_free_run, private op_completion::targe
   struct level {
     const node* n;
     const bound* b;
-    std::int64_t i = 0;  // iteration
-    std::size_t j = 0;   // net or recurring child within the iteration
+    std::int64_t i = 0;   // iteration
+    std::uint32_t j = 0;  // net or recurring child within the iteration (bounded by inline_cost)
     bool in_iteration = false;
     bool child_done = false;  // recurring child j has just ended well
   };
@@ -967,17 +970,18 @@ class cursor final : public detail::frame_free_run, private op_completion::targe
   std::optional<status> start_op(op_kernel& k) {
     if (host_.stopping()) return status(fail(errc::cancelled, "cancelled"));
     in_start_ = true;
-    early_.reset();
+    ended_early_ = false;
     k.start(*ex_, op_completion(*this, signal_.slot()));
     in_start_ = false;
-    if (early_) return std::move(early_);
+    if (ended_early_) return std::exchange(result_, ok());
     waiting_ = true;
     return std::nullopt;
   }
 
   void complete(status st) noexcept override {
-    if (in_start_) {
-      early_ = std::move(st);
+    if (in_start_) {  // ended inside start(): start_op takes it from result_
+      result_ = std::move(st);
+      ended_early_ = true;
       return;
     }
     waiting_ = false;
@@ -989,7 +993,8 @@ class cursor final : public detail::frame_free_run, private op_completion::targe
 
   void abandon() noexcept override {
     if (in_start_) {
-      early_ = fail(errc::op_failed, "asynchronous operator dropped its completion");
+      result_ = fail(errc::op_failed, "asynchronous operator dropped its completion");
+      ended_early_ = true;
       return;
     }
     waiting_ = false;
@@ -1002,15 +1007,15 @@ class cursor final : public detail::frame_free_run, private op_completion::targe
   std::shared_ptr<workspace> ws_;   // the task's workspace, while waiting
   std::shared_ptr<workspace> own_;  // the root step's own one
   bound bound_;
-  boost::container::small_vector<level, 2> stack_;
-  net_instance* net_ = nullptr;  // the net whose op `op_` pends
+  boost::container::small_vector<level, 1> stack_;  // a task's tree is mostly one step
+  net_instance* net_ = nullptr;                     // the net whose op `op_` pends
   std::size_t op_ = 0;
   step_stats stats_;
-  status result_ = ok();
-  std::optional<status> early_;  // an end reported inside start()
+  status result_ = ok();  // also an op's end reported inside start()
   asio::cancellation_signal signal_;
   bool waiting_ = false;
   bool in_start_ = false;
+  bool ended_early_ = false;
 };
 
 }  // namespace

@@ -209,6 +209,29 @@ TEST_CASE("a net instance is a snapshot of its definition", "[net]") {
   CHECK_FALSE(net("n").same(n));
 }
 
+TEST_CASE("instances share one frozen copy of their net until it is edited", "[net]") {
+  auto ws = workspace::make("w");
+  auto other = workspace::make("v");
+  net n("n");
+  n.op("ConstantFill", {}, {"x"}, {{"value", i64{1}}});
+  auto first = n.freeze();
+  CHECK(n.freeze() == first);  // made once
+  auto a = ws->create_net(n).value();
+  auto b = other->create_net(n).value();
+  CHECK(&a->ops() == &first->ops);
+  CHECK(&b->ops() == &first->ops);
+  CHECK(a->name() == "n");
+  n.op("ConstantFill", {}, {"y"}, {{"value", i64{2}}});  // an edit: a new copy for later bindings
+  auto second = n.freeze();
+  CHECK(second != first);
+  CHECK(second->ops.size() == 2);
+  CHECK(first->ops.size() == 1);
+  CHECK(a->size() == 1);
+  auto third = workspace::make("u");
+  auto c = third->create_net(n).value();
+  CHECK(c->size() == 2);
+}
+
 namespace {
 // Counts which path of a fast kernel ran.
 struct path_counts {

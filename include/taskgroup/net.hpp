@@ -77,6 +77,15 @@ class net {
   [[nodiscard]] const void* id() const noexcept { return data_.get(); }
   [[nodiscard]] std::weak_ptr<const void> token() const noexcept { return data_; }
 
+  /// The net as it is now (name and ops), immutable: what instances are
+  /// bound from, so that later edits do not reach a bound instance. Made
+  /// on first use after each edit and shared by every instance until the
+  /// next edit. Thread-safe (edits are not: see above).
+  struct frozen {
+    std::string name;
+    std::vector<op_def> ops;
+  };
+  [[nodiscard]] std::shared_ptr<const frozen> freeze() const;
   /// Checks every op against its schema (found in `registry`, or carried
   /// inline). Errors: `errc::unknown_operator`, `errc::arity_mismatch`,
   /// `errc::bad_argument`, naming the net, the op index and the type.
@@ -97,9 +106,9 @@ class net_instance {
   /// and the kernels' own argument and type checks.
   static result<std::unique_ptr<net_instance>> make(const net& n, workspace& ws, const operator_registry& registry);
 
-  [[nodiscard]] const std::string& name() const noexcept { return name_; }
+  [[nodiscard]] const std::string& name() const noexcept { return defs_->name; }
   /// The op definitions this instance was bound from (a snapshot).
-  [[nodiscard]] const std::vector<op_def>& ops() const noexcept { return defs_; }
+  [[nodiscard]] const std::vector<op_def>& ops() const noexcept { return defs_->ops; }
   [[nodiscard]] std::size_t size() const noexcept { return kernels_.size(); }
   /// True when some op is asynchronous (then only `run` may be used).
   [[nodiscard]] bool has_async() const noexcept { return has_async_; }
@@ -132,8 +141,7 @@ class net_instance {
   [[nodiscard]] status op_failure(std::size_t i, const error& e) const;
   [[nodiscard]] status op_exception(std::size_t i) const;
 
-  std::string name_;
-  std::vector<op_def> defs_;  // a snapshot: later edits of the net do not reach a bound instance
+  std::shared_ptr<const net::frozen> defs_;  // later edits of the net do not reach a bound instance
   std::vector<op_context> contexts_;
   std::vector<std::unique_ptr<op_kernel>> kernels_;
   // What `run_sync` loops over when no kernel is asynchronous (else
