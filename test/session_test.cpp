@@ -513,17 +513,37 @@ run_outcome outcome_of(const task_group& g, run_policy policy, bool observed) {
   return out;
 }
 
+// A net that sets `stop` once `blob` >= `limit`.
+net stop_when(const std::string& blob, i64 limit) {
+  net n("check");
+  n.op("ConstantFill", {}, {"limit"}, {{"value", limit}});
+  n.op("GE", {blob, "limit"}, {"stop"});
+  return n;
+}
+
+// Runs `g` without an observer (tasks that allow it run without coroutine
+// frames) and with one (every task a coroutine), under both policies, and
+// checks that the outcomes match.
+void check_same_outcomes(const task_group& g) {
+  for (run_policy policy : {run_policy::join, run_policy::gather}) {
+    const run_outcome frame_free = outcome_of(g, policy, false);
+    const run_outcome coroutine = outcome_of(g, policy, true);
+    INFO("policy " << (policy == run_policy::join ? "join" : "gather"));
+    CHECK(frame_free.ok == coroutine.ok);
+    CHECK(frame_free.error == coroutine.error);
+    CHECK(frame_free.tasks == coroutine.tasks);
+    // After a failure under join, a task the coroutine runner had already
+    // started may have run before the cancellation reached it; without a
+    // coroutine, the tasks after the failure never start.
+    if (frame_free.ok || policy == run_policy::gather) CHECK(frame_free.blobs == coroutine.blobs);
+  }
+}
+
 }  // namespace
 
 TEST_CASE("tasks run without suspending behave as the coroutine runner does", "[session][inline]") {
   // Each group is run twice: without an observer (tasks whose trees cannot
   // suspend run inline) and with one (every task a coroutine).
-  auto stop_when = [](const std::string& blob, i64 limit) {
-    net n("check");
-    n.op("ConstantFill", {}, {"limit"}, {{"value", limit}});
-    n.op("GE", {blob, "limit"}, {"stop"});
-    return n;
-  };
   task_group g(workspace_type::global);
   SECTION("counted loops, nested substeps, iteration counts") {
     REQUIRE(g.add(task("a", step("a").add_net(incr("inc", "a")).iterations(5))));
@@ -557,18 +577,7 @@ TEST_CASE("tasks run without suspending behave as the coroutine runner does", "[
   SECTION("a step with its own workspace") {
     REQUIRE(g.add(task("t", step("t").add_net(incr("inc", "x")).iterations(2).create_workspace())));
   }
-  for (run_policy policy : {run_policy::join, run_policy::gather}) {
-    const run_outcome inline_run = outcome_of(g, policy, false);
-    const run_outcome coroutine_run = outcome_of(g, policy, true);
-    INFO("policy " << (policy == run_policy::join ? "join" : "gather"));
-    CHECK(inline_run.ok == coroutine_run.ok);
-    CHECK(inline_run.error == coroutine_run.error);
-    CHECK(inline_run.tasks == coroutine_run.tasks);
-    // After a failure under join, a task the coroutine runner had already
-    // started may have run before the cancellation reached it; inline,
-    // the tasks after the failure never start.
-    if (inline_run.ok || policy == run_policy::gather) CHECK(inline_run.blobs == coroutine_run.blobs);
-  }
+  check_same_outcomes(g);
 }
 
 TEST_CASE("counted and stopped iterations of an inline task", "[session][inline]") {
@@ -758,12 +767,6 @@ net callback_op(const std::string& name, ending how, std::shared_ptr<int> runs) 
 TEST_CASE("tasks that wait on callback-form ops behave as the coroutine runner does", "[session][frame-free]") {
   // Each group runs without an observer (such tasks wait without coroutine
   // frames) and with one (every task a coroutine); the outcomes match.
-  auto stop_when = [](const std::string& blob, i64 limit) {
-    net n("check");
-    n.op("ConstantFill", {}, {"limit"}, {{"value", limit}});
-    n.op("GE", {blob, "limit"}, {"stop"});
-    return n;
-  };
   task_group g(workspace_type::global);
   SECTION("loops and nested substeps around sleeps") {
     REQUIRE(g.add(task("a", step("a").add_net(sleepy("nap", "a", 1)).iterations(3))));
@@ -797,15 +800,7 @@ TEST_CASE("tasks that wait on callback-form ops behave as the coroutine runner d
     REQUIRE(g.add(task("now", step("now").add_net(callback_op("now", ending::at_once, runs)).iterations(3))));
     REQUIRE(g.add(task("later", step("later").add_net(callback_op("later", ending::posted, runs)).iterations(3))));
   }
-  for (run_policy policy : {run_policy::join, run_policy::gather}) {
-    const run_outcome frame_free = outcome_of(g, policy, false);
-    const run_outcome coroutine = outcome_of(g, policy, true);
-    INFO("policy " << (policy == run_policy::join ? "join" : "gather"));
-    CHECK(frame_free.ok == coroutine.ok);
-    CHECK(frame_free.error == coroutine.error);
-    CHECK(frame_free.tasks == coroutine.tasks);
-    if (frame_free.ok || policy == run_policy::gather) CHECK(frame_free.blobs == coroutine.blobs);
-  }
+  check_same_outcomes(g);
 }
 
 TEST_CASE("a task that waits on a callback-form op starts with the node's inline tasks", "[session][frame-free]") {
