@@ -12,8 +12,15 @@ workspace::workspace(std::string name, std::shared_ptr<workspace> parent)
 // Nets go first: their kernels may refer to blobs and to this workspace.
 workspace::~workspace() {
   first_.instance.reset();
-  instances_.clear();
-  nets_.clear();
+  if (more_) {
+    more_->instances.clear();
+    more_->nets.clear();
+  }
+}
+
+workspace::extras& workspace::more() {
+  if (!more_) more_ = std::make_unique<extras>();
+  return *more_;
 }
 
 std::shared_ptr<workspace> workspace::make(std::string name) { return std::make_shared<workspace>(std::move(name)); }
@@ -25,7 +32,9 @@ std::shared_ptr<workspace> workspace::create_child(std::string name) {
 std::shared_ptr<blob> workspace::lookup(std::string_view name) const noexcept {
   for (const workspace* w = this; w != nullptr; w = w->parent_.get()) {
     if (auto it = w->blobs_.find(name); it != w->blobs_.end()) return it->second;
-    if (auto it = w->forwarded_.find(name); it != w->forwarded_.end()) return it->second;
+    if (w->more_) {
+      if (auto it = w->more_->forwarded.find(name); it != w->more_->forwarded.end()) return it->second;
+    }
   }
   return nullptr;
 }
@@ -65,7 +74,8 @@ std::vector<std::string> workspace::blobs() const {
   std::vector<std::string> names;
   for (const workspace* w = this; w != nullptr; w = w->parent_.get()) {
     for (const auto& [n, b] : w->blobs_) names.push_back(n);
-    for (const auto& [n, b] : w->forwarded_) names.push_back(n);
+    if (!w->more_) continue;
+    for (const auto& [n, b] : w->more_->forwarded) names.push_back(n);
   }
   return names;
 }
@@ -83,7 +93,7 @@ status workspace::forward(std::string local_name, const workspace& other, std::s
     return fail(errc::blob_not_found,
                 "workspace " + quote(other.name_) + ": blob " + quote(other_name) + " does not exist");
   }
-  forwarded_.insert_or_assign(std::move(local_name), std::move(b));
+  more().forwarded.insert_or_assign(std::move(local_name), std::move(b));
   return ok();
 }
 
@@ -98,27 +108,30 @@ result<net_instance*> workspace::create_net(const net& n, bool overwrite) {
 }
 
 result<net_instance*> workspace::create_net(const net& n, const operator_registry& registry, bool overwrite) {
-  auto it = nets_.find(n.name());
-  if (it != nets_.end() && !overwrite) {
+  auto& nets = more().nets;
+  auto it = nets.find(n.name());
+  if (it != nets.end() && !overwrite) {
     return fail(errc::net_exists,
                 "workspace " + quote(name_) + ": net " + quote(n.name()) + " already exists (overwrite not requested)");
   }
-  if (it != nets_.end()) nets_.erase(it);
+  if (it != nets.end()) nets.erase(it);
   TASKGROUP_TRY(auto inst, net_instance::make(n, *this, registry));
   net_instance* p = inst.get();
-  nets_.emplace(n.name(), std::move(inst));
+  nets.emplace(n.name(), std::move(inst));
   return p;
 }
 
 net_instance* workspace::find_net(std::string_view name) const noexcept {
-  auto it = nets_.find(name);
-  return it == nets_.end() ? nullptr : it->second.get();
+  if (!more_) return nullptr;
+  auto it = more_->nets.find(name);
+  return it == more_->nets.end() ? nullptr : it->second.get();
 }
 
 bool workspace::remove_net(std::string_view name) {
-  auto it = nets_.find(name);
-  if (it == nets_.end()) return false;
-  nets_.erase(it);
+  if (!more_) return false;
+  auto it = more_->nets.find(name);
+  if (it == more_->nets.end()) return false;
+  more_->nets.erase(it);
   return true;
 }
 
@@ -128,33 +141,35 @@ result<net_instance*> workspace::instance_of(const net& n, const operator_regist
     first_ = keyed_instance{};  // the address was reused by a new net
     first_key_ = nullptr;
   }
-  if (first_key_ == nullptr && instances_.empty()) {
+  if (first_key_ == nullptr && (!more_ || more_->instances.empty())) {
     TASKGROUP_TRY(auto inst, net_instance::make(n, *this, registry));
     first_key_ = n.id();
     first_ = keyed_instance{n.token(), std::move(inst)};
     return first_.instance.get();
   }
-  auto it = instances_.find(n.id());
-  if (it != instances_.end()) {
+  extras& x = more();
+  auto it = x.instances.find(n.id());
+  if (it != x.instances.end()) {
     if (!it->second.token.expired()) return it->second.instance.get();
-    instances_.erase(it);  // the address was reused by a new net
+    x.instances.erase(it);  // the address was reused by a new net
   }
   // Drop instances of nets nobody holds any more (a long-lived node
   // workspace serving many groups); not on every new instance, which made
   // binding N nets in one workspace quadratic.
-  if (instances_.size() >= sweep_at_) {
-    std::erase_if(instances_, [](const auto& kv) { return kv.second.token.expired(); });
-    sweep_at_ = std::max<std::size_t>(64, 2 * instances_.size());
+  if (x.instances.size() >= x.sweep_at) {
+    std::erase_if(x.instances, [](const auto& kv) { return kv.second.token.expired(); });
+    x.sweep_at = std::max<std::size_t>(64, 2 * x.instances.size());
   }
   TASKGROUP_TRY(auto inst, net_instance::make(n, *this, registry));
   net_instance* p = inst.get();
-  instances_.emplace(n.id(), keyed_instance{n.token(), std::move(inst)});
+  x.instances.emplace(n.id(), keyed_instance{n.token(), std::move(inst)});
   return p;
 }
 
 std::vector<std::string> workspace::nets() const {
   std::vector<std::string> names;
-  for (const auto& [n, i] : nets_) names.push_back(n);
+  if (!more_) return names;
+  for (const auto& [n, i] : more_->nets) names.push_back(n);
   return names;
 }
 

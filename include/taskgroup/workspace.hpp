@@ -143,24 +143,31 @@ class workspace : public std::enable_shared_from_this<workspace> {
   [[nodiscard]] error typed_error(std::string_view name, const blob& b, const std::string& expected) const;
   [[nodiscard]] std::shared_ptr<blob> lookup(std::string_view name) const noexcept;
 
-  std::string name_;
-  std::shared_ptr<workspace> parent_;
-  std::map<std::string, std::shared_ptr<blob>, std::less<>> blobs_;
-  std::map<std::string, std::shared_ptr<blob>, std::less<>> forwarded_;
-  std::map<std::string, std::unique_ptr<net_instance>, std::less<>> nets_;
   struct keyed_instance {
     std::weak_ptr<const void> token;
     std::unique_ptr<net_instance> instance;
   };
-  // The first net bound here is kept inline, the others in the map: most
+  // What most workspaces never use (forwarded blobs, named nets, a second
+  // bound net), made on first use: a PRIVATE task's workspace stays small.
+  struct extras {
+    std::map<std::string, std::shared_ptr<blob>, std::less<>> forwarded;
+    std::map<std::string, std::unique_ptr<net_instance>, std::less<>> nets;
+    std::map<const void*, keyed_instance> instances;
+    // instance_of sweeps instances of dead nets once `instances` reaches
+    // this size, then sets it to twice the survivors: amortized O(log n)
+    // per new instance, at most about twice the live instances kept.
+    std::size_t sweep_at = 64;
+  };
+  extras& more();
+
+  std::string name_;
+  std::shared_ptr<workspace> parent_;
+  std::map<std::string, std::shared_ptr<blob>, std::less<>> blobs_;
+  // The first net bound here is kept inline, the others in `extras`: most
   // workspaces (a PRIVATE task's own, an instance's) bind one net.
   const void* first_key_ = nullptr;
   keyed_instance first_;
-  std::map<const void*, keyed_instance> instances_;
-  // instance_of sweeps instances of dead nets once instances_ reaches this
-  // size, then sets it to twice the survivors: amortized O(log n) per new
-  // instance, at most about twice the live instances kept.
-  std::size_t sweep_at_ = 64;
+  std::unique_ptr<extras> more_;
 };
 
 }  // namespace taskgroup
