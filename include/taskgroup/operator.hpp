@@ -191,9 +191,11 @@ class op_context {
 ///
 /// Call it through the executor `start` was given (e.g. from the handler
 /// of an Asio operation started on it), or inside `start` itself when the
-/// op ends at once. Destroying it uncalled (e.g. with a pending operation
-/// when its io_context is destroyed) tells its target that the run will
-/// never end. Threading: strand-bound, like the kernel.
+/// op ends at once; never straight from the slot's cancellation handler
+/// (cancel the operation there; its handler then reports the end).
+/// Destroying it uncalled (e.g. with a pending operation when its
+/// io_context is destroyed) tells its target that the run will never end.
+/// Threading: strand-bound, like the kernel.
 class op_completion {
  public:
   /// What a completion reports to: the net runner.
