@@ -2,6 +2,7 @@
 
 #include <taskgroup/workspace.hpp>
 
+#include <atomic>
 #include <exception>
 #include <mutex>
 
@@ -10,8 +11,12 @@ namespace taskgroup {
 struct net::data {
   std::string name;
   std::vector<op_def> ops;
-  std::mutex mutex;                        // guards `snapshot`
-  std::shared_ptr<const frozen> snapshot;  // freeze() since the last edit
+  // freeze() since the last edit. Made under `mutex`, then published by
+  // `ready`, so that binding (on every task of every run) reads it without
+  // a lock; edits are not synchronised with readers anyway (net.hpp).
+  std::mutex mutex;
+  std::atomic<bool> ready{false};
+  std::shared_ptr<const frozen> snapshot;
 };
 
 net::net(std::string name) : data_(std::make_shared<data>()) { data_->name = std::move(name); }
@@ -23,13 +28,18 @@ net& net::op(std::string type, std::vector<std::string> inputs, std::vector<std:
 net& net::add(op_def def) {
   data_->ops.push_back(std::move(def));
   const std::lock_guard lock(data_->mutex);
+  data_->ready.store(false, std::memory_order_relaxed);
   data_->snapshot.reset();
   return *this;
 }
 
 std::shared_ptr<const net::frozen> net::freeze() const {
+  if (data_->ready.load(std::memory_order_acquire)) return data_->snapshot;
   const std::lock_guard lock(data_->mutex);
-  if (!data_->snapshot) data_->snapshot = std::make_shared<const frozen>(frozen{data_->name, data_->ops});
+  if (!data_->snapshot) {
+    data_->snapshot = std::make_shared<const frozen>(frozen{data_->name, data_->ops});
+    data_->ready.store(true, std::memory_order_release);
+  }
   return data_->snapshot;
 }
 
