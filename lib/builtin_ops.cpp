@@ -580,21 +580,23 @@ class sleep_kernel final : public op_kernel {
       // and no I/O object outlives the wait (a workspace may outlive the
       // io_context its kernels last ran on).
       const asio::cancellation_slot slot = done.slot();
+      // `bind` turns the waiter into the wait's handler.
+      auto wait_on = [&](const asio::any_io_executor& io, auto bind) {
+        auto timer = std::make_unique<asio::steady_timer>(io, duration_);
+        asio::steady_timer& t = *timer;
+        t.async_wait(asio::bind_cancellation_slot(slot, bind(waiter{std::move(timer), std::move(done)})));
+      };
       using strand_t = asio::strand<asio::any_io_executor>;
       if (const strand_t* strand = ex.target<strand_t>()) {
         // On a strand (a session's node): the timer on the strand's inner
         // executor, its handler bound to the strand. The same completion,
         // but the wait tracks work on the concrete strand type instead of
         // type-erasing a work-tracking strand on the heap.
-        auto timer = std::make_unique<asio::steady_timer>(strand->get_inner_executor(), duration_);
-        asio::steady_timer& t = *timer;
-        t.async_wait(asio::bind_cancellation_slot(
-            slot, asio::bind_executor(*strand, waiter{std::move(timer), std::move(done)})));
-        return;
+        wait_on(strand->get_inner_executor(),
+                [strand](waiter w) { return asio::bind_executor(*strand, std::move(w)); });
+      } else {
+        wait_on(ex, [](waiter w) { return w; });
       }
-      auto timer = std::make_unique<asio::steady_timer>(ex, duration_);
-      asio::steady_timer& t = *timer;
-      t.async_wait(asio::bind_cancellation_slot(slot, waiter{std::move(timer), std::move(done)}));
     } catch (const std::exception& e) {  // allocation failure: done (if still here) reports it
       done(fail(errc::op_failed, std::string("Sleep: ") + e.what()));
     }

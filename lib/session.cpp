@@ -303,8 +303,7 @@ class node_batch final : public detail::task_host {
     if (!spare_) spare_ = detail::make_frame_free_run(*this);
     rs_->reports[k].started = now;
     ws = task_workspace(ct, n_);
-    const operator_registry& registry = rs_->registry != nullptr ? *rs_->registry : operator_registry::global();
-    switch (spare_->start(*ct.step, ws, registry, ex_)) {
+    switch (spare_->start(*ct.step, ws, registry_, ex_)) {
       case detail::frame_free_run::outcome::declined: return false;
       case detail::frame_free_run::outcome::waiting:
         spare_->task = k;
@@ -355,7 +354,11 @@ class node_batch final : public detail::task_host {
 
  private:
   node_batch(std::shared_ptr<run_state> rs, node_state* n, detail::join_mode mode)
-      : rs_(std::move(rs)), n_(n), mode_(mode), ex_(n->strand) {}
+      : rs_(std::move(rs)),
+        n_(n),
+        mode_(mode),
+        registry_(rs_->registry != nullptr ? *rs_->registry : operator_registry::global()),
+        ex_(n->strand) {}
 
   // Ends task k's report with the run's status.
   void ended(std::size_t k, const detail::frame_free_run& r, std::chrono::system_clock::time_point at) {
@@ -423,6 +426,7 @@ class node_batch final : public detail::task_host {
   std::shared_ptr<run_state> rs_;
   node_state* n_;
   detail::join_mode mode_;
+  const operator_registry& registry_;
   asio::any_io_executor ex_;  // the node's strand: where runs complete
   std::vector<std::unique_ptr<detail::frame_free_run>> waiting_;
   std::unique_ptr<detail::frame_free_run> spare_;

@@ -796,8 +796,9 @@ class cursor final : public detail::frame_free_run, private op_completion::targe
 
   void push(const node& n, const bound& b) { stack_.push_back(level{&n, &b}); }
 
-  // Calls `f` with the step path of the top of the stack (made only here,
-  // on the error path).
+  // Calls `f` with the step path of the top of the stack (made on demand:
+  // for errors, and for the synchronous loop, which renders it only on
+  // error).
   template <class F>
   auto with_path(F f) const {
     boost::container::small_vector<path_t, 4> chain;
@@ -824,12 +825,11 @@ class cursor final : public detail::frame_free_run, private op_completion::targe
   // waited.
   bool advance(runner& r, std::optional<status> resumed = std::nullopt) {
     if (resumed) {
-      if (!*resumed)
-        return finish(with_path([&](const path_t* p) { return at(p, net_->op_error(op_, resumed->error())); }));
+      if (!*resumed) return finish(op_failure(resumed->error()));
       ++op_;
-      if (!continue_net(r)) return false;
+      if (!continue_net()) return false;
       if (!result_) return true;
-      if (after_net(r)) return true;
+      if (after_net()) return true;
     }
     while (!stack_.empty()) {
       level& l = stack_.back();
@@ -851,7 +851,7 @@ class cursor final : public detail::frame_free_run, private op_completion::targe
           continue;
         }
         if (host_.stopping()) return finish(with_path([](const path_t* p) { return cancelled_at(p); }));
-        if (!n.nets.empty() && sync_level(l)) {
+        if (r.sync_nets(n, *l.b)) {
           if (!run_sync_level(r, l)) return true;
           pop();
           continue;
@@ -875,10 +875,10 @@ class cursor final : public detail::frame_free_run, private op_completion::targe
         } else {
           net_ = inst;
           op_ = 0;
-          if (!continue_net(r)) return false;
+          if (!continue_net()) return false;
           if (!result_) return true;
         }
-        if (after_net(r)) return true;
+        if (after_net()) return true;
         continue;
       }
       if (l.j == n.recurring.size()) {
@@ -890,15 +890,6 @@ class cursor final : public detail::frame_free_run, private op_completion::targe
       push(n.children[idx], l.b->children[idx]);
     }
     return finish(ok());
-  }
-
-  // Whether a net step's nets are all synchronous (its loop then runs in
-  // `sync_iterations`).
-  static bool sync_level(const level& l) {
-    for (const net_instance* inst : l.b->nets) {
-      if (inst->has_async()) return false;
-    }
-    return true;
   }
 
   // A net step of synchronous nets, its whole loop; false when it failed
@@ -925,7 +916,7 @@ class cursor final : public detail::frame_free_run, private op_completion::targe
 
   // Runs `net_` from op `op_`: false when an op waits; else the net has
   // ended, well or not (result_ then holds the failure).
-  bool continue_net(runner& /*r*/) {
+  bool continue_net() {
     result_ = ok();
     for (;;) {
       if (status st = net_->run_from(op_); !st) {
@@ -936,7 +927,7 @@ class cursor final : public detail::frame_free_run, private op_completion::targe
       std::optional<status> now = start_op(net_->kernel(op_));
       if (!now) return false;
       if (!*now) {
-        result_ = with_path([&](const path_t* p) { return at(p, net_->op_error(op_, now->error())); });
+        result_ = op_failure(now->error());
         return true;
       }
       ++op_;
@@ -945,7 +936,12 @@ class cursor final : public detail::frame_free_run, private op_completion::targe
 
   // After a net of the top step ended well: the stop blob. True when the
   // run has ended (a stop blob error).
-  bool after_net(runner& /*r*/) {
+  // The failure `e` of the pending op of `net_`, with the net, op and path.
+  status op_failure(const error& e) const {
+    return with_path([&](const path_t* p) { return at(p, net_->op_error(op_, e)); });
+  }
+
+  bool after_net() {
     level& l = stack_.back();
     const bound& b = *l.b;
     bool stop = false;
