@@ -4,21 +4,25 @@
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/cancellation_signal.hpp>
-#include <boost/asio/post.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/defer.hpp>
+#include <boost/asio/io_context.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/strand.hpp>
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/thread_pool.hpp>
 #include <boost/asio/use_awaitable.hpp>
-#include <boost/asio/use_future.hpp>
 
 #include <algorithm>
+#include <atomic>
 #include <climits>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 #include <optional>
 #include <sstream>
+#include <utility>
 #include <vector>
 
 // GCC 12 flags the coroutine ramps of this file, inlined into their
@@ -183,6 +187,54 @@ error group_mismatch(int rank, const std::vector<std::string>& client, const std
   return {errc::group_mismatch, "built a different group"};
 }
 
+// The storage of values received apart from their STATUS (see below)
+// whose last holder let them go, one per codec tag, for the next value
+// received: a caller that keeps each run's report until the next run ends
+// would otherwise have rank 0 allocate, and fault in, every large value.
+// Deleters run on any thread, hence the lock.
+class value_recycler {
+ public:
+  // Keeps `b` as the spare of `tag`, freeing the one it replaces.
+  void give(const std::string& tag, std::unique_ptr<blob> b) noexcept {
+    std::unique_ptr<blob> replaced;
+    std::lock_guard lock(m_);
+    for (auto& [t, spare] : spares_) {
+      if (t == tag) {
+        replaced = std::exchange(spare, std::move(b));
+        return;
+      }
+    }
+    try {
+      spares_.emplace_back(tag, std::move(b));
+    } catch (...) {  // b is freed with the failed element
+    }
+  }
+  // The spare of `tag`, if any.
+  std::unique_ptr<blob> take(const std::string& tag) noexcept {
+    std::lock_guard lock(m_);
+    for (auto& [t, spare] : spares_) {
+      if (t == tag) return std::move(spare);
+    }
+    return nullptr;
+  }
+
+ private:
+  std::mutex m_;
+  std::vector<std::pair<std::string, std::unique_ptr<blob>>> spares_;
+};
+
+// Values received apart from their STATUS are made by rank 0 as mutable
+// blobs with this deleter: the next run may receive into one again, or
+// into its storage once nothing holds it (value_recycler).
+struct received_value {
+  std::weak_ptr<value_recycler> recycler;
+  std::string tag;
+  void operator()(const blob* b) const noexcept {
+    std::unique_ptr<blob> owned(const_cast<blob*>(b));  // NOLINT: made mutable, see receive_detached
+    if (auto r = recycler.lock()) r->give(tag, std::move(owned));
+  }
+};
+
 // What a rank said: nothing wrong, or its error.
 struct verdict {
   std::optional<error> e;
@@ -253,8 +305,31 @@ struct mpi_session::impl {
   int rank = 0;
   int size = 1;
   std::optional<error> init_error;
-  std::uint64_t runs = 0;  // strand-bound, as is what follows
-  bool running = false;
+  // One run at a time, on the strand (run, async_run) or on the thread
+  // blocked in run_blocking: what follows belongs to the run that set it.
+  std::atomic<bool> running{false};
+  std::uint64_t runs = 0;
+
+  // run_blocking's event loop, kept from run to run (a new one would make
+  // its reactor again each time); one blocking caller at a time.
+  std::mutex blocking_mutex;
+  std::optional<asio::io_context> blocking_loop;
+
+  // Rank 0: storage of large received values, for the next ones.
+  std::shared_ptr<value_recycler> recycler = std::make_shared<value_recycler>();
+
+  // A group's placement and its description for START (one line per fact
+  // every rank must agree on, and the lines joined).
+  struct description {
+    const void* group = nullptr;  // the group's state, while `alive` holds
+    std::weak_ptr<const void> alive;
+    std::map<std::string, int> where;
+    std::vector<std::string> lines;
+    std::string text;
+  };
+  // The last used group described: a used group can no longer change, so
+  // its next runs skip placing and describing it again.
+  std::shared_ptr<const description> described;
 
   result<std::map<std::string, int>> place(const task_group& g) const {
     for (const auto& [node, r] : options.placement) {
@@ -278,6 +353,22 @@ struct mpi_session::impl {
 namespace {
 
 using impl_ptr = std::shared_ptr<mpi_session::impl>;
+
+// The placement and description of `g`, kept on the session for its next
+// runs once the group is used.
+result<std::shared_ptr<const mpi_session::impl::description>> describe_group(mpi_session::impl& s,
+                                                                             const task_group& g) {
+  if (s.described && s.described->group == g.state().get() && !s.described->alive.expired()) return s.described;
+  TASKGROUP_TRY(auto where, s.place(g));
+  auto d = std::make_shared<mpi_session::impl::description>();
+  d->group = g.state().get();
+  d->alive = g.state();
+  d->lines = describe(g, where, s.size);
+  d->text = join_lines(d->lines);
+  d->where = std::move(where);
+  if (g.used()) s.described = d;
+  return std::shared_ptr<const mpi_session::impl::description>(std::move(d));
+}
 
 // What one run shares with the completion handler of its local part.
 struct run_ctx {
@@ -309,7 +400,9 @@ void start_local(const impl_ptr& s, const std::shared_ptr<run_ctx>& ctx, const t
     ctx->wake.cancel();
   };
   s->local->async_run(
-      group, asio::bind_cancellation_slot(ctx->local_cancel.slot(), asio::bind_executor(s->strand, done)), options);
+      group,
+      asio::bind_cancellation_slot(ctx->local_cancel.slot(), asio::bind_executor(ctx->wake.get_executor(), done)),
+      options);
 }
 
 void cancel_local(run_ctx& ctx) {
@@ -407,7 +500,7 @@ class pacer {
       interval_ = o_.poll_min;
     }
     if (now - last_ < o_.poll_spin) {
-      co_await asio::post(ctx.wake.get_executor(), asio::use_awaitable);
+      co_await asio::defer(ctx.wake.get_executor(), asio::use_awaitable);
       co_return;
     }
     co_await nap(ctx, interval_, until);
@@ -495,12 +588,6 @@ status_message encode_status(const impl_ptr& s, std::uint64_t run_id, const resu
   return m;
 }
 
-// Values received apart from their STATUS are made by rank 0 as mutable
-// blobs with this deleter: the next run may receive into one again.
-struct received_value {
-  void operator()(const blob* b) const noexcept { delete b; }
-};
-
 // Takes the value that the handle of output blob `name` of `t` holds from
 // an earlier run, when rank 0 received it apart (received_value) and
 // nothing but the handle holds it: its storage can take the new value. The
@@ -526,8 +613,12 @@ result<std::shared_ptr<const blob>> receive_detached(const impl_ptr& s, int from
   auto codec = s->options.codecs->find(tag);
   if (!codec || !codec->adopt) return fail(errc::not_serializable, "no contiguous codec tagged " + quote(tag));
   if (size > static_cast<std::uint64_t>(INT_MAX)) return fail(errc::mpi_failed, "a value too large for one message");
-  std::shared_ptr<const blob> value =
-      reuse ? std::move(reuse) : std::shared_ptr<const blob>(new blob, received_value{});
+  std::shared_ptr<const blob> value = std::move(reuse);
+  if (!value) {
+    auto storage = s->recycler->take(tag);
+    if (!storage) storage = std::make_unique<blob>();
+    value = std::shared_ptr<const blob>(storage.release(), received_value{s->recycler, tag});
+  }
   // Made as a mutable blob (received_value) and held by no one else.
   char* where = codec->adopt(const_cast<blob&>(*value), static_cast<std::size_t>(size));  // NOLINT
   if (where == nullptr && size != 0) {
@@ -733,16 +824,16 @@ result<verdict> decode_ctrl(std::string_view bytes, std::uint64_t run_id) {
 
 asio::awaitable<result<run_report>> run_client(impl_ptr s, task_group group, run_options options,
                                                std::uint64_t run_id) {
-  auto ctx = std::make_shared<run_ctx>(s->strand);
-  auto where = s->place(group);
+  auto ctx = std::make_shared<run_ctx>(co_await asio::this_coro::executor);
+  auto described = describe_group(*s, group);
   start_message start;
   start.run_id = run_id;
   start.policy = options.policy;
   start.timeout = options.timeout;
-  if (where) {
-    start.fingerprint = join_lines(describe(group, where.value(), s->size));
+  if (described) {
+    start.fingerprint = described.value()->text;
   } else {
-    start.failure = where.error();
+    start.failure = described.error();
   }
   const std::string start_bytes = encode_start(start);
   for (int r = 1; r < s->size; ++r) send(s, *ctx, r, tag_start, start_bytes);
@@ -769,7 +860,7 @@ asio::awaitable<result<run_report>> run_client(impl_ptr s, task_group group, run
     for (const auto& t : report.tasks) names.emplace_back(t.name, t.node);
     options.observer->run_begin(names);
   }
-  start_local(s, ctx, group, where.value(), options);
+  start_local(s, ctx, group, described.value()->where, options);
 
   std::vector<bool> answered(static_cast<std::size_t>(s->size), false);
   std::vector<bool> told(static_cast<std::size_t>(s->size), false);
@@ -845,7 +936,9 @@ asio::awaitable<result<run_report>> run_client(impl_ptr s, task_group group, run
           told[static_cast<std::size_t>(r)] = true;
         }
       }
-      if (ctx->sends.empty()) break;
+      // A short message usually completes at once: no extra poll.
+      progress_sends(*ctx);
+      if (ctx->sends.empty() && !ctx->mpi_error) break;
     }
     const auto now = clock_type::now();
     if (deadline && now >= *deadline && !first) {
@@ -937,7 +1030,7 @@ void keep_copies(const impl_ptr& s, const task_group& group, run_report& report)
 
 asio::awaitable<result<run_report>> run_worker(impl_ptr s, task_group group, run_options options,
                                                std::uint64_t run_id) {
-  auto ctx = std::make_shared<run_ctx>(s->strand);
+  auto ctx = std::make_shared<run_ctx>(co_await asio::this_coro::executor);
   const std::string who = "rank " + std::to_string(s->rank);
   bool cancelled_outside = false;
   pacer pace(s->options);
@@ -967,16 +1060,14 @@ asio::awaitable<result<run_report>> run_worker(impl_ptr s, task_group group, run
   if (start->failure) co_return *start->failure;  // rank 0 told everyone not to start
 
   std::optional<error> refused;
-  auto where = s->place(group);
+  auto described = describe_group(*s, group);
   if (start->run_id != run_id) {
     refused = error(errc::group_mismatch,
                     "is at run " + std::to_string(run_id) + ", rank 0 at run " + std::to_string(start->run_id));
-  } else if (!where) {
-    refused = where.error();
-  } else {
-    auto mine = describe(group, where.value(), s->size);
-    auto theirs = split_lines(start->fingerprint);
-    if (mine != theirs) refused = group_mismatch(s->rank, theirs, mine);
+  } else if (!described) {
+    refused = described.error();
+  } else if (start->fingerprint != described.value()->text) {
+    refused = group_mismatch(s->rank, split_lines(start->fingerprint), described.value()->lines);
   }
   if (!refused) {
     if (auto st = check_output_codecs(group, *s->options.codecs); !st) refused = st.error();
@@ -989,8 +1080,8 @@ asio::awaitable<result<run_report>> run_worker(impl_ptr s, task_group group, run
   } else {
     run_options local = options;
     local.policy = start->policy;
-    borrowed.emplace(group, where.value(), s->rank);
-    start_local(s, ctx, group, where.value(), local);
+    borrowed.emplace(group, described.value()->where, s->rank);
+    start_local(s, ctx, group, described.value()->where, local);
   }
   watchdog.reset();
   if (start->timeout) watchdog = clock_type::now() + *start->timeout + s->options.grace;
@@ -1052,8 +1143,7 @@ asio::awaitable<result<run_report>> run_worker(impl_ptr s, task_group group, run
 
 asio::awaitable<result<run_report>> run_protocol(impl_ptr s, task_group group, run_options options) {
   if (s->init_error) co_return *s->init_error;
-  if (s->running) co_return error(errc::invalid_task, "a run is already in flight on this MPI session");
-  s->running = true;
+  if (s->running.exchange(true)) co_return error(errc::invalid_task, "a run is already in flight on this MPI session");
   const std::uint64_t run_id = ++s->runs;
   co_await asio::this_coro::throw_if_cancelled(false);
   result<run_report> r = error(errc::no_result, "no result");
@@ -1066,7 +1156,7 @@ asio::awaitable<result<run_report>> run_protocol(impl_ptr s, task_group group, r
   } catch (...) {
     r = detail::error_from_exception(std::current_exception());
   }
-  s->running = false;
+  s->running.store(false);
   co_return r;
 }
 
@@ -1108,12 +1198,24 @@ result<run_report> mpi_session::run_blocking(task_group group, run_options optio
   if (impl_->strand.running_in_this_thread()) {
     return fail(errc::invalid_task, "run_blocking called from the MPI session's own strand would deadlock");
   }
-  auto f = asio::co_spawn(impl_->strand, run_protocol(impl_, std::move(group), options), asio::use_future);
+  // The protocol runs on this thread, which would otherwise only wait: no
+  // hand-off to a pool thread at the start of the run nor back at its end.
+  // The tasks run on the session's executor as with `run`.
+  std::unique_lock lock(impl_->blocking_mutex, std::try_to_lock);
+  if (!lock.owns_lock()) return fail(errc::invalid_task, "a run is already in flight on this MPI session");
+  auto& here = impl_->blocking_loop ? *impl_->blocking_loop : impl_->blocking_loop.emplace(1);
+  here.restart();
+  result<run_report> out = error(errc::no_result, "the run did not complete");
+  asio::co_spawn(here, run_protocol(impl_, std::move(group), options),
+                 [&out](const std::exception_ptr& ep, result<run_report> r) {
+                   out = ep ? detail::error_from_exception(ep) : std::move(r);
+                 });
   try {
-    return f.get();
+    here.run();
   } catch (...) {
     return detail::error_from_exception(std::current_exception());
   }
+  return out;
 }
 
 }  // namespace taskgroup

@@ -13,8 +13,9 @@
 // outputs of their own tasks only: copies, taken once they were sent).
 //
 // Protocol of one run, all of it nonblocking MPI polled on the session's
-// strand (briefly after each message, then from a timer: an idle rank wakes
-// at most every `poll_max`; no thread spins):
+// strand, or on the calling thread for `run_blocking` (briefly after each
+// message, then from a timer: an idle rank wakes at most every `poll_max`;
+// no thread spins):
 //   rank 0 -> every rank: START (run number, a fingerprint of the group:
 //     nodes with their ranks, tasks with their nodes and outputs, and the
 //     run's deadline and policy); a rank whose group differs fails the run
@@ -25,7 +26,9 @@
 //     sent straight from the node workspace's blob (no copy; a node with
 //     local exit work sends a copy taken before it) and received straight
 //     into the value on rank 0 (into the storage of the last run's value
-//     of that output when nothing but the output handle still holds it);
+//     of that output when nothing but the output handle still holds it,
+//     else into that of such a value every holder has let go since: rank 0
+//     keeps one per type, freed with the session);
 //   rank 0 -> every rank: CTRL, exactly once per rank: CANCEL with the
 //     run's error as soon as there is one (the first failure on any rank,
 //     a cancellation of rank 0's run from outside, the deadline), or DONE
@@ -44,14 +47,17 @@
 // (mpirun kills every rank). Launch with `mpirun --timeout` as a last guard.
 //
 // Threading: a session and its runs are bound to the session's strand; call
-// `run` from any thread. One run at a time: a second concurrent `run`
+// `run` from any thread. `run_blocking` runs the protocol (and so its MPI
+// calls) on the calling thread instead; the tasks run on the executor
+// either way. One run at a time: a second concurrent `run` (of any form)
 // fails with `errc::invalid_task`. Outputs are sent from the node
 // workspaces: leave those alone while a run is in flight (as with any
 // workspace: touch it only on its node strand or between runs). Construct and destroy sessions in the
 // same order on every rank (the communicator is duplicated and freed
 // collectively). MPI must be initialized with at least
-// MPI_THREAD_SERIALIZED when the executor has several threads
-// (`mpi_environment` asks for it).
+// MPI_THREAD_SERIALIZED when the executor has several threads, or when
+// both `run_blocking` and the other forms are used (`mpi_environment` asks
+// for it).
 #pragma once
 
 #include <taskgroup/codec.hpp>
@@ -197,8 +203,12 @@ class mpi_session {
                                                                                   std::move(group), options);
   }
 
-  /// Runs `group` and blocks until it ends (the executor must be run by
-  /// other threads; an owned pool is). Errors: those of `run`.
+  /// Runs `group` and blocks until it ends, with the run's protocol on the
+  /// calling thread (no hand-off to the executor's threads at either end)
+  /// and its tasks on the executor, which other threads must run (an owned
+  /// pool does). Completes with what `run` does. Errors: those of `run`;
+  /// `errc::invalid_task` when called on the session's strand (it would
+  /// never end) or while another run is in flight.
   result<run_report> run_blocking(task_group group, run_options options = {});
 
   /// The local session that runs this rank's nodes (its node workspaces).

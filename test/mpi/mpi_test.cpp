@@ -12,6 +12,7 @@
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
+#include <boost/asio/use_future.hpp>
 #define CATCH_CONFIG_EXTERNAL_INTERFACES  // event listeners
 #include <catch2/catch.hpp>
 
@@ -27,6 +28,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 using namespace taskgroup;
@@ -335,6 +337,33 @@ TEST_CASE("ranks that built different groups fail loudly, naming the rank", "[mp
   CHECK(s.run_blocking(ok_group));
 }
 
+TEST_CASE("a group checked in an earlier run does not hide a different group later", "[mpi_fingerprint]") {
+  // Reruns of one used group reuse its description; a new group is
+  // described and checked again, and so is the first group after it.
+  mpi_session s(2);
+  auto make = [](const std::string& out) {
+    task_group g;
+    task t("t", step("t").add_net(put<std::int64_t>("p", "x", 1)));
+    (void)t.output<std::int64_t>(out);
+    (void)g.add(t, node("n1"));
+    return g;
+  };
+  task_group same = make("x");
+  for (int i = 0; i < 3; ++i) REQUIRE(s.run_blocking(same));
+  task_group other = make(s.rank() == 1 ? "y" : "x");
+  auto r = s.run_blocking(other);
+  REQUIRE_FALSE(r);
+  CHECK(r.error().code == errc::group_mismatch);
+  CHECK_THAT(r.error().message, Catch::StartsWith("rank 1: built a different group"));
+  CHECK(s.run_blocking(same));
+  // The same group object on rank 0 against a different one on rank 2,
+  // after rank 0 kept its description from the runs above.
+  task_group third = make(s.rank() == 2 ? "z" : "x");
+  auto r2 = s.run_blocking(s.rank() == 2 ? third : same);
+  REQUIRE_FALSE(r2);
+  CHECK_THAT(r2.error().message, Catch::StartsWith("rank 2: built a different group"));
+}
+
 TEST_CASE("ranks with a different number of tasks fail with the first difference", "[mpi_fingerprint]") {
   mpi_session s(2);
   task_group g;
@@ -487,6 +516,65 @@ TEST_CASE("reruns of a GLOBAL group accumulate on every rank", "[mpi_reruns]") {
   CHECK(first->tasks[static_cast<std::size_t>(s.rank())].outputs[0].second->as<std::int64_t>() == 1);
 }
 
+TEST_CASE("one run at a time: a run asked for while another is in flight fails at once", "[mpi_reruns]") {
+  // Every rank holds a task of the first run until the checks are done;
+  // the refused runs send nothing, so the first run ends normally.
+  mpi_session s(2);
+  auto started = std::make_shared<std::atomic<int>>(0);
+  auto release = std::make_shared<std::atomic<bool>>(false);
+  auto holding = [&] {
+    task_group g;
+    for (int k = 0; k < s.size(); ++k) {
+      net n("hold");
+      n.lambda("Hold", {}, {}, [started, release](op_context&) -> asio::awaitable<status> {
+        ++*started;
+        asio::steady_timer t(co_await asio::this_coro::executor);
+        while (!release->load()) {
+          t.expires_after(1ms);
+          co_await t.async_wait(asio::use_awaitable);
+        }
+        co_return ok();
+      });
+      (void)g.add(task("t", step("t").add_net(n)), node("n" + std::to_string(k)));
+    }
+    return g;
+  };
+  task_group other;
+  REQUIRE(other.add(task("t", step("t").add_net(put<std::int64_t>("x", "x", 1))), node("n0")));
+  auto wait_started = [&](int n) {
+    for (int i = 0; i < 20'000 && started->load() < n; ++i) std::this_thread::sleep_for(1ms);
+    REQUIRE(started->load() == n);
+  };
+  auto refused = [](const result<run_report>& r) {
+    REQUIRE_FALSE(r);
+    CHECK(r.error().code == errc::invalid_task);
+    CHECK(r.error().message == "a run is already in flight on this MPI session");
+  };
+
+  // In flight through async_run: run_blocking and async_run are refused.
+  auto first = s.async_run(holding(), asio::use_future);
+  wait_started(1);
+  refused(s.run_blocking(other));
+  refused(s.async_run(other, asio::use_future).get());
+  release->store(true);
+  CHECK(first.get());
+
+  // In flight through run_blocking on another thread: both forms again.
+  release->store(false);
+  started->store(0);
+  std::optional<result<run_report>> blocked;
+  std::thread caller([&] { blocked = s.run_blocking(holding()); });
+  wait_started(1);
+  refused(s.run_blocking(other));
+  refused(s.async_run(other, asio::use_future).get());
+  release->store(true);
+  caller.join();
+  REQUIRE(blocked);
+  CHECK(*blocked);
+  // And the session runs the next group normally.
+  CHECK(s.run_blocking(other));
+}
+
 TEST_CASE("30 tasks on 6 nodes", "[mpi_reruns]") {
   mpi_session s(2);
   task_group g;
@@ -573,6 +661,48 @@ TEST_CASE("large values received into the last run's value change with every run
     if (kept && s.is_client()) {
       CHECK(kept->tasks[1].outputs.at(0).second->as<std::string>() == std::string(sizes[1], fill(1)));
     }
+  }
+}
+
+TEST_CASE("a large value nobody holds any more lends its storage to the next one", "[mpi_outputs]") {
+  // The caller keeps each run's report until the next run ends, so rank 0
+  // cannot receive into the last value; the value of the run before, let
+  // go meanwhile, gives its storage (same type) instead. Sizes shrink and
+  // grow; contents are checked every run.
+  const std::vector<std::size_t> sizes{200'000, 150'000, 180'000, 260'000, 100'000};
+  auto fill = [](std::size_t run) { return static_cast<char>('k' + run); };
+  mpi_session s(2);
+  task_group g;
+  net n("vary");
+  auto runs = std::make_shared<std::size_t>(0);
+  n.lambda("Vary", {}, {"s"}, [runs, sizes, fill](op_context& ctx) -> status {
+    ctx.output_blob(0).set(std::string(sizes.at(*runs), fill(*runs)));
+    ++*runs;
+    return ok();
+  });
+  task t("t", step("t").add_net(n));
+  auto str = t.output<std::string>("s");
+  REQUIRE(g.add(task("first", step("f").add_net(put<std::int64_t>("x", "x", 1))), node("n0")));
+  REQUIRE(g.add(t, node("n1")));
+  std::optional<run_report> kept;
+  std::vector<std::uintptr_t> storage;  // where each run's value lives (compared, never read)
+  for (std::size_t run = 0; run < sizes.size(); ++run) {
+    auto r = s.run_blocking(g);
+    REQUIRE(r);
+    if (s.is_client()) {
+      const std::string& got = r.value().tasks[1].outputs.at(0).second->as<std::string>();
+      CHECK(got == std::string(sizes[run], fill(run)));
+      storage.push_back(reinterpret_cast<std::uintptr_t>(got.data()));  // NOLINT
+      if (kept)
+        CHECK(kept->tasks[1].outputs.at(0).second->as<std::string>() == std::string(sizes[run - 1], fill(run - 1)));
+    }
+    kept = std::move(r).value();  // lets the run before go (its handle moved on too)
+  }
+  if (s.is_client()) {
+    // Run 2 takes run 0's storage, run 3 run 1's (grown), run 4 run 2's.
+    CHECK(storage[2] == storage[0]);
+    CHECK(storage[4] == storage[2]);
+    CHECK(storage[1] != storage[0]);
   }
 }
 
