@@ -133,13 +133,39 @@ error task_error(const compiled_task& ct, const error& e) {
   return {e.code, "task " + quote(ct.name) + " (node " + quote(ct.node) + "): " + e.message};
 }
 
+// A task's report while the run is in flight: a third of a task_report's
+// size (every waiting task holds one), made into the report at the end.
+struct task_record {
+  std::chrono::system_clock::time_point started{};
+  std::chrono::system_clock::time_point finished{};
+  std::uint64_t iterations = 0;
+  std::unique_ptr<error> failure;  // when failed or cancelled
+  std::vector<std::pair<std::string, std::shared_ptr<const blob>>> outputs;
+  task_status status = task_status::not_run;
+};
+
+// The report of task `ct` from its record (copied, or moved at the end).
+template <class Record>
+task_report report_of(const compiled_task& ct, Record&& r) {
+  task_report out;
+  out.name = ct.name;
+  out.node = ct.node;
+  out.status = r.status;
+  if (r.failure) out.failure = *r.failure;
+  out.started = r.started;
+  out.finished = r.finished;
+  out.iterations = r.iterations;
+  out.outputs = std::forward<Record>(r).outputs;
+  return out;
+}
+
 // The state of one run, shared by the coroutines of every node.
 struct run_state {
   std::shared_ptr<const compiled_group> group;
   run_options options;
   const operator_registry* registry = nullptr;
-  std::vector<task_report> reports;
-  std::vector<node_state*> nodes;  // aligned with group->nodes
+  std::vector<task_record> records;  // aligned with group->tasks
+  std::vector<node_state*> nodes;    // aligned with group->nodes
 };
 
 }  // namespace
@@ -241,23 +267,23 @@ std::shared_ptr<workspace> task_workspace(const compiled_task& ct, node_state* n
 status end_task(run_state& rs, std::size_t k, const status& st, const step_stats& stats,
                 std::chrono::system_clock::time_point finished = std::chrono::system_clock::now()) {
   const compiled_task& ct = rs.group->tasks[k];
-  task_report& rep = rs.reports[k];
-  rep.finished = finished;
-  rep.iterations = stats.iterations;
+  task_record& rec = rs.records[k];
+  rec.finished = finished;
+  rec.iterations = stats.iterations;
   if (st) {
-    rep.status = task_status::succeeded;
+    rec.status = task_status::succeeded;
     return ok();
   }
-  rep.status = st.error().is_cancelled() ? task_status::cancelled : task_status::failed;
-  rep.failure = task_error(ct, st.error());
-  return *rep.failure;
+  rec.status = st.error().is_cancelled() ? task_status::cancelled : task_status::failed;
+  rec.failure = std::make_unique<error>(task_error(ct, st.error()));
+  return *rec.failure;
 }
 
 // A task that never started because the run was cancelled (or another
 // task failed) first: reported as a task cancelled at its first step.
 void cancel_unstarted(run_state& rs, std::size_t k) {
   const compiled_task& ct = rs.group->tasks[k];
-  rs.reports[k].started = std::chrono::system_clock::now();
+  rs.records[k].started = std::chrono::system_clock::now();
   (void)end_task(rs, k, error(errc::cancelled, std::string(detail::root_name(*ct.step)) + ": cancelled"), {});
 }
 
@@ -301,7 +327,7 @@ class node_batch final : public detail::task_host {
     const compiled_task& ct = rs_->group->tasks[k];
     if (!detail::may_run_inline(*ct.step)) return false;
     if (!spare_) spare_ = detail::make_frame_free_run(*this);
-    rs_->reports[k].started = now;
+    rs_->records[k].started = now;
     ws = task_workspace(ct, n_);
     switch (spare_->start(*ct.step, ws, registry_, ex_)) {
       case detail::frame_free_run::outcome::declined: return false;
@@ -367,7 +393,7 @@ class node_batch final : public detail::task_host {
     if (st) return;
     // After a stop, the cancelled ends it caused are not failures.
     if (first_ || (stopping_ && st.error().is_cancelled())) return;
-    first_ = rs_->reports[k].failure;
+    first_ = *rs_->records[k].failure;
     if (mode_ == detail::join_mode::fail_fast) stop();
   }
 
@@ -442,8 +468,7 @@ class node_batch final : public detail::task_host {
 asio::awaitable<status> run_task(std::shared_ptr<run_state> rs, std::size_t k, node_state* n,
                                  std::shared_ptr<workspace> ws) {
   const compiled_task& ct = rs->group->tasks[k];
-  task_report& rep = rs->reports[k];
-  rep.started = std::chrono::system_clock::now();
+  rs->records[k].started = std::chrono::system_clock::now();
   if (!ws) ws = task_workspace(ct, n);
   step_stats stats;
   run_step_options o;
@@ -454,13 +479,13 @@ asio::awaitable<status> run_task(std::shared_ptr<run_state> rs, std::size_t k, n
   // alive for as long as the task pends).
   std::unique_ptr<task_events> events;
   if (observer != nullptr) {
-    events = std::make_unique<task_events>(observer, rep.name, rep.node);
+    events = std::make_unique<task_events>(observer, ct.name, ct.node);
     o.observer = events.get();
-    observer->task_begin(rep.name, rep.node);
+    observer->task_begin(ct.name, ct.node);
   }
   status st = co_await detail::run_compiled(ct.step, std::move(ws), o);
   status result = end_task(*rs, k, st, stats);
-  if (observer != nullptr) observer->task_end(rep);
+  if (observer != nullptr) observer->task_end(report_of(ct, rs->records[k]));
   co_return result;
 }
 
@@ -538,7 +563,7 @@ asio::awaitable<status> run_tasks(std::shared_ptr<run_state> rs, const compiled_
 void fetch_outputs(run_state& rs, const compiled_node& cn, node_state& n) {
   for (std::size_t k : cn.tasks) {
     const compiled_task& ct = rs.group->tasks[k];
-    task_report& rep = rs.reports[k];
+    task_record& rec = rs.records[k];
     bool borrow = false;
     auto value_of = [&](const std::string& name) -> result<std::shared_ptr<const blob>> {
       blob* b = n.ws->find(name);
@@ -552,12 +577,12 @@ void fetch_outputs(run_state& rs, const compiled_node& cn, node_state& n) {
         TASKGROUP_TRY(auto copy, b->clone());
         value = std::make_shared<const blob>(std::move(copy));
       }
-      rep.outputs.emplace_back(name, value);
+      rec.outputs.emplace_back(name, value);
       return value;
     };
     for (const auto& out : ct.t.output_states()) {
       borrow = out->borrow && !cn.exit;
-      detail::set_output(*out, rep.status == task_status::succeeded, value_of);
+      detail::set_output(*out, rec.status == task_status::succeeded, value_of);
     }
   }
 }
@@ -621,13 +646,13 @@ status round_trip_outputs(run_state& rs, const std::vector<std::size_t>& active,
   for (std::size_t i : active) {
     for (std::size_t k : rs.group->nodes[i].tasks) {
       const compiled_task& ct = rs.group->tasks[k];
-      task_report& rep = rs.reports[k];
-      if (rep.status != task_status::succeeded) continue;
+      task_record& rec = rs.records[k];
+      if (rec.status != task_status::succeeded) continue;
       std::optional<error> failure;
       // fetch_outputs shares each value between the report and the output
       // handle: swap both for the decoded copy.
       std::map<const blob*, std::shared_ptr<const blob>> decoded;
-      for (auto& [name, value] : rep.outputs) {
+      for (auto& [name, value] : rec.outputs) {
         auto copy = codecs.round_trip(*value);
         if (!copy) {
           failure = task_error(ct, copy.error().with_context("output " + quote(name)));
@@ -649,9 +674,9 @@ status round_trip_outputs(run_state& rs, const std::vector<std::size_t>& active,
         }
       }
       if (failure) {
-        rep.status = task_status::failed;
-        rep.failure = failure;
-        rep.outputs.clear();
+        rec.status = task_status::failed;
+        rec.failure = std::make_unique<error>(*failure);
+        rec.outputs.clear();
         if (first) first = *failure;
       }
     }
@@ -688,16 +713,12 @@ asio::awaitable<result<run_report>> local_session::run_here(task_group group, ru
     rs->registry = impl_->registry;
     for (std::size_t i : active) rs->nodes[i] = &impl_->node(compiled->nodes[i].name);
   }
-  rs->reports.resize(compiled->tasks.size());
-  for (std::size_t k = 0; k < compiled->tasks.size(); ++k) {
-    rs->reports[k].name = compiled->tasks[k].name;
-    rs->reports[k].node = compiled->tasks[k].node;
-  }
+  rs->records.resize(compiled->tasks.size());
   run_report report;
   report.started = std::chrono::system_clock::now();
   if (options.observer != nullptr) {
     std::vector<std::pair<std::string, std::string>> names;
-    for (const auto& r : rs->reports) names.emplace_back(r.name, r.node);
+    for (const auto& ct : compiled->tasks) names.emplace_back(ct.name, ct.node);
     options.observer->run_begin(names);
   }
 
@@ -726,7 +747,10 @@ asio::awaitable<result<run_report>> local_session::run_here(task_group group, ru
     if (status sc = round_trip_outputs(*rs, active, *options.strict_codecs); !sc && st) st = sc;
   }
   report.finished = std::chrono::system_clock::now();
-  report.tasks = std::move(rs->reports);
+  report.tasks.reserve(rs->records.size());
+  for (std::size_t k = 0; k < rs->records.size(); ++k) {
+    report.tasks.push_back(report_of(compiled->tasks[k], std::move(rs->records[k])));
+  }
   // The run's own ends (deadline, cancellation from outside) are errors
   // under every policy; a task's failure (even its own step timeout) is the
   // run's error under join only.
