@@ -17,7 +17,9 @@
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/bind_cancellation_slot.hpp>
 #include <boost/asio/bind_executor.hpp>
+#include <boost/asio/dispatch.hpp>
 #include <boost/asio/error.hpp>
+#include <boost/asio/io_context.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/strand.hpp>
 #include <boost/asio/this_coro.hpp>
@@ -588,12 +590,24 @@ class sleep_kernel final : public op_kernel {
       };
       using strand_t = asio::strand<asio::any_io_executor>;
       if (const strand_t* strand = ex.target<strand_t>()) {
-        // On a strand (a session's node): the timer on the strand's inner
-        // executor, its handler bound to the strand. The same completion,
-        // but the wait tracks work on the concrete strand type instead of
-        // type-erasing a work-tracking strand on the heap.
-        wait_on(strand->get_inner_executor(),
-                [strand](waiter w) { return asio::bind_executor(*strand, std::move(w)); });
+        const asio::any_io_executor inner = strand->get_inner_executor();  // a copy: `io` points into it
+        if (const auto* io = inner.target<io_executor>()) {
+          // A strand over an io_context (a session's node on an event
+          // loop): the lightest wait, about a third of the one below. The
+          // timer has the io_context's own executor type (no type-erased
+          // executor in the timer nor in the pending wait) and its handler
+          // carries on to the strand itself. `ex`, which `strand` points
+          // into, belongs to the runner and outlives the run.
+          auto timer = std::make_unique<io_timer>(*io, duration_);
+          io_timer& t = *timer;
+          t.async_wait(asio::bind_cancellation_slot(slot, hop{std::move(timer), std::move(done), strand}));
+          return;
+        }
+        // On another strand: the timer on the strand's inner executor, its
+        // handler bound to the strand. The same completion, but the wait
+        // tracks work on the concrete strand type instead of type-erasing
+        // a work-tracking strand on the heap.
+        wait_on(inner, [strand](waiter w) { return asio::bind_executor(*strand, std::move(w)); });
       } else {
         wait_on(ex, [](waiter w) { return w; });
       }
@@ -603,11 +617,26 @@ class sleep_kernel final : public op_kernel {
   }
 
  private:
+  using io_executor = asio::io_context::executor_type;
+  using io_timer =
+      asio::basic_waitable_timer<std::chrono::steady_clock, asio::wait_traits<std::chrono::steady_clock>, io_executor>;
+
   // The handler of a run's wait: owns its timer.
   struct waiter {
     std::unique_ptr<asio::steady_timer> timer;
     op_completion done;
     void operator()(const boost::system::error_code& ec) { done(outcome(ec)); }
+  };
+
+  // The handler of a wait on an io_context's timer: it completes on the
+  // io_context and moves on to the run's strand to report the end.
+  struct hop {
+    std::unique_ptr<io_timer> timer;
+    op_completion done;
+    const asio::strand<asio::any_io_executor>* strand;
+    void operator()(const boost::system::error_code& ec) {
+      asio::dispatch(*strand, [t = std::move(timer), d = std::move(done), ec]() mutable { d(outcome(ec)); });
+    }
   };
 
   static status outcome(const boost::system::error_code& ec) {

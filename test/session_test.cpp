@@ -838,6 +838,66 @@ TEST_CASE("a task that waits on a callback-form op starts with the node's inline
   CHECK(*log == std::vector<std::string>{"coroutine", "before the sleep", "after the sleep"});
 }
 
+TEST_CASE("a task resumes on its node's strand after Sleep, whatever runs the strand", "[session][frame-free]") {
+  // Sleep waits on the io_context's own timer when the node's strand wraps
+  // an io_context, and on the strand's inner executor otherwise; either
+  // way the op after it runs on the node's strand, never beside another
+  // task of that node. Several threads run the executor; both runners.
+  constexpr int nodes = 3;
+  constexpr int per_node = 40;
+  auto check = [&](local_session& session, const std::function<void(task_group&, run_options)>& run) {
+    for (bool observed : {false, true}) {
+      INFO((observed ? "coroutine" : "frame-free"));
+      auto off_strand = std::make_shared<std::atomic<int>>(0);
+      auto counts = std::make_shared<std::vector<int>>(nodes, 0);  // per node, touched on its strand only
+      task_group g;
+      for (int k = 0; k < nodes; ++k) {
+        const std::string where = "n" + std::to_string(k);
+        for (int i = 0; i < per_node; ++i) {
+          net n("nap");
+          n.op("Sleep", {}, {}, {{"ms", i64{1}}});
+          n.lambda("Count", {}, {}, [&session, off_strand, counts, where, k](op_context&) {
+            if (!session.node_strand(where).running_in_this_thread()) ++*off_strand;
+            ++(*counts)[static_cast<std::size_t>(k)];
+            return ok();
+          });
+          REQUIRE(g.add(task("t" + std::to_string(i), step("s").add_net(n)), node(where)));
+        }
+      }
+      noop_observer observer;
+      run_options o;
+      if (observed) o.observer = &observer;
+      run(g, o);
+      CHECK(off_strand->load() == 0);
+      CHECK(*counts == std::vector<int>(nodes, per_node));
+    }
+  };
+  SECTION("a strand over an io_context run by three threads") {
+    asio::io_context io(3);
+    local_session session(io.get_executor());
+    check(session, [&](task_group& g, run_options o) {
+      std::optional<result<run_report>> got;
+      session.async_run(
+          g, [&](result<run_report> r) { got.emplace(std::move(r)); }, o);
+      std::vector<std::thread> threads;
+      for (int i = 0; i < 3; ++i) threads.emplace_back([&] { io.run(); });
+      for (auto& t : threads) t.join();
+      io.restart();
+      REQUIRE(got);
+      REQUIRE(*got);
+      CHECK(got->value().ok());
+    });
+  }
+  SECTION("a strand over a thread pool") {
+    local_session session(3);
+    check(session, [&](task_group& g, run_options o) {
+      auto r = session.run_blocking(g, o);
+      REQUIRE(r);
+      CHECK(r.value().ok());
+    });
+  }
+}
+
 TEST_CASE("a callback-form op that drops its completion is the op's error", "[session][frame-free]") {
   auto runs = std::make_shared<int>(0);
   task_group g;
