@@ -135,7 +135,7 @@ result<std::unique_ptr<net_instance>> net_instance::make(const net& n, workspace
     // hot loop has no null test.
     op_kernel::fast_path decline;
     decline.fn = [](const void*) noexcept { return false; };
-    for (const auto& k : inst->kernels_) inst->sync_.push_back(k->fast().fn != nullptr ? k->fast() : decline);
+    for (const auto& k : inst->kernels_) inst->sync_.push_back({k->fast().fn != nullptr ? k->fast() : decline});
   }
   return inst;
 }
@@ -194,10 +194,10 @@ status net_instance::run_sync() noexcept {
   // array (state included, the kernels are not touched), no status built
   // per op, no exception handling; the first op whose fast path declines
   // (or that has none) hands the rest of the net to the general loop.
-  const op_kernel::fast_path* const first = sync_.data();
-  const op_kernel::fast_path* const last = first + sync_.size();
-  for (const op_kernel::fast_path* e = first; e != last; ++e) {
-    if (!e->fn(e->state)) [[unlikely]]
+  const fast_entry* const first = sync_.data();
+  const fast_entry* const last = first + sync_.size();
+  for (const fast_entry* e = first; e != last; ++e) {
+    if (!e->path.fn(e->path.state)) [[unlikely]]
       return run_general_from(static_cast<std::size_t>(e - first));
   }
   return ok();
@@ -207,11 +207,11 @@ status net_instance::run_sync() noexcept {
 // takes the case, else its `run()`, with failures and exceptions turned
 // into the op's error.
 [[gnu::noinline]] status net_instance::run_general_from(std::size_t i) noexcept {
-  const op_kernel::fast_path* s = sync_.data();
+  const fast_entry* s = sync_.data();
   const std::size_t n = sync_.size();
   try {
     for (; i < n; ++i) {
-      if (s[i].fn(s[i].state)) continue;
+      if (s[i].path.fn(s[i].path.state)) continue;
       if (status st = kernels_[i]->run(); !st) [[unlikely]]
         return op_failure(i, st.assume_error());
     }

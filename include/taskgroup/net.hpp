@@ -147,8 +147,13 @@ class net_instance {
   // What `run_sync` loops over when no kernel is asynchronous (else
   // empty): each kernel's fast path (one that declines when it has none),
   // copied into one contiguous array; `kernels_[i]` runs when entry `i`
-  // declines.
-  std::vector<op_kernel::fast_path> sync_;
+  // declines. Entries are aligned to their size so that none straddles
+  // two cache lines (the kernels themselves are not over-aligned: a
+  // waiting task holds one).
+  struct alignas(sizeof(op_kernel::fast_path)) fast_entry {
+    op_kernel::fast_path path;
+  };
+  std::vector<fast_entry> sync_;
   bool has_async_ = false;
 };
 

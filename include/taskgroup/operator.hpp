@@ -310,7 +310,7 @@ class op_kernel {
   /// it handles (e.g. an input of another type); the net then calls
   /// `run()`, which must give the complete behaviour and every error.
   /// Never throws. Threading: called where `run()` would be.
-  struct alignas(4 * sizeof(void*)) fast_path {
+  struct fast_path {
     bool (*fn)(const void* state) noexcept = nullptr;
     alignas(void*) unsigned char state[3 * sizeof(void*)] = {};
   };
