@@ -388,7 +388,7 @@ class node_batch final : public detail::task_host {
 
   // Ends task k's report with the run's status.
   void ended(std::size_t k, const detail::frame_free_run& r, std::chrono::system_clock::time_point at) {
-    const status& st = r.result();
+    const status st = r.result();
     (void)end_task(*rs_, k, st, r.stats(), at);
     if (st) return;
     // After a stop, the cancelled ends it caused are not failures.

@@ -717,6 +717,31 @@ std::string_view detail::root_name(const compiled_step& s) noexcept { return s.r
 
 namespace {
 
+// A status in one pointer (null: success), for what a waiting run keeps:
+// a status is seven times that size.
+class compact_status {
+ public:
+  compact_status& operator=(status st) {
+    if (st) {
+      failure_.reset();
+    } else {
+      failure_ = std::make_unique<error>(std::move(st).assume_error());
+    }
+    return *this;
+  }
+  explicit operator bool() const noexcept { return failure_ == nullptr; }
+  [[nodiscard]] status get() const { return failure_ ? status(*failure_) : ok(); }
+  // The status, leaving success behind.
+  [[nodiscard]] status take() {
+    status out = get();
+    failure_.reset();
+    return out;
+  }
+
+ private:
+  std::unique_ptr<error> failure_;
+};
+
 // detail::frame_free_run: `exec`'s sequential semantics (as the coroutine
 // runner's `iterate` has them for these trees) as an explicit stack of
 // steps, so that a run can stop at an asynchronous op and resume from its
@@ -756,7 +781,7 @@ class cursor final : public detail::frame_free_run, private op_completion::targe
     // Only while an op pends: the slot's handler belongs to that op.
     if (waiting_) signal_.emit(asio::cancellation_type::terminal);
   }
-  [[nodiscard]] const status& result() const noexcept override { return result_; }
+  [[nodiscard]] status result() const override { return result_.get(); }
   [[nodiscard]] const step_stats& stats() const noexcept override { return stats_; }
   void reset() noexcept override {
     own_.reset();
@@ -969,7 +994,7 @@ class cursor final : public detail::frame_free_run, private op_completion::targe
     ended_early_ = false;
     k.start(*ex_, op_completion(*this, signal_.slot()));
     in_start_ = false;
-    if (ended_early_) return std::exchange(result_, ok());
+    if (ended_early_) return result_.take();
     waiting_ = true;
     return std::nullopt;
   }
@@ -1007,7 +1032,7 @@ class cursor final : public detail::frame_free_run, private op_completion::targe
   net_instance* net_ = nullptr;                     // the net whose op `op_` pends
   std::size_t op_ = 0;
   step_stats stats_;
-  status result_ = ok();  // also an op's end reported inside start()
+  compact_status result_;  // also an op's end reported inside start()
   asio::cancellation_signal signal_;
   bool waiting_ = false;
   bool in_start_ = false;

@@ -91,7 +91,7 @@ class frame_free_run {
                         const boost::asio::any_io_executor& ex) = 0;
   /// Cancels the pending op of a waiting run (it then ends cancelled).
   virtual void cancel() noexcept = 0;
-  [[nodiscard]] virtual const status& result() const noexcept = 0;
+  [[nodiscard]] virtual status result() const = 0;
   [[nodiscard]] virtual const step_stats& stats() const noexcept = 0;
   /// Drops what an ended run still holds (its workspace).
   virtual void reset() noexcept = 0;
