@@ -316,8 +316,9 @@ class node_batch final : public detail::task_host {
     node_batch* b_;
   };
 
-  static handle make(std::shared_ptr<run_state> rs, node_state* n, detail::join_mode mode) {
-    return handle(new node_batch(std::move(rs), n, mode));
+  // `tasks`: how many tasks the node may start here.
+  static handle make(std::shared_ptr<run_state> rs, node_state* n, detail::join_mode mode, std::size_t tasks) {
+    return handle(new node_batch(std::move(rs), n, mode, tasks));
   }
 
   // Runs task k here until its end (true; its report is then ended) or
@@ -334,6 +335,9 @@ class node_batch final : public detail::task_host {
       case detail::frame_free_run::outcome::waiting:
         spare_->task = k;
         spare_->slot = waiting_.size();
+        // Room for every task at the first wait: growing by doubling would
+        // leave each smaller array behind in the heap while tasks wait.
+        if (waiting_.capacity() == 0) waiting_.reserve(tasks_);
         waiting_.push_back(std::move(spare_));
         return true;
       case detail::frame_free_run::outcome::ended: break;
@@ -379,10 +383,11 @@ class node_batch final : public detail::task_host {
   }
 
  private:
-  node_batch(std::shared_ptr<run_state> rs, node_state* n, detail::join_mode mode)
+  node_batch(std::shared_ptr<run_state> rs, node_state* n, detail::join_mode mode, std::size_t tasks)
       : rs_(std::move(rs)),
         n_(n),
         mode_(mode),
+        tasks_(tasks),
         registry_(rs_->registry != nullptr ? *rs_->registry : operator_registry::global()),
         ex_(n->strand) {}
 
@@ -452,6 +457,7 @@ class node_batch final : public detail::task_host {
   std::shared_ptr<run_state> rs_;
   node_state* n_;
   detail::join_mode mode_;
+  std::size_t tasks_;
   const operator_registry& registry_;
   asio::any_io_executor ex_;  // the node's strand: where runs complete
   std::vector<std::unique_ptr<detail::frame_free_run>> waiting_;
@@ -510,7 +516,7 @@ asio::awaitable<status> run_tasks(std::shared_ptr<run_state> rs, const compiled_
   asio::cancellation_state cs = co_await asio::this_coro::cancellation_state;
   constexpr std::size_t yield_every = run_step_options{}.yield_every;
   const bool frame_free = rs->options.observer == nullptr;
-  node_batch::handle batch = node_batch::make(rs, n, mode);
+  node_batch::handle batch = node_batch::make(rs, n, mode, cn.tasks.size());
   std::vector<std::pair<std::size_t, std::shared_ptr<workspace>>> rest;
   bool cancelled = false;
   auto halted = [&] { return cancelled || (batch->first() && mode == detail::join_mode::fail_fast); };

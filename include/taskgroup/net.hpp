@@ -18,6 +18,7 @@
 #include <taskgroup/operator.hpp>
 
 #include <boost/asio/awaitable.hpp>
+#include <boost/container/small_vector.hpp>
 
 #include <concepts>
 #include <cstddef>
@@ -142,8 +143,10 @@ class net_instance {
   [[nodiscard]] status op_exception(std::size_t i) const;
 
   std::shared_ptr<const net::frozen> defs_;  // later edits of the net do not reach a bound instance
-  std::vector<op_context> contexts_;
-  std::vector<std::unique_ptr<op_kernel>> kernels_;
+  // Inline room for a net of one op (a task's Sleep, say): binding it
+  // allocates the instance and the kernel only.
+  boost::container::small_vector<op_context, 1> contexts_;
+  boost::container::small_vector<std::unique_ptr<op_kernel>, 1> kernels_;
   // What `run_sync` loops over when no kernel is asynchronous (else
   // empty): each kernel's fast path (one that declines when it has none),
   // copied into one contiguous array; `kernels_[i]` runs when entry `i`
