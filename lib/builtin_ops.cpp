@@ -578,16 +578,6 @@ class sleep_kernel final : public op_kernel {
 
   void start(const asio::any_io_executor& ex, op_completion done) noexcept override {
     try {
-      // A timer per run, owned by its wait: runs of one kernel may overlap,
-      // and no I/O object outlives the wait (a workspace may outlive the
-      // io_context its kernels last ran on).
-      const asio::cancellation_slot slot = done.slot();
-      // `bind` turns the waiter into the wait's handler.
-      auto wait_on = [&](const asio::any_io_executor& io, auto bind) {
-        auto timer = std::make_unique<asio::steady_timer>(io, duration_);
-        asio::steady_timer& t = *timer;
-        t.async_wait(asio::bind_cancellation_slot(slot, bind(waiter{std::move(timer), std::move(done)})));
-      };
       using strand_t = asio::strand<asio::any_io_executor>;
       if (const strand_t* strand = ex.target<strand_t>()) {
         const asio::any_io_executor inner = strand->get_inner_executor();  // a copy: `io` points into it
@@ -598,18 +588,20 @@ class sleep_kernel final : public op_kernel {
           // executor in the timer nor in the pending wait) and its handler
           // carries on to the strand itself. `ex`, which `strand` points
           // into, belongs to the runner and outlives the run.
-          auto timer = std::make_unique<io_timer>(*io, duration_);
-          io_timer& t = *timer;
-          t.async_wait(asio::bind_cancellation_slot(slot, hop{std::move(timer), std::move(done), strand}));
+          wait<io_timer>(*io, done, [strand](auto t, op_completion d) {
+            return hop{std::move(t), std::move(d), strand};
+          });
           return;
         }
         // On another strand: the timer on the strand's inner executor, its
         // handler bound to the strand. The same completion, but the wait
         // tracks work on the concrete strand type instead of type-erasing
         // a work-tracking strand on the heap.
-        wait_on(inner, [strand](waiter w) { return asio::bind_executor(*strand, std::move(w)); });
+        wait<asio::steady_timer>(inner, done, [strand](auto t, op_completion d) {
+          return asio::bind_executor(*strand, waiter{std::move(t), std::move(d)});
+        });
       } else {
-        wait_on(ex, [](waiter w) { return w; });
+        wait<asio::steady_timer>(ex, done, [](auto t, op_completion d) { return waiter{std::move(t), std::move(d)}; });
       }
     } catch (const std::exception& e) {  // allocation failure: done (if still here) reports it
       done(fail(errc::op_failed, std::string("Sleep: ") + e.what()));
@@ -638,6 +630,19 @@ class sleep_kernel final : public op_kernel {
       asio::dispatch(*strand, [t = std::move(timer), d = std::move(done), ec]() mutable { d(outcome(ec)); });
     }
   };
+
+  // Starts this run's wait on a new `Timer` on `io`. A timer per run,
+  // owned by its wait: runs of one kernel may overlap, and no I/O object
+  // outlives the wait (a workspace may outlive the io_context its kernels
+  // last ran on). `handler(timer, done)` makes the wait's handler; `done`
+  // is taken only once the timer exists.
+  template <class Timer, class Executor, class MakeHandler>
+  void wait(const Executor& io, op_completion& done, MakeHandler handler) const {
+    auto timer = std::make_unique<Timer>(io, duration_);
+    Timer& t = *timer;
+    const asio::cancellation_slot slot = done.slot();
+    t.async_wait(asio::bind_cancellation_slot(slot, handler(std::move(timer), std::move(done))));
+  }
 
   static status outcome(const boost::system::error_code& ec) {
     if (ec == asio::error::operation_aborted) return fail(errc::cancelled, "Sleep cancelled");

@@ -94,6 +94,27 @@ struct recorder final : run_observer {
   std::set<std::string> ended;
 };
 
+// A net that sets blob "s" to `sizes[run]` copies of `fill(run)`, run
+// after run.
+net sized_strings(const std::string& name, std::vector<std::size_t> sizes, char (*fill)(std::size_t)) {
+  net n(name);
+  auto runs = std::make_shared<std::size_t>(0);
+  n.lambda("Sized", {}, {"s"}, [runs, sizes = std::move(sizes), fill](op_context& ctx) -> status {
+    ctx.output_blob(0).set(std::string(sizes.at(*runs), fill(*runs)));
+    ++*runs;
+    return ok();
+  });
+  return n;
+}
+
+// `t` on node n1 (rank 1), beside a trivial task on n0 (rank 0).
+task_group on_rank_one(const task& t) {
+  task_group g;
+  REQUIRE(g.add(task("first", step("f").add_net(put<std::int64_t>("x", "x", 1))), node("n0")));
+  REQUIRE(g.add(t, node("n1")));
+  return g;
+}
+
 }  // namespace
 
 CATCH_REGISTER_LISTENER(mpi_listener)
@@ -640,18 +661,9 @@ TEST_CASE("large values received into the last run's value change with every run
   const std::vector<std::size_t> sizes{100'000, 99'990, 100'020, 100'010};
   auto fill = [](std::size_t run) { return static_cast<char>('a' + run); };
   mpi_session s(2);
-  task_group g;
-  net n("grow");
-  auto runs = std::make_shared<std::size_t>(0);
-  n.lambda("Grow", {}, {"s"}, [runs, sizes, fill](op_context& ctx) -> status {
-    ctx.output_blob(0).set(std::string(sizes.at(*runs), fill(*runs)));
-    ++*runs;
-    return ok();
-  });
-  task t("t", step("t").add_net(n));
+  task t("t", step("t").add_net(sized_strings("grow", sizes, fill)));
   auto str = t.output<std::string>("s");
-  REQUIRE(g.add(task("first", step("f").add_net(put<std::int64_t>("x", "x", 1))), node("n0")));
-  REQUIRE(g.add(t, node("n1")));
+  task_group g = on_rank_one(t);
   std::optional<run_report> kept;
   for (std::size_t run = 0; run < sizes.size(); ++run) {
     auto r = s.run_blocking(g);
@@ -672,18 +684,9 @@ TEST_CASE("a large value nobody holds any more lends its storage to the next one
   const std::vector<std::size_t> sizes{200'000, 150'000, 180'000, 260'000, 100'000};
   auto fill = [](std::size_t run) { return static_cast<char>('k' + run); };
   mpi_session s(2);
-  task_group g;
-  net n("vary");
-  auto runs = std::make_shared<std::size_t>(0);
-  n.lambda("Vary", {}, {"s"}, [runs, sizes, fill](op_context& ctx) -> status {
-    ctx.output_blob(0).set(std::string(sizes.at(*runs), fill(*runs)));
-    ++*runs;
-    return ok();
-  });
-  task t("t", step("t").add_net(n));
+  task t("t", step("t").add_net(sized_strings("vary", sizes, fill)));
   auto str = t.output<std::string>("s");
-  REQUIRE(g.add(task("first", step("f").add_net(put<std::int64_t>("x", "x", 1))), node("n0")));
-  REQUIRE(g.add(t, node("n1")));
+  task_group g = on_rank_one(t);
   std::optional<run_report> kept;
   std::vector<std::uintptr_t> storage;  // where each run's value lives (compared, never read)
   for (std::size_t run = 0; run < sizes.size(); ++run) {
