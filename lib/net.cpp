@@ -4,43 +4,45 @@
 
 #include <atomic>
 #include <exception>
-#include <mutex>
 
 namespace taskgroup {
 
 struct net::data {
-  std::string name;
-  std::vector<op_def> ops;
-  // freeze() since the last edit. Made under `mutex`, then published by
-  // `ready`, so that binding (on every task of every run) reads it without
-  // a lock; edits are not synchronised with readers anyway (net.hpp).
-  std::mutex mutex;
-  std::atomic<bool> ready{false};
-  std::shared_ptr<const frozen> snapshot;
+  // The definition as it is now. Copy on write: freeze() hands out `defs`
+  // itself and marks it shared; the next edit copies it first, so a bound
+  // instance never sees later edits and freezing an unedited net copies
+  // nothing (a group of 100,000 one-op tasks keeps one definition per net,
+  // not two). Edits are not synchronised with freeze() anyway (net.hpp).
+  std::shared_ptr<frozen> defs;
+  std::atomic<bool> shared{false};
+
+  frozen& writable() {
+    if (shared.load(std::memory_order_relaxed)) {
+      defs = std::make_shared<frozen>(*defs);
+      shared.store(false, std::memory_order_relaxed);
+    }
+    return *defs;
+  }
 };
 
-net::net(std::string name) : data_(std::make_shared<data>()) { data_->name = std::move(name); }
+net::net(std::string name) : data_(std::make_shared<data>()) {
+  data_->defs = std::make_shared<frozen>(frozen{std::move(name), {}});
+}
 
 net& net::op(std::string type, std::vector<std::string> inputs, std::vector<std::string> outputs, arguments args) {
   return add(op_def{std::move(type), std::move(inputs), std::move(outputs), std::move(args), nullptr});
 }
 
 net& net::add(op_def def) {
-  data_->ops.push_back(std::move(def));
-  const std::lock_guard lock(data_->mutex);
-  data_->ready.store(false, std::memory_order_relaxed);
-  data_->snapshot.reset();
+  data_->writable().ops.push_back(std::move(def));
   return *this;
 }
 
 std::shared_ptr<const net::frozen> net::freeze() const {
-  if (data_->ready.load(std::memory_order_acquire)) return data_->snapshot;
-  const std::lock_guard lock(data_->mutex);
-  if (!data_->snapshot) {
-    data_->snapshot = std::make_shared<const frozen>(frozen{data_->name, data_->ops});
-    data_->ready.store(true, std::memory_order_release);
-  }
-  return data_->snapshot;
+  // Binding calls this for every instance: write the flag only once, so
+  // that binding on several threads does not bounce the line.
+  if (!data_->shared.load(std::memory_order_relaxed)) data_->shared.store(true, std::memory_order_relaxed);
+  return data_->defs;
 }
 
 net& net::add_inline(std::string label, std::vector<std::string> inputs, std::vector<std::string> outputs,
@@ -53,11 +55,11 @@ net& net::add_inline(std::string label, std::vector<std::string> inputs, std::ve
                     std::make_shared<const operator_schema>(std::move(schema))});
 }
 
-const std::string& net::name() const noexcept { return data_->name; }
-const std::vector<op_def>& net::ops() const noexcept { return data_->ops; }
+const std::string& net::name() const noexcept { return data_->defs->name; }
+const std::vector<op_def>& net::ops() const noexcept { return data_->defs->ops; }
 
 std::optional<std::string> net::first_inline_op() const {
-  for (const auto& def : data_->ops) {
+  for (const auto& def : ops()) {
     if (def.inline_schema) return def.type;
   }
   return std::nullopt;
@@ -77,8 +79,8 @@ result<std::shared_ptr<const operator_schema>> schema_of(const op_def& def, cons
 }  // namespace
 
 status net::validate(const operator_registry& registry) const {
-  for (std::size_t i = 0; i < data_->ops.size(); ++i) {
-    const op_def& def = data_->ops[i];
+  for (std::size_t i = 0; i < ops().size(); ++i) {
+    const op_def& def = ops()[i];
     auto schema = schema_of(def, registry);
     if (!schema) return schema.error().with_context(op_where(name(), i, def.type));
     if (auto st = schema.value()->validate(def); !st) return st.error().with_context(op_where(name(), i, def.type));

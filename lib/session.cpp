@@ -4,6 +4,7 @@
 
 #include "detail/join.hpp"
 #include "detail/runner.hpp"
+#include "detail/task_misuse.hpp"
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/associated_cancellation_slot.hpp>
@@ -75,14 +76,23 @@ result<std::shared_ptr<const compiled_group>> compile_group(const task_group& g)
     }
     return out->nodes[it->second];
   };
+  // Exact sizes: the group is kept for its later runs, and an array grown
+  // by doubling would leave its smaller copies behind at the peak.
+  out->tasks.reserve(g.tasks().size());
+  std::vector<std::size_t> node_of_task;
+  node_of_task.reserve(g.tasks().size());
   for (const auto& t : g.tasks()) {
     TASKGROUP_TRY(auto composed, t.get_step());
     const execution_step* counted = t.user_step() ? &*t.user_step() : nullptr;
     TASKGROUP_TRY(auto compiled, detail::compile_step(composed, counted));
     const bool priv = t.type().value_or(workspace_type::private_) == workspace_type::private_;
-    node_of(t.node_name()).tasks.push_back(out->tasks.size());
+    node_of_task.push_back(static_cast<std::size_t>(&node_of(t.node_name()) - out->nodes.data()));
     out->tasks.push_back(compiled_task{t, t.node_name(), priv, std::move(compiled), t.name(), t.output_names()});
   }
+  std::vector<std::size_t> per_node(out->nodes.size(), 0);
+  for (std::size_t i : node_of_task) ++per_node[i];
+  for (std::size_t i = 0; i < out->nodes.size(); ++i) out->nodes[i].tasks.reserve(per_node[i]);
+  for (std::size_t k = 0; k < node_of_task.size(); ++k) out->nodes[node_of_task[k]].tasks.push_back(k);
   for (const auto& r : g.report_steps()) {
     if (!node_index.count(r.node)) {
       return fail(errc::invalid_task,
@@ -188,6 +198,7 @@ struct local_session::impl {
   struct cached {
     std::weak_ptr<task_group::data> token;
     std::shared_ptr<const compiled_group> compiled;
+    std::uint64_t checked = 0;  // detail::task_misuse_epoch() when its tasks were last checked
   };
   std::map<const void*, cached> compiled;
 
@@ -202,11 +213,26 @@ struct local_session::impl {
   result<std::shared_ptr<const compiled_group>> compile(const task_group& g) {
     std::lock_guard lock(mutex);
     if (closed) return fail(errc::session_closed, "Session is closed.");
+    // Read before the check: a misuse recorded meanwhile makes the next
+    // run check again.
+    const std::uint64_t epoch = detail::task_misuse_epoch();
     auto it = compiled.find(g.state().get());
-    if (it != compiled.end() && !it->second.token.expired()) return it->second.compiled;
+    if (it != compiled.end() && !it->second.token.expired()) {
+      // A used task may still record a misuse (a later builder call),
+      // which fails every later run of its group. Checking 100,000 tasks
+      // on every run would touch each one's state; the epoch says when
+      // some task anywhere has recorded one since the last check.
+      if (it->second.checked != epoch) {
+        for (const auto& t : g.tasks()) {
+          if (auto st = t.validate(); !st) return st.error().with_context("task group");
+        }
+        it->second.checked = epoch;
+      }
+      return it->second.compiled;
+    }
     std::erase_if(compiled, [](const auto& kv) { return kv.second.token.expired(); });
-    TASKGROUP_TRY(auto c, compile_group(g));
-    compiled[g.state().get()] = cached{g.state(), c};
+    TASKGROUP_TRY(auto c, compile_group(g));  // checks every task
+    compiled[g.state().get()] = cached{g.state(), c, epoch};
     return c;
   }
 };
@@ -703,9 +729,6 @@ asio::awaitable<status> deadline(std::chrono::milliseconds limit, bool& expired)
 // Runs on the coordinator strand: every join state lives there.
 asio::awaitable<result<run_report>> local_session::run_here(task_group group, run_options options) {
   TASKGROUP_CO_TRY(auto compiled, impl_->compile(group));
-  for (const auto& t : group.tasks()) {
-    if (auto st = t.validate(); !st) co_return st.error().with_context("task group");
-  }
   TASKGROUP_CO_TRY(auto active, active_nodes(*compiled, options));
   if (options.strict_codecs != nullptr) {
     TASKGROUP_CO_TRY(check_output_codecs(group, *options.strict_codecs));

@@ -1,6 +1,21 @@
 #include <taskgroup/task.hpp>
 
+#include "detail/task_misuse.hpp"
+
+#include <atomic>
+
 namespace taskgroup {
+
+namespace {
+std::atomic<std::uint64_t> misuse_epoch{0};
+
+void record_misuse(std::optional<std::string>& slot, std::string what) {
+  slot = std::move(what);
+  misuse_epoch.fetch_add(1, std::memory_order_release);
+}
+}  // namespace
+
+std::uint64_t detail::task_misuse_epoch() noexcept { return misuse_epoch.load(std::memory_order_acquire); }
 
 std::string_view to_string(workspace_type t) noexcept { return t == workspace_type::global ? "global" : "private"; }
 
@@ -85,7 +100,7 @@ task::task(std::string name, execution_step s) : task(std::move(name)) { step(st
 bool task::check_mutable(const char* what) {
   if (!data_->used) return true;
   if (!data_->misuse) {
-    data_->misuse = std::string("Cannot modify task since it is already been used (") + what + ")";
+    record_misuse(data_->misuse, std::string("Cannot modify task since it is already been used (") + what + ")");
   }
   return false;
 }
@@ -93,7 +108,7 @@ bool task::check_mutable(const char* what) {
 task& task::step(execution_step s) {
   if (!check_mutable("step")) return *this;
   if (data_->user) {
-    data_->misuse = "This Task already has an execution step.";
+    record_misuse(data_->misuse, "This Task already has an execution step.");
     return *this;
   }
   data_->user = std::move(s);

@@ -12,6 +12,8 @@
 
 #include <cstdint>
 #include <stdexcept>
+#include <string>
+#include <vector>
 
 using namespace taskgroup;
 using i64 = std::int64_t;
@@ -230,6 +232,31 @@ TEST_CASE("instances share one frozen copy of their net until it is edited", "[n
   auto third = workspace::make("u");
   auto c = third->create_net(n).value();
   CHECK(c->size() == 2);
+}
+
+TEST_CASE("freezing a net copies nothing until the net is edited (copy on write)", "[net]") {
+  net n("n");
+  n.op("ConstantFill", {}, {"x"}, {{"value", i64{1}}});
+  const std::vector<op_def>* own = &n.ops();
+  auto first = n.freeze();
+  CHECK(&first->ops == own);  // the definition itself, not a copy
+  CHECK(&n.ops() == own);
+  // The first edit after a freeze copies; the frozen definition keeps its op.
+  n.op("ConstantFill", {}, {"y"}, {{"value", i64{2}}});
+  CHECK(&n.ops() != own);
+  CHECK(first->ops.size() == 1);
+  CHECK(first->ops[0].outputs == std::vector<std::string>{"x"});
+  CHECK(n.ops().size() == 2);
+  // Edits with no freeze in between write in place.
+  const std::vector<op_def>* copied = &n.ops();
+  n.op("ConstantFill", {}, {"z"}, {{"value", i64{3}}});
+  CHECK(&n.ops() == copied);
+  CHECK(n.ops().size() == 3);
+  // A copy of the handle sees the edits; a freeze made from it is shared.
+  net alias = n;
+  CHECK(alias.ops().size() == 3);
+  CHECK(alias.freeze() == n.freeze());
+  CHECK(first->ops.size() == 1);
 }
 
 namespace {

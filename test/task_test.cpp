@@ -88,6 +88,29 @@ TEST_CASE("changing a used task is an error naming it", "[task]") {
   CHECK_THAT(r.error().message, Catch::Contains("Cannot modify task since it is already been used"));
 }
 
+TEST_CASE("changing a task of a group that already ran fails each later run of that group", "[task][session]") {
+  task_group g;
+  task t("t", step("s").add_net(fill_int("a", "x", 1)));
+  REQUIRE(g.add(t));
+  task_group other;
+  REQUIRE(other.add(task("u", step("s").add_net(fill_int("b", "y", 1)))));
+  local_session session(1);
+  REQUIRE(session.run_blocking(g));  // compiled and kept by the session
+  REQUIRE(session.run_blocking(other));
+  t.num_instances(2);
+  for (int i = 0; i < 2; ++i) {
+    auto r = session.run_blocking(g);
+    REQUIRE_FALSE(r);
+    CHECK(r.error().code == errc::invalid_task);
+    CHECK(r.error().message ==
+          "task group: task \"local/t\": Cannot modify task since it is already been used (num_instances)");
+  }
+  // Other groups are not affected, before or after one of them is checked.
+  auto r = session.run_blocking(other);
+  REQUIRE(r);
+  CHECK(r.value().ok());
+}
+
 TEST_CASE("a task cannot join two groups", "[task][task_group]") {
   task_group g1, g2;
   task t("t");
@@ -167,14 +190,16 @@ TEST_CASE("scenario 8: each instance instantiates its nets in its own workspace"
   operator_registry reg(operator_registry::global());
   auto constructed = std::make_shared<int>(0);
   auto calls = std::make_shared<int>(0);
-  REQUIRE(reg.add(operator_schema("Counting").inputs(0).outputs(0).factory(
-      [constructed, calls](op_context&) -> result<std::unique_ptr<op_kernel>> {
-        ++*constructed;
-        return make_kernel([calls] {
-          ++*calls;
-          return ok();
-        });
-      })));
+  REQUIRE(reg.add(operator_schema("Counting")
+                      .inputs(0)
+                      .outputs(0)
+                      .factory([constructed, calls](op_context&) -> result<std::unique_ptr<op_kernel>> {
+                        ++*constructed;
+                        return make_kernel([calls] {
+                          ++*calls;
+                          return ok();
+                        });
+                      })));
   net n("op");
   n.op("Counting", {}, {});
   task t("t");

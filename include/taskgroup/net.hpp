@@ -79,9 +79,10 @@ class net {
   [[nodiscard]] std::weak_ptr<const void> token() const noexcept { return data_; }
 
   /// The net as it is now (name and ops), immutable: what instances are
-  /// bound from, so that later edits do not reach a bound instance. Made
-  /// on first use after each edit and shared by every instance until the
-  /// next edit. Thread-safe (edits are not: see above).
+  /// bound from, so that later edits do not reach a bound instance. Copy
+  /// on write: the net's own definition is handed out, not copied; the
+  /// first edit after a freeze copies it, so freezing costs nothing until
+  /// the net changes. Thread-safe (edits are not: see above).
   struct frozen {
     std::string name;
     std::vector<op_def> ops;
