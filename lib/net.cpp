@@ -3,44 +3,9 @@
 #include <taskgroup/workspace.hpp>
 
 #include <atomic>
-#include <cstdint>
 #include <exception>
-#include <mutex>
 
 namespace taskgroup {
-
-namespace {
-
-// The schemas of a frozen definition's ops in one registry state.
-struct resolution {
-  std::uint64_t stamp = 0;  // operator_registry::stamp()
-  std::vector<std::shared_ptr<const operator_schema>> schemas;
-};
-
-// Every frozen definition is one of these (made only here): binding keeps
-// what its ops resolved to, so that binding it again (each run of a
-// PRIVATE task binds its nets afresh) skips the registry's lookups and the
-// ops' checks, whose outcome cannot change for the same definition and
-// registry state.
-struct frozen_defs final : net::frozen {
-  frozen_defs(std::string n, std::vector<op_def> o) : frozen{std::move(n), std::move(o)} {}
-  // The latest resolution. Earlier ones stay until the definition goes: a
-  // binding on another thread may still read one (there is one per
-  // registry change seen by a binding, and registries change rarely).
-  mutable std::atomic<const resolution*> current{nullptr};
-  mutable std::mutex mutex;  // guards `made`
-  mutable std::vector<std::unique_ptr<const resolution>> made;
-
-  void keep(std::uint64_t stamp, std::vector<std::shared_ptr<const operator_schema>> schemas) const {
-    const std::lock_guard lock(mutex);
-    const resolution* now = current.load(std::memory_order_relaxed);
-    if (now != nullptr && now->stamp == stamp) return;  // another binding was first
-    made.push_back(std::make_unique<const resolution>(resolution{stamp, std::move(schemas)}));
-    current.store(made.back().get(), std::memory_order_release);
-  }
-};
-
-}  // namespace
 
 struct net::data {
   // The definition as it is now. Copy on write: freeze() hands out `defs`
@@ -48,12 +13,12 @@ struct net::data {
   // instance never sees later edits and freezing an unedited net copies
   // nothing (a group of 100,000 one-op tasks keeps one definition per net,
   // not two). Edits are not synchronised with freeze() anyway (net.hpp).
-  std::shared_ptr<frozen_defs> defs;
+  std::shared_ptr<frozen> defs;
   std::atomic<bool> shared{false};
 
   frozen& writable() {
     if (shared.load(std::memory_order_relaxed)) {
-      defs = std::make_shared<frozen_defs>(defs->name, defs->ops);
+      defs = std::make_shared<frozen>(*defs);
       shared.store(false, std::memory_order_relaxed);
     }
     return *defs;
@@ -61,7 +26,7 @@ struct net::data {
 };
 
 net::net(std::string name) : data_(std::make_shared<data>()) {
-  data_->defs = std::make_shared<frozen_defs>(std::move(name), std::vector<op_def>{});
+  data_->defs = std::make_shared<frozen>(frozen{std::move(name), {}});
 }
 
 net& net::op(std::string type, std::vector<std::string> inputs, std::vector<std::string> outputs, arguments args) {
@@ -134,27 +99,12 @@ result<std::unique_ptr<net_instance>> net_instance::make(const net& n, workspace
   // Kernels may keep pointers to their context: never reallocate.
   inst->contexts_.reserve(count);
   inst->kernels_.reserve(count);
-  // What an earlier binding resolved in this registry state, if any; else
-  // this binding resolves and checks each op and keeps the outcome.
-  const auto& defs = static_cast<const frozen_defs&>(*inst->defs_);
-  const std::uint64_t stamp = registry.stamp();
-  const resolution* known = defs.current.load(std::memory_order_acquire);
-  if (known != nullptr && known->stamp != stamp) known = nullptr;
-  std::vector<std::shared_ptr<const operator_schema>> resolved;
-  if (known == nullptr) resolved.reserve(count);
   for (std::size_t i = 0; i < count; ++i) {
     const op_def& def = inst->defs_->ops[i];
     auto where = [&] { return op_where(n.name(), i, def.type); };
-    const operator_schema* schema = nullptr;
-    if (known != nullptr) {
-      schema = known->schemas[i].get();
-    } else {
-      auto found = schema_of(def, registry);
-      if (!found) return found.error().with_context(where());
-      if (auto st = found.value()->validate(def); !st) return st.error().with_context(where());
-      schema = found.value().get();
-      resolved.push_back(std::move(found).value());
-    }
+    auto schema = schema_of(def, registry);
+    if (!schema) return schema.error().with_context(where());
+    if (auto st = schema.value()->validate(def); !st) return st.error().with_context(where());
 
     std::vector<std::shared_ptr<blob>> inputs;
     inputs.reserve(def.inputs.size());
@@ -170,7 +120,7 @@ result<std::unique_ptr<net_instance>> net_instance::make(const net& n, workspace
     op_context& ctx = inst->contexts_.emplace_back(def, ws, std::move(inputs), std::move(outputs));
     result<std::unique_ptr<op_kernel>> kernel = [&]() -> result<std::unique_ptr<op_kernel>> {
       try {
-        return schema->instantiate(ctx);
+        return schema.value()->instantiate(ctx);
       } catch (const system_error& e) {
         return e.error();
       } catch (const std::exception& e) {
@@ -181,7 +131,6 @@ result<std::unique_ptr<net_instance>> net_instance::make(const net& n, workspace
     inst->has_async_ = inst->has_async_ || kernel.value()->is_async();
     inst->kernels_.push_back(std::move(kernel).value());
   }
-  if (known == nullptr) defs.keep(stamp, std::move(resolved));
   if (!inst->has_async_) {
     inst->sync_.reserve(count);
     // A kernel without a fast path gets one that always declines, so the

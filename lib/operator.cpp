@@ -10,7 +10,6 @@
 #include <boost/asio/use_awaitable.hpp>
 
 #include <algorithm>
-#include <atomic>
 #include <mutex>
 #include <optional>
 
@@ -273,17 +272,7 @@ result<std::unique_ptr<op_kernel>> operator_schema::instantiate(op_context& ctx)
 
 // --- operator_registry -------------------------------------------------------
 
-namespace {
-// Registry stamps: unique in the process (see operator_registry::stamp).
-std::uint64_t next_stamp() noexcept {
-  static std::atomic<std::uint64_t> last{0};
-  return last.fetch_add(1, std::memory_order_relaxed) + 1;
-}
-}  // namespace
-
-operator_registry::operator_registry() : stamp_(next_stamp()) {}
-
-operator_registry::operator_registry(const operator_registry& other) : stamp_(next_stamp()) {
+operator_registry::operator_registry(const operator_registry& other) {
   std::shared_lock lock(other.mutex_);
   table_ = other.table_;
 }
@@ -304,7 +293,6 @@ status operator_registry::add(operator_schema schema) {
     return fail(errc::duplicate_operator, "operator type " + quote(type) + " is already registered");
   }
   table_.emplace(std::move(type), std::make_shared<const operator_schema>(std::move(schema)));
-  stamp_.store(next_stamp(), std::memory_order_release);
   return ok();
 }
 
@@ -312,7 +300,6 @@ void operator_registry::add_or_replace(operator_schema schema) {
   std::unique_lock lock(mutex_);
   std::string type = schema.type();
   table_.insert_or_assign(std::move(type), std::make_shared<const operator_schema>(std::move(schema)));
-  stamp_.store(next_stamp(), std::memory_order_release);
 }
 
 std::shared_ptr<const operator_schema> operator_registry::find(std::string_view type) const {

@@ -153,58 +153,6 @@ TEST_CASE("user operators registered in a registry run as sync and async kernels
   CHECK_THAT(st.error().message, Catch::Contains("op #1 (LaterInc)"));
 }
 
-namespace {
-// "Put": writes `value` into its output.
-operator_schema put(i64 value) {
-  return operator_schema("Put").inputs(0).outputs(1).sync([value](op_context& ctx) {
-    ctx.set_output(0, value);
-    return ok();
-  });
-}
-}  // namespace
-
-TEST_CASE("binding a net again sees every change of its registry", "[net][operator]") {
-  operator_registry a;
-  operator_registry b;
-  net n("n");
-  n.op("Put", {}, {"y"});
-  // Unknown at first: each binding reports it, none is remembered.
-  for (int i = 0; i < 2; ++i) {
-    auto missing = workspace::make("w")->create_net(n, a);
-    REQUIRE_FALSE(missing);
-    CHECK(missing.error().code == errc::unknown_operator);
-  }
-  REQUIRE(a.add(put(1)));
-  REQUIRE(b.add(put(2)));
-  const auto run_in = [&](const operator_registry& reg) {
-    auto ws = workspace::make("w");
-    auto inst = ws->create_net(n, reg);
-    REQUIRE(inst);
-    REQUIRE(inst.value()->run_sync());
-    return *ws->get<i64>("y").value();
-  };
-  // Two registries in turn: each binding uses its own registry's schema.
-  CHECK(run_in(a) == 1);
-  CHECK(run_in(b) == 2);
-  CHECK(run_in(a) == 1);
-  CHECK(run_in(a) == 1);
-  // A replaced schema reaches the next binding.
-  const std::uint64_t before = a.stamp();
-  a.add_or_replace(put(3));
-  CHECK(a.stamp() != before);
-  CHECK(run_in(a) == 3);
-  CHECK(run_in(b) == 2);
-  // So does an edit of the net (a new definition, resolved afresh).
-  n.op("Fail", {}, {});
-  auto failing = workspace::make("w")->create_net(n, a);
-  REQUIRE_FALSE(failing);
-  CHECK(failing.error().message == "net \"n\" op #1 (Fail): unknown operator type \"Fail\"");
-  // A copy of a registry is a registry of its own.
-  const operator_registry c(a);
-  CHECK(c.stamp() != a.stamp());
-  CHECK(c.stamp() != b.stamp());
-}
-
 TEST_CASE("inline lambda ops run and make the net unserializable", "[net][operator]") {
   auto ws = workspace::make("w");
   ws->set("x", i64{20});

@@ -105,10 +105,7 @@ class net_instance {
  public:
   /// Binds `n` in `ws`. Errors: each op's schema check, an input that does
   /// not exist (`net "body" op #2 (Add): input blob "x" does not exist`),
-  /// and the kernels' own argument and type checks. The schemas an edit of
-  /// `n` resolved to are kept with it: binding it again while `registry`
-  /// is unchanged (`operator_registry::stamp`) skips their lookup and
-  /// check. Thread-safe for distinct workspaces.
+  /// and the kernels' own argument and type checks.
   static result<std::unique_ptr<net_instance>> make(const net& n, workspace& ws, const operator_registry& registry);
 
   [[nodiscard]] const std::string& name() const noexcept { return defs_->name; }

@@ -20,7 +20,6 @@
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/cancellation_signal.hpp>
 
-#include <atomic>
 #include <concepts>
 #include <cstddef>
 #include <cstdint>
@@ -494,7 +493,7 @@ class operator_schema {
 /// schemas are immutable once added.
 class operator_registry {
  public:
-  operator_registry();
+  operator_registry() = default;
   operator_registry(const operator_registry& other);
   operator_registry& operator=(const operator_registry&) = delete;
 
@@ -513,16 +512,10 @@ class operator_registry {
   [[nodiscard]] result<std::shared_ptr<const operator_schema>> get(std::string_view type) const;
   /// Registered type names, sorted.
   [[nodiscard]] std::vector<std::string> types() const;
-  /// Identifies the registry's contents: changes on every `add` and
-  /// `add_or_replace`, and no two registries share one (not even one made
-  /// at the address of a destroyed one). Binding a net keys its cache of
-  /// resolved schemas on it, so a change reaches the next binding.
-  [[nodiscard]] std::uint64_t stamp() const noexcept { return stamp_.load(std::memory_order_acquire); }
 
  private:
   mutable std::shared_mutex mutex_;
   std::unordered_map<std::string, std::shared_ptr<const operator_schema>> table_;
-  std::atomic<std::uint64_t> stamp_;
 };
 
 }  // namespace taskgroup
