@@ -68,13 +68,11 @@ result<std::shared_ptr<const compiled_group>> compile_group(const task_group& g)
   g.mark_used();
   auto out = std::make_shared<compiled_group>();
   std::map<std::string, std::size_t> node_index;
-  auto node_of = [&](const std::string& name) -> compiled_node& {
-    auto it = node_index.find(name);
-    if (it == node_index.end()) {
-      it = node_index.emplace(name, out->nodes.size()).first;
-      out->nodes.push_back(compiled_node{name, nullptr, nullptr, {}, {}});
-    }
-    return out->nodes[it->second];
+  // The index of node `name` in out->nodes, added at its first use.
+  auto index_of = [&](const std::string& name) -> std::size_t {
+    auto [it, added] = node_index.try_emplace(name, out->nodes.size());
+    if (added) out->nodes.push_back(compiled_node{name, nullptr, nullptr, {}, {}});
+    return it->second;
   };
   // Exact sizes: the group is kept for its later runs, and an array grown
   // by doubling would leave its smaller copies behind at the peak.
@@ -86,7 +84,7 @@ result<std::shared_ptr<const compiled_group>> compile_group(const task_group& g)
     const execution_step* counted = t.user_step() ? &*t.user_step() : nullptr;
     TASKGROUP_TRY(auto compiled, detail::compile_step(composed, counted));
     const bool priv = t.type().value_or(workspace_type::private_) == workspace_type::private_;
-    node_of_task.push_back(static_cast<std::size_t>(&node_of(t.node_name()) - out->nodes.data()));
+    node_of_task.push_back(index_of(t.node_name()));
     out->tasks.push_back(compiled_task{t, t.node_name(), priv, std::move(compiled), t.name(), t.output_names()});
   }
   std::vector<std::size_t> per_node(out->nodes.size(), 0);
@@ -98,7 +96,7 @@ result<std::shared_ptr<const compiled_group>> compile_group(const task_group& g)
       return fail(errc::invalid_task,
                   "report step " + quote(r.step.name()) + " on node " + quote(r.node) + ", which has no task");
     }
-    node_of(r.node).reports.emplace_back(r.step, r.interval);
+    out->nodes[index_of(r.node)].reports.emplace_back(r.step, r.interval);
   }
   for (const auto& [node_name, obj] : g.local_setups()) {
     if (!node_index.count(node_name)) {
