@@ -34,13 +34,15 @@ struct node_state {
   std::shared_ptr<workspace> ws;
 };
 
+// A group is kept compiled while it lives (one of these per task), so a
+// task's entry is small: its node by reference, its tree in the group's
+// block of trees.
 struct compiled_task {
   task t;
-  std::string node;
+  const detail::compiled_step* step = nullptr;  // in compiled_group::steps
+  const std::string* node = nullptr;            // its compiled_node's name
   bool is_private = true;
-  std::shared_ptr<const detail::compiled_step> step;
-  std::string name;                       // t.name(), made once
-  std::vector<std::string> output_names;  // t.output_names(), made once
+  std::string name;  // t.name(), made once
 };
 
 struct compiled_node {
@@ -52,6 +54,7 @@ struct compiled_node {
 };
 
 struct compiled_group {
+  std::shared_ptr<detail::compiled_step[]> steps;  // one per task
   std::vector<compiled_task> tasks;
   std::vector<compiled_node> nodes;
 };
@@ -77,16 +80,20 @@ result<std::shared_ptr<const compiled_group>> compile_group(const task_group& g)
   // Exact sizes: the group is kept for its later runs, and an array grown
   // by doubling would leave its smaller copies behind at the peak.
   out->tasks.reserve(g.tasks().size());
+  out->steps = detail::make_compiled_steps(g.tasks().size());
   std::vector<std::size_t> node_of_task;
   node_of_task.reserve(g.tasks().size());
   for (const auto& t : g.tasks()) {
     TASKGROUP_TRY(auto composed, t.get_step());
     const execution_step* counted = t.user_step() ? &*t.user_step() : nullptr;
-    TASKGROUP_TRY(auto compiled, detail::compile_step(composed, counted));
+    detail::compiled_step& compiled = detail::compiled_at(out->steps.get(), out->tasks.size());
+    TASKGROUP_TRY(detail::compile_into(compiled, composed, counted));
     const bool priv = t.type().value_or(workspace_type::private_) == workspace_type::private_;
     node_of_task.push_back(index_of(t.node_name()));
-    out->tasks.push_back(compiled_task{t, t.node_name(), priv, std::move(compiled), t.name(), t.output_names()});
+    out->tasks.push_back(compiled_task{t, &compiled, nullptr, priv, t.name()});
   }
+  // Every node is known now: its name stays where it is.
+  for (std::size_t k = 0; k < node_of_task.size(); ++k) out->tasks[k].node = &out->nodes[node_of_task[k]].name;
   std::vector<std::size_t> per_node(out->nodes.size(), 0);
   for (std::size_t i : node_of_task) ++per_node[i];
   for (std::size_t i = 0; i < out->nodes.size(); ++i) out->nodes[i].tasks.reserve(per_node[i]);
@@ -138,7 +145,7 @@ class task_events final : public step_observer {
 };
 
 error task_error(const compiled_task& ct, const error& e) {
-  return {e.code, "task " + quote(ct.name) + " (node " + quote(ct.node) + "): " + e.message};
+  return {e.code, "task " + quote(ct.name) + " (node " + quote(*ct.node) + "): " + e.message};
 }
 
 // A task's report while the run is in flight: a third of a task_report's
@@ -157,7 +164,7 @@ template <class Record>
 task_report report_of(const compiled_task& ct, Record&& r) {
   task_report out;
   out.name = ct.name;
-  out.node = ct.node;
+  out.node = *ct.node;
   out.status = r.status;
   if (r.failure) out.failure = *r.failure;
   out.started = r.started;
@@ -509,11 +516,12 @@ asio::awaitable<status> run_task(std::shared_ptr<run_state> rs, std::size_t k, n
   // alive for as long as the task pends).
   std::unique_ptr<task_events> events;
   if (observer != nullptr) {
-    events = std::make_unique<task_events>(observer, ct.name, ct.node);
+    events = std::make_unique<task_events>(observer, ct.name, *ct.node);
     o.observer = events.get();
-    observer->task_begin(ct.name, ct.node);
+    observer->task_begin(ct.name, *ct.node);
   }
-  status st = co_await detail::run_compiled(ct.step, std::move(ws), o);
+  status st =
+      co_await detail::run_compiled(std::shared_ptr<const detail::compiled_step>(rs->group, ct.step), std::move(ws), o);
   status result = end_task(*rs, k, st, stats);
   if (observer != nullptr) observer->task_end(report_of(ct, rs->records[k]));
   co_return result;
@@ -632,7 +640,9 @@ asio::awaitable<status> run_node(std::shared_ptr<run_state> rs, std::size_t i) {
   // Every declared output lives in the node workspace, made before any task
   // starts, so private tasks write through to it and it survives them.
   for (std::size_t k : cn.tasks) {
-    for (const auto& out : rs->group->tasks[k].output_names) n->ws->create(out);
+    for (const auto& out : rs->group->tasks[k].t.output_states()) {
+      for (const auto& name : out->blobs) n->ws->create(name);
+    }
   }
   if (cn.init) {
     if (status st = co_await detail::run_compiled(cn.init, n->ws, o); !st) co_return node_error(st.error());
@@ -745,7 +755,7 @@ asio::awaitable<result<run_report>> local_session::run_here(task_group group, ru
   report.started = std::chrono::system_clock::now();
   if (options.observer != nullptr) {
     std::vector<std::pair<std::string, std::string>> names;
-    for (const auto& ct : compiled->tasks) names.emplace_back(ct.name, ct.node);
+    for (const auto& ct : compiled->tasks) names.emplace_back(ct.name, *ct.node);
     options.observer->run_begin(names);
   }
 

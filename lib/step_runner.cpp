@@ -47,34 +47,61 @@ error detail::error_from_exception(std::exception_ptr e) {
 
 namespace {
 
-// A step tree snapshot: what a run executes, immune to later edits.
+// A step tree snapshot: what a run executes, immune to later edits. A
+// group keeps one per task while it is cached, so the fields most steps
+// leave unset live apart, made only for a step that sets one.
 struct node {
+  struct rare {
+    std::optional<std::string> stop;
+    std::optional<std::chrono::milliseconds> timeout;
+    std::chrono::milliseconds every{0};
+    std::vector<std::size_t> reports;  // children with run_every
+    std::int64_t instances = 1;
+  };
+
   std::string name;
-  std::vector<net> nets;
+  // Inline room for a step of one net (a task's, typically).
+  boost::container::small_vector<net, 1> nets;
   std::vector<node> children;
   std::vector<std::size_t> recurring;  // indexes into children
-  std::vector<std::size_t> reports;    // children with run_every
   std::int64_t num_iter = 1;
-  std::optional<std::string> stop;
-  bool only_once = false;
-  bool concurrent = false;
-  bool create_ws = false;
-  std::int64_t instances = 1;
-  std::chrono::milliseconds every{0};
-  std::optional<std::chrono::milliseconds> timeout;
-  bool counted = false;  // its iterations go to step_stats::iterations
   // Net runs and child executions of one execution when the subtree can
   // run to its end without suspending (bounded iterations; no deadline,
   // report step, concurrency or nested own workspace); 0 when it cannot.
   std::uint64_t inline_cost = 0;
+  std::unique_ptr<rare> more;  // null: every field of `rare` at its default
+  bool only_once = false;
+  bool concurrent = false;
+  bool create_ws = false;
+  bool counted = false;  // its iterations go to step_stats::iterations
+
+  [[nodiscard]] const std::optional<std::string>& stop() const noexcept { return more ? more->stop : none().stop; }
+  [[nodiscard]] const std::optional<std::chrono::milliseconds>& timeout() const noexcept {
+    return more ? more->timeout : none().timeout;
+  }
+  [[nodiscard]] std::chrono::milliseconds every() const noexcept { return more ? more->every : none().every; }
+  [[nodiscard]] const std::vector<std::size_t>& reports() const noexcept {
+    return more ? more->reports : none().reports;
+  }
+  [[nodiscard]] std::int64_t instances() const noexcept { return more ? more->instances : 1; }
+  rare& rare_fields() {
+    if (!more) more = std::make_unique<rare>();
+    return *more;
+  }
+
+ private:
+  static const rare& none() noexcept {
+    static const rare r;
+    return r;
+  }
 };
 
 // See node::inline_cost; saturates instead of overflowing.
 std::uint64_t inline_cost(const node& n, bool root) {
-  if (n.timeout || !n.reports.empty() || n.instances != 1 || (n.concurrent && n.recurring.size() >= 2)) return 0;
+  if (n.timeout() || !n.reports().empty() || n.instances() != 1 || (n.concurrent && n.recurring.size() >= 2)) return 0;
   if (n.create_ws && !root) return 0;
-  if (n.stop && !n.only_once) return 0;
-  const std::uint64_t iterations = n.stop ? 1 : static_cast<std::uint64_t>(std::max<std::int64_t>(n.num_iter, 0));
+  if (n.stop() && !n.only_once) return 0;
+  const std::uint64_t iterations = n.stop() ? 1 : static_cast<std::uint64_t>(std::max<std::int64_t>(n.num_iter, 0));
   std::uint64_t body = n.nets.size();
   for (std::size_t idx : n.recurring) {
     const std::uint64_t c = n.children[idx].inline_cost;
@@ -90,21 +117,26 @@ node compile(const execution_step& s, const execution_step* counted) {
   node n;
   n.counted = counted != nullptr && counted->same(s);
   n.name = s.name();
-  n.nets = s.nets();
+  const auto& nets = s.nets();
+  n.nets.assign(nets.begin(), nets.end());
   // Made now, once: every instance bound in a run shares it.
   for (const auto& nt : n.nets) (void)nt.freeze();
   n.num_iter = s.num_iter().value_or(1);
-  n.stop = s.stop_blob();
+  if (auto stop = s.stop_blob()) n.rare_fields().stop = std::move(stop);
   n.only_once = s.is_only_once();
   n.concurrent = s.has_concurrent_substeps();
   n.create_ws = s.creates_workspace();
-  n.instances = s.num_concurrent_instances();
-  n.every = s.report_interval().value_or(std::chrono::milliseconds(0));
-  n.timeout = s.deadline();
+  if (s.num_concurrent_instances() != 1) n.rare_fields().instances = s.num_concurrent_instances();
+  if (auto every = s.report_interval()) n.rare_fields().every = *every;
+  if (auto timeout = s.deadline()) n.rare_fields().timeout = timeout;
   n.children.reserve(s.substeps().size());
   for (const auto& child : s.substeps()) {
     n.children.push_back(compile(child, counted));
-    (child.report_interval() ? n.reports : n.recurring).push_back(n.children.size() - 1);
+    if (child.report_interval()) {
+      n.rare_fields().reports.push_back(n.children.size() - 1);
+    } else {
+      n.recurring.push_back(n.children.size() - 1);
+    }
   }
   n.inline_cost = inline_cost(n, false);
   return n;
@@ -297,10 +329,10 @@ struct runner {  // internal: every member is used by the entry points below
       path_t cp{path, c.name};
       if (auto st = bind(c, ws, b.children[i], &cp); !st) return st;
     }
-    if (n.stop) {
-      b.stop = ws.find(*n.stop);
+    if (n.stop()) {
+      b.stop = ws.find(*n.stop());
       if (b.stop == nullptr) {
-        return at(path, errc::blob_not_found, "should_stop_blob: blob " + quote(*n.stop) + " does not exist");
+        return at(path, errc::blob_not_found, "should_stop_blob: blob " + quote(*n.stop()) + " does not exist");
       }
     }
     return ok();
@@ -318,8 +350,8 @@ struct runner {  // internal: every member is used by the entry points below
 
   asio::awaitable<status> exec_timed(const node& n, std::shared_ptr<workspace> ws, const bound* b, const path_t* path,
                                      std::uint64_t* iterations = nullptr) {
-    if (n.timeout) {
-      const auto limit = *n.timeout;
+    if (n.timeout()) {
+      const auto limit = *n.timeout();
       co_return co_await guarded(detail::join(
           ex_, 2,
           [&](std::size_t i) -> asio::awaitable<status> {
@@ -346,10 +378,10 @@ struct runner {  // internal: every member is used by the entry points below
       if (auto st = bind(n, *ws, local, path); !st) co_return st;
       b = &local;
     }
-    if (n.reports.empty()) co_return co_await iterate(n, *ws, *b, path, iterations);
-    co_return co_await beside_reports([&]() { return iterate(n, *ws, *b, path, iterations); }, n.reports.size(),
+    if (n.reports().empty()) co_return co_await iterate(n, *ws, *b, path, iterations);
+    co_return co_await beside_reports([&]() { return iterate(n, *ws, *b, path, iterations); }, n.reports().size(),
                                       [&](std::size_t i, report_control& ctl) {
-                                        return report_loop(n.children[n.reports[i]], ws, b->children[n.reports[i]],
+                                        return report_loop(n.children[n.reports()[i]], ws, b->children[n.reports()[i]],
                                                            path, ctl);
                                       });
   }
@@ -391,7 +423,7 @@ struct runner {  // internal: every member is used by the entry points below
     path_t path{parent, r.name};
     for (;;) {
       if (!ctl.done) {
-        asio::steady_timer timer(ex_, r.every);
+        asio::steady_timer timer(ex_, r.every());
         ctl.sleepers.push_back(&timer);
         (void)co_await timer.async_wait(asio::as_tuple(asio::use_awaitable));
         std::erase(ctl.sleepers, &timer);
@@ -416,7 +448,7 @@ struct runner {  // internal: every member is used by the entry points below
     if (const bool* v = b.stop->try_get<bool>()) return *v;
     if (!b.stop->has_value()) return false;  // not written yet: keep going
     return at(path, errc::type_mismatch,
-              "should_stop_blob " + quote(*n.stop) + " expects a scalar boolean, got " + b.stop->type_name());
+              "should_stop_blob " + quote(*n.stop()) + " expects a scalar boolean, got " + b.stop->type_name());
   }
 
   asio::awaitable<status> run_net(net_instance& inst, const path_t* path) {
@@ -437,8 +469,8 @@ struct runner {  // internal: every member is used by the entry points below
   asio::awaitable<status> iterate(const node& n, workspace& ws, const bound& b, const path_t* path,
                                   std::uint64_t* iterations) {
     asio::cancellation_state cs = co_await asio::this_coro::cancellation_state;
-    const bool stop_mode = n.stop.has_value();
-    const bool concurrent = (n.concurrent && n.recurring.size() >= 2) || n.instances > 1;
+    const bool stop_mode = n.stop().has_value();
+    const bool concurrent = (n.concurrent && n.recurring.size() >= 2) || n.instances() > 1;
     std::vector<path_t> paths;
     std::shared_ptr<barrier> join;
     if (concurrent && concurrent_children(n) > 0) {
@@ -564,7 +596,7 @@ struct runner {  // internal: every member is used by the entry points below
   loop_exit sync_iterations(const node& n, const bound& b, const path_t* path, const asio::cancellation_state& cs,
                             std::uint64_t* iterations, std::int64_t& iteration, std::uint32_t& since_yield_io,
                             bool resume, status& failure) {
-    const bool stop_mode = n.stop.has_value();
+    const bool stop_mode = n.stop().has_value();
     std::int64_t i = iteration;
     std::uint32_t since_yield = since_yield_io;
     loop_exit exit = loop_exit::end;
@@ -614,7 +646,9 @@ struct runner {  // internal: every member is used by the entry points below
 
   // A child of a concurrent step that `exec` would only pass on to
   // `iterate`: no observer, deadline, own workspace or report steps.
-  bool is_plain(const node& c) const { return observer_ == nullptr && !c.timeout && !c.create_ws && c.reports.empty(); }
+  bool is_plain(const node& c) const {
+    return observer_ == nullptr && !c.timeout() && !c.create_ws && c.reports().empty();
+  }
 
   // The paths of the children of a concurrent step (substep k of
   // `concurrent_iteration`), made once per execution of the step: plain
@@ -623,7 +657,7 @@ struct runner {  // internal: every member is used by the entry points below
     std::vector<path_t> paths;
     if (!n.nets.empty()) return paths;
     const std::size_t units = n.recurring.size();
-    const auto instances = static_cast<std::size_t>(n.instances);
+    const auto instances = static_cast<std::size_t>(n.instances());
     paths.reserve(units * instances);
     for (std::size_t k = 0; k < units * instances; ++k) {
       const std::int64_t instance = instances > 1 ? static_cast<std::int64_t>(k / units) : -1;
@@ -636,14 +670,14 @@ struct runner {  // internal: every member is used by the entry points below
   // instances (or N instances of the nets).
   static std::size_t concurrent_children(const node& n) {
     const std::size_t units = n.nets.empty() ? n.recurring.size() : 1;
-    return units * static_cast<std::size_t>(n.instances);
+    return units * static_cast<std::size_t>(n.instances());
   }
 
   // One concurrent iteration: a when_all of the children with a barrier.
   asio::awaitable<status> concurrent_iteration(std::shared_ptr<barrier>& join, const node& n, workspace& ws,
                                                const bound& b, const path_t* path, const std::vector<path_t>& paths) {
     const std::size_t units = n.nets.empty() ? n.recurring.size() : 1;
-    const auto instances = static_cast<std::size_t>(n.instances);
+    const auto instances = static_cast<std::size_t>(n.instances());
     return barrier::iteration(join, ex_, [this, &n, &ws, &b, path, &paths, units, instances](std::size_t k) {
       const std::int64_t instance = instances > 1 ? static_cast<std::int64_t>(k / units) : -1;
       if (!n.nets.empty()) return nets_instance(b, path, instance);
@@ -697,17 +731,28 @@ struct compiled_step {
 };
 }  // namespace detail
 
-result<std::shared_ptr<const detail::compiled_step>> detail::compile_step(const execution_step& s,
-                                                                          const execution_step* counted) {
+status detail::compile_into(compiled_step& out, const execution_step& s, const execution_step* counted) {
   TASKGROUP_TRY(s.validate());
   s.freeze();
-  auto c = std::make_shared<detail::compiled_step>();
-  c->root = compile(s, counted);
+  out.root = compile(s, counted);
   // The root may have its own workspace (try_inline makes it); only a
   // nested one keeps a tree off the inline path.
-  c->root.inline_cost = inline_cost(c->root, true);
+  out.root.inline_cost = inline_cost(out.root, true);
+  return ok();
+}
+
+result<std::shared_ptr<const detail::compiled_step>> detail::compile_step(const execution_step& s,
+                                                                          const execution_step* counted) {
+  auto c = std::make_shared<detail::compiled_step>();
+  TASKGROUP_TRY(compile_into(*c, s, counted));
   return std::shared_ptr<const detail::compiled_step>(std::move(c));
 }
+
+std::shared_ptr<detail::compiled_step[]> detail::make_compiled_steps(std::size_t n) {
+  return std::shared_ptr<compiled_step[]>(new compiled_step[n]);
+}
+
+detail::compiled_step& detail::compiled_at(compiled_step* steps, std::size_t k) noexcept { return steps[k]; }
 
 bool detail::may_run_inline(const compiled_step& s) noexcept {
   return s.root.inline_cost != 0 && s.root.inline_cost <= run_step_options{}.yield_every;
@@ -859,7 +904,7 @@ class cursor final : public detail::frame_free_run, private op_completion::targe
     while (!stack_.empty()) {
       level& l = stack_.back();
       const node& n = *l.n;
-      const bool stop_mode = n.stop.has_value();
+      const bool stop_mode = n.stop().has_value();
       if (l.child_done) {
         l.child_done = false;
         auto stop = with_path([&](const path_t* p) { return runner::should_stop(*l.b, p, n); });
@@ -1076,7 +1121,7 @@ asio::awaitable<status> detail::run_with_reporters(
     if (auto st = reports[i].first.validate(); !st) co_return st;
     reports[i].first.freeze();
     nodes.push_back(compile(reports[i].first, nullptr));
-    nodes.back().every = reports[i].second;
+    nodes.back().rare_fields().every = reports[i].second;
   }
   for (std::size_t i = 0; i < nodes.size(); ++i) {
     path_t rp{&path, nodes[i].name};

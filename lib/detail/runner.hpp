@@ -27,6 +27,17 @@ struct compiled_step;
 result<std::shared_ptr<const compiled_step>> compile_step(const execution_step& s,
                                                           const execution_step* counted = nullptr);
 
+/// Compiles `s` into `out` (which must not be running). Errors:
+/// `execution_step::validate`'s; `out` is then unspecified.
+status compile_into(compiled_step& out, const execution_step& s, const execution_step* counted = nullptr);
+
+/// `n` empty trees in one allocation, for `compile_into` (a group's tasks:
+/// one block in place of one per task). An empty tree must not be run.
+std::shared_ptr<compiled_step[]> make_compiled_steps(std::size_t n);
+
+/// The k-th tree of `steps` (from `make_compiled_steps`).
+compiled_step& compiled_at(compiled_step* steps, std::size_t k) noexcept;
+
 /// Runs a compiled tree in `ws` (on the strand owning `ws`).
 boost::asio::awaitable<status> run_compiled(std::shared_ptr<const compiled_step> s, std::shared_ptr<workspace> ws,
                                             run_step_options options);
