@@ -41,8 +41,8 @@ struct compiled_task {
   task t;
   const detail::compiled_step* step = nullptr;  // in compiled_group::steps
   const std::string* node = nullptr;            // its compiled_node's name
+  const std::string* name = nullptr;            // t.name(), fixed when `t` joined its group
   bool is_private = true;
-  std::string name;  // t.name(), made once
 };
 
 struct compiled_node {
@@ -90,7 +90,7 @@ result<std::shared_ptr<const compiled_group>> compile_group(const task_group& g)
     TASKGROUP_TRY(detail::compile_into(compiled, composed, counted));
     const bool priv = t.type().value_or(workspace_type::private_) == workspace_type::private_;
     node_of_task.push_back(index_of(t.node_name()));
-    out->tasks.push_back(compiled_task{t, &compiled, nullptr, priv, t.name()});
+    out->tasks.push_back(compiled_task{t, &compiled, nullptr, &detail::task_full_name(*t.state()), priv});
   }
   // Every node is known now: its name stays where it is.
   for (std::size_t k = 0; k < node_of_task.size(); ++k) out->tasks[k].node = &out->nodes[node_of_task[k]].name;
@@ -145,32 +145,34 @@ class task_events final : public step_observer {
 };
 
 error task_error(const compiled_task& ct, const error& e) {
-  return {e.code, "task " + quote(ct.name) + " (node " + quote(*ct.node) + "): " + e.message};
+  return {e.code, "task " + quote(*ct.name) + " (node " + quote(*ct.node) + "): " + e.message};
 }
 
-// A task's report while the run is in flight: a third of a task_report's
+// A task's report while the run is in flight: a fifth of a task_report's
 // size (every waiting task holds one), made into the report at the end.
+// Its outputs, fetched once its node's tasks have all ended, are kept by
+// the node (run_state::outputs).
 struct task_record {
   std::chrono::system_clock::time_point started{};
   std::chrono::system_clock::time_point finished{};
   std::uint64_t iterations = 0;
   std::unique_ptr<error> failure;  // when failed or cancelled
-  std::vector<std::pair<std::string, std::shared_ptr<const blob>>> outputs;
   task_status status = task_status::not_run;
 };
 
-// The report of task `ct` from its record (copied, or moved at the end).
-template <class Record>
-task_report report_of(const compiled_task& ct, Record&& r) {
+using fetched_outputs = std::vector<std::pair<std::string, std::shared_ptr<const blob>>>;
+
+// The report of task `ct` from its record.
+task_report report_of(const compiled_task& ct, const task_record& r, fetched_outputs outputs) {
   task_report out;
-  out.name = ct.name;
+  out.name = *ct.name;
   out.node = *ct.node;
   out.status = r.status;
   if (r.failure) out.failure = *r.failure;
   out.started = r.started;
   out.finished = r.finished;
   out.iterations = r.iterations;
-  out.outputs = std::forward<Record>(r).outputs;
+  out.outputs = std::move(outputs);
   return out;
 }
 
@@ -181,6 +183,10 @@ struct run_state {
   const operator_registry* registry = nullptr;
   std::vector<task_record> records;  // aligned with group->tasks
   std::vector<node_state*> nodes;    // aligned with group->nodes
+  // Aligned with group->nodes, each (touched by its node's strand only)
+  // with its tasks' outputs in the order of compiled_node::tasks; empty
+  // while none is fetched.
+  std::vector<std::vector<fetched_outputs>> outputs;
 };
 
 }  // namespace
@@ -290,7 +296,7 @@ namespace {
 // The workspace a task runs in: the node's, or a child of it for a
 // PRIVATE task (destroyed when the task ends).
 std::shared_ptr<workspace> task_workspace(const compiled_task& ct, node_state* n) {
-  if (ct.is_private) return n->ws->create_child(ct.name);
+  if (ct.is_private) return n->ws->create_child(*ct.name);
   return n->ws;
 }
 
@@ -364,8 +370,8 @@ class node_batch final : public detail::task_host {
     switch (spare_->start(*ct.step, ws, registry_, ex_)) {
       case detail::frame_free_run::outcome::declined: return false;
       case detail::frame_free_run::outcome::waiting:
-        spare_->task = k;
-        spare_->slot = waiting_.size();
+        spare_->task = static_cast<std::uint32_t>(k);
+        spare_->slot = static_cast<std::uint32_t>(waiting_.size());
         // Room for every task at the first wait: growing by doubling would
         // leave each smaller array behind in the heap while tasks wait.
         if (waiting_.capacity() == 0) waiting_.reserve(tasks_);
@@ -457,7 +463,7 @@ class node_batch final : public detail::task_host {
     std::unique_ptr<detail::frame_free_run> out = std::move(waiting_[i]);
     if (i + 1 != waiting_.size()) {
       waiting_[i] = std::move(waiting_.back());
-      waiting_[i]->slot = i;
+      waiting_[i]->slot = static_cast<std::uint32_t>(i);
     }
     waiting_.pop_back();
     return out;
@@ -516,14 +522,14 @@ asio::awaitable<status> run_task(std::shared_ptr<run_state> rs, std::size_t k, n
   // alive for as long as the task pends).
   std::unique_ptr<task_events> events;
   if (observer != nullptr) {
-    events = std::make_unique<task_events>(observer, ct.name, *ct.node);
+    events = std::make_unique<task_events>(observer, *ct.name, *ct.node);
     o.observer = events.get();
-    observer->task_begin(ct.name, *ct.node);
+    observer->task_begin(*ct.name, *ct.node);
   }
   status st =
       co_await detail::run_compiled(std::shared_ptr<const detail::compiled_step>(rs->group, ct.step), std::move(ws), o);
   status result = end_task(*rs, k, st, stats);
-  if (observer != nullptr) observer->task_end(report_of(ct, rs->records[k]));
+  if (observer != nullptr) observer->task_end(report_of(ct, rs->records[k], {}));
   co_return result;
 }
 
@@ -598,8 +604,11 @@ asio::awaitable<status> run_tasks(std::shared_ptr<run_state> rs, const compiled_
 // Copies the declared outputs of a node's tasks out of its workspace; a
 // borrowed output (output_state::borrow) is the workspace's blob itself
 // when no exit work of the node runs after this.
-void fetch_outputs(run_state& rs, const compiled_node& cn, node_state& n) {
-  for (std::size_t k : cn.tasks) {
+void fetch_outputs(run_state& rs, std::size_t i, node_state& n) {
+  const compiled_node& cn = rs.group->nodes[i];
+  std::vector<fetched_outputs>& fetched = rs.outputs[i];
+  for (std::size_t j = 0; j < cn.tasks.size(); ++j) {
+    const std::size_t k = cn.tasks[j];
     const compiled_task& ct = rs.group->tasks[k];
     task_record& rec = rs.records[k];
     bool borrow = false;
@@ -615,7 +624,8 @@ void fetch_outputs(run_state& rs, const compiled_node& cn, node_state& n) {
         TASKGROUP_TRY(auto copy, b->clone());
         value = std::make_shared<const blob>(std::move(copy));
       }
-      rec.outputs.emplace_back(name, value);
+      if (fetched.empty()) fetched.resize(cn.tasks.size());
+      fetched[j].emplace_back(name, value);
       return value;
     };
     for (const auto& out : ct.t.output_states()) {
@@ -650,7 +660,7 @@ asio::awaitable<status> run_node(std::shared_ptr<run_state> rs, std::size_t i) {
   const auto mode = rs->options.policy == run_policy::gather ? detail::join_mode::gather : detail::join_mode::fail_fast;
   auto tasks = [rs, &cn, n, mode]() { return run_tasks(rs, cn, n, mode); };
   status st = co_await detail::run_with_reporters(tasks, cn.reports, n->ws, o, cn.name);
-  fetch_outputs(*rs, cn, *n);
+  fetch_outputs(*rs, i, *n);
   if (!st) co_return st;
   if (cn.exit) {
     if (status ex = co_await detail::run_compiled(cn.exit, n->ws, o); !ex) co_return node_error(ex.error());
@@ -684,15 +694,17 @@ result<std::vector<std::size_t>> active_nodes(const compiled_group& g, const run
 status round_trip_outputs(run_state& rs, const std::vector<std::size_t>& active, const codec_registry& codecs) {
   status first = ok();
   for (std::size_t i : active) {
-    for (std::size_t k : rs.group->nodes[i].tasks) {
-      const compiled_task& ct = rs.group->tasks[k];
-      task_record& rec = rs.records[k];
-      if (rec.status != task_status::succeeded) continue;
+    const compiled_node& cn = rs.group->nodes[i];
+    std::vector<fetched_outputs>& fetched = rs.outputs[i];
+    for (std::size_t j = 0; j < cn.tasks.size(); ++j) {
+      const compiled_task& ct = rs.group->tasks[cn.tasks[j]];
+      task_record& rec = rs.records[cn.tasks[j]];
+      if (rec.status != task_status::succeeded || fetched.empty()) continue;
       std::optional<error> failure;
       // fetch_outputs shares each value between the report and the output
       // handle: swap both for the decoded copy.
       std::map<const blob*, std::shared_ptr<const blob>> decoded;
-      for (auto& [name, value] : rec.outputs) {
+      for (auto& [name, value] : fetched[j]) {
         auto copy = codecs.round_trip(*value);
         if (!copy) {
           failure = task_error(ct, copy.error().with_context("output " + quote(name)));
@@ -716,7 +728,7 @@ status round_trip_outputs(run_state& rs, const std::vector<std::size_t>& active,
       if (failure) {
         rec.status = task_status::failed;
         rec.failure = std::make_unique<error>(*failure);
-        rec.outputs.clear();
+        fetched[j].clear();
         if (first) first = *failure;
       }
     }
@@ -751,11 +763,12 @@ asio::awaitable<result<run_report>> local_session::run_here(task_group group, ru
     for (std::size_t i : active) rs->nodes[i] = &impl_->node(compiled->nodes[i].name);
   }
   rs->records.resize(compiled->tasks.size());
+  rs->outputs.resize(compiled->nodes.size());
   run_report report;
   report.started = std::chrono::system_clock::now();
   if (options.observer != nullptr) {
     std::vector<std::pair<std::string, std::string>> names;
-    for (const auto& ct : compiled->tasks) names.emplace_back(ct.name, *ct.node);
+    for (const auto& ct : compiled->tasks) names.emplace_back(*ct.name, *ct.node);
     options.observer->run_begin(names);
   }
 
@@ -784,9 +797,15 @@ asio::awaitable<result<run_report>> local_session::run_here(task_group group, ru
     if (status sc = round_trip_outputs(*rs, active, *options.strict_codecs); !sc && st) st = sc;
   }
   report.finished = std::chrono::system_clock::now();
-  report.tasks.reserve(rs->records.size());
-  for (std::size_t k = 0; k < rs->records.size(); ++k) {
-    report.tasks.push_back(report_of(compiled->tasks[k], std::move(rs->records[k])));
+  report.tasks.resize(rs->records.size());
+  for (std::size_t i = 0; i < compiled->nodes.size(); ++i) {
+    const auto& tasks = compiled->nodes[i].tasks;
+    std::vector<fetched_outputs>& fetched = rs->outputs[i];
+    for (std::size_t j = 0; j < tasks.size(); ++j) {
+      const std::size_t k = tasks[j];
+      report.tasks[k] =
+          report_of(compiled->tasks[k], rs->records[k], fetched.empty() ? fetched_outputs() : std::move(fetched[j]));
+    }
   }
   // The run's own ends (deadline, cancellation from outside) are errors
   // under every policy; a task's failure (even its own step timeout) is the

@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <exception>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <string>
@@ -55,7 +56,8 @@ struct node {
     std::optional<std::string> stop;
     std::optional<std::chrono::milliseconds> timeout;
     std::chrono::milliseconds every{0};
-    std::vector<std::size_t> reports;  // children with run_every
+    std::vector<std::size_t> reports;    // children with run_every
+    std::vector<std::size_t> recurring;  // when there are reports: the other children
     std::int64_t instances = 1;
   };
 
@@ -63,12 +65,11 @@ struct node {
   // Inline room for a step of one net (a task's, typically).
   boost::container::small_vector<net, 1> nets;
   std::vector<node> children;
-  std::vector<std::size_t> recurring;  // indexes into children
   std::int64_t num_iter = 1;
   // Net runs and child executions of one execution when the subtree can
   // run to its end without suspending (bounded iterations; no deadline,
   // report step, concurrency or nested own workspace); 0 when it cannot.
-  std::uint64_t inline_cost = 0;
+  std::uint32_t inline_cost = 0;
   std::unique_ptr<rare> more;  // null: every field of `rare` at its default
   bool only_once = false;
   bool concurrent = false;
@@ -84,6 +85,14 @@ struct node {
     return more ? more->reports : none().reports;
   }
   [[nodiscard]] std::int64_t instances() const noexcept { return more ? more->instances : 1; }
+  // The children run in each iteration (those without run_every), by
+  // position: every child unless some are report steps.
+  [[nodiscard]] std::size_t recurring_size() const noexcept {
+    return more && !more->reports.empty() ? more->recurring.size() : children.size();
+  }
+  [[nodiscard]] std::size_t recurring_at(std::size_t j) const noexcept {
+    return more && !more->reports.empty() ? more->recurring[j] : j;
+  }
   rare& rare_fields() {
     if (!more) more = std::make_unique<rare>();
     return *more;
@@ -96,21 +105,23 @@ struct node {
   }
 };
 
-// See node::inline_cost; saturates instead of overflowing.
-std::uint64_t inline_cost(const node& n, bool root) {
-  if (n.timeout() || !n.reports().empty() || n.instances() != 1 || (n.concurrent && n.recurring.size() >= 2)) return 0;
+// See node::inline_cost; saturates at 2^32 - 1 (far above any accepted
+// cost, run_step_options::yield_every) instead of overflowing.
+std::uint32_t inline_cost(const node& n, bool root) {
+  if (n.timeout() || !n.reports().empty() || n.instances() != 1 || (n.concurrent && n.recurring_size() >= 2)) return 0;
   if (n.create_ws && !root) return 0;
   if (n.stop() && !n.only_once) return 0;
   const std::uint64_t iterations = n.stop() ? 1 : static_cast<std::uint64_t>(std::max<std::int64_t>(n.num_iter, 0));
   std::uint64_t body = n.nets.size();
-  for (std::size_t idx : n.recurring) {
+  for (std::size_t j = 0, e = n.recurring_size(); j < e; ++j) {
+    const std::size_t idx = n.recurring_at(j);
     const std::uint64_t c = n.children[idx].inline_cost;
     if (c == 0) return 0;
     body += c;
   }
-  constexpr std::uint64_t cap = std::uint64_t{1} << 32;
+  constexpr std::uint64_t cap = std::numeric_limits<std::uint32_t>::max();
   body = std::min(std::max<std::uint64_t>(body, 1), cap);
-  return std::min(iterations * body, cap);
+  return static_cast<std::uint32_t>(std::min(iterations * body, cap));
 }
 
 node compile(const execution_step& s, const execution_step* counted) {
@@ -131,11 +142,17 @@ node compile(const execution_step& s, const execution_step* counted) {
   if (auto timeout = s.deadline()) n.rare_fields().timeout = timeout;
   n.children.reserve(s.substeps().size());
   for (const auto& child : s.substeps()) {
+    if (child.report_interval()) n.rare_fields().reports.push_back(n.children.size());
     n.children.push_back(compile(child, counted));
-    if (child.report_interval()) {
-      n.rare_fields().reports.push_back(n.children.size() - 1);
-    } else {
-      n.recurring.push_back(n.children.size() - 1);
+  }
+  if (!n.reports().empty()) {
+    node::rare& r = n.rare_fields();
+    for (std::size_t i = 0, next = 0; i < n.children.size(); ++i) {
+      if (next < r.reports.size() && r.reports[next] == i) {
+        ++next;
+      } else {
+        r.recurring.push_back(i);
+      }
     }
   }
   n.inline_cost = inline_cost(n, false);
@@ -144,9 +161,9 @@ node compile(const execution_step& s, const execution_step* counted) {
 
 // Nets and stop blob of a subtree, bound in one workspace.
 struct bound {
-  // Inline room for the common step of one or two nets: binding a task's
-  // step allocates nothing here.
-  boost::container::small_vector<net_instance*, 2> nets;
+  // Inline room for the common step of one net: binding a task's step
+  // allocates nothing here (a waiting task holds one).
+  boost::container::small_vector<net_instance*, 1> nets;
   blob* stop = nullptr;
   std::vector<bound> children;  // empty entries for children with their own workspace
 };
@@ -470,7 +487,7 @@ struct runner {  // internal: every member is used by the entry points below
                                   std::uint64_t* iterations) {
     asio::cancellation_state cs = co_await asio::this_coro::cancellation_state;
     const bool stop_mode = n.stop().has_value();
-    const bool concurrent = (n.concurrent && n.recurring.size() >= 2) || n.instances() > 1;
+    const bool concurrent = (n.concurrent && n.recurring_size() >= 2) || n.instances() > 1;
     std::vector<path_t> paths;
     std::shared_ptr<barrier> join;
     if (concurrent && concurrent_children(n) > 0) {
@@ -564,7 +581,8 @@ struct runner {  // internal: every member is used by the entry points below
         }
         continue;
       }
-      for (std::size_t idx : n.recurring) {
+      for (std::size_t j = 0, e = n.recurring_size(); j < e; ++j) {
+        const std::size_t idx = n.recurring_at(j);
         const node& c = n.children[idx];
         path_t cp{path, c.name};
         if (status st = co_await exec(c, shared(ws), &b.children[idx], &cp); !st) co_return st;
@@ -656,12 +674,12 @@ struct runner {  // internal: every member is used by the entry points below
   std::vector<path_t> child_paths(const node& n, const path_t* path) const {
     std::vector<path_t> paths;
     if (!n.nets.empty()) return paths;
-    const std::size_t units = n.recurring.size();
+    const std::size_t units = n.recurring_size();
     const auto instances = static_cast<std::size_t>(n.instances());
     paths.reserve(units * instances);
     for (std::size_t k = 0; k < units * instances; ++k) {
       const std::int64_t instance = instances > 1 ? static_cast<std::int64_t>(k / units) : -1;
-      paths.push_back(path_t{path, n.children[n.recurring[k % units]].name, instance});
+      paths.push_back(path_t{path, n.children[n.recurring_at(k % units)].name, instance});
     }
     return paths;
   }
@@ -669,19 +687,19 @@ struct runner {  // internal: every member is used by the entry points below
   // The children of one concurrent iteration: S recurring substeps x N
   // instances (or N instances of the nets).
   static std::size_t concurrent_children(const node& n) {
-    const std::size_t units = n.nets.empty() ? n.recurring.size() : 1;
+    const std::size_t units = n.nets.empty() ? n.recurring_size() : 1;
     return units * static_cast<std::size_t>(n.instances());
   }
 
   // One concurrent iteration: a when_all of the children with a barrier.
   asio::awaitable<status> concurrent_iteration(std::shared_ptr<barrier>& join, const node& n, workspace& ws,
                                                const bound& b, const path_t* path, const std::vector<path_t>& paths) {
-    const std::size_t units = n.nets.empty() ? n.recurring.size() : 1;
+    const std::size_t units = n.nets.empty() ? n.recurring_size() : 1;
     const auto instances = static_cast<std::size_t>(n.instances());
     return barrier::iteration(join, ex_, [this, &n, &ws, &b, path, &paths, units, instances](std::size_t k) {
       const std::int64_t instance = instances > 1 ? static_cast<std::int64_t>(k / units) : -1;
       if (!n.nets.empty()) return nets_instance(b, path, instance);
-      const std::size_t idx = n.recurring[k % units];
+      const std::size_t idx = n.recurring_at(k % units);
       const node& c = n.children[idx];
       // The parent's workspace outlives the iteration (it waits for every
       // child), so a plain child needs neither `exec` nor a reference.
@@ -817,8 +835,9 @@ class cursor final : public detail::frame_free_run, private op_completion::targe
     push(root, bound_);
     if (advance(r)) return outcome::ended;
     // Waiting: the run holds its workspaces until it ends.
-    ws_ = std::move(ws);
-    own_ = std::move(own);
+    // A child keeps its parent: the run holds the innermost one.
+    ws_ = own ? std::move(own) : std::move(ws);
+    ws.reset();
     return outcome::waiting;
   }
 
@@ -828,10 +847,7 @@ class cursor final : public detail::frame_free_run, private op_completion::targe
   }
   [[nodiscard]] status result() const override { return result_.get(); }
   [[nodiscard]] const step_stats& stats() const noexcept override { return stats_; }
-  void reset() noexcept override {
-    own_.reset();
-    ws_.reset();
-  }
+  void reset() noexcept override { ws_.reset(); }
 
  private:
   struct level {
@@ -858,7 +874,8 @@ class cursor final : public detail::frame_free_run, private op_completion::targe
         if (k.is_async() && !k.has_start()) return false;
       }
     }
-    for (std::size_t idx : n.recurring) {
+    for (std::size_t j = 0, e = n.recurring_size(); j < e; ++j) {
+      const std::size_t idx = n.recurring_at(j);
       if (!startable(n.children[idx], b.children[idx])) return false;
     }
     return true;
@@ -951,12 +968,12 @@ class cursor final : public detail::frame_free_run, private op_completion::targe
         if (after_net()) return true;
         continue;
       }
-      if (l.j == n.recurring.size()) {
+      if (l.j == n.recurring_size()) {
         l.in_iteration = false;
         ++l.i;
         continue;
       }
-      const std::size_t idx = n.recurring[l.j];
+      const std::size_t idx = n.recurring_at(l.j);
       push(n.children[idx], l.b->children[idx]);
     }
     return finish(ok());
@@ -1070,8 +1087,7 @@ class cursor final : public detail::frame_free_run, private op_completion::targe
   detail::task_host& host_;
   const operator_registry* registry_ = nullptr;
   const asio::any_io_executor* ex_ = nullptr;
-  std::shared_ptr<workspace> ws_;   // the task's workspace, while waiting
-  std::shared_ptr<workspace> own_;  // the root step's own one
+  std::shared_ptr<workspace> ws_;  // while waiting: the root step's own workspace, else the task's
   bound bound_;
   boost::container::small_vector<level, 1> stack_;  // a task's tree is mostly one step
   net_instance* net_ = nullptr;                     // the net whose op `op_` pends

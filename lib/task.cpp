@@ -287,4 +287,6 @@ void detail::set_task_full_name(task::data& d, std::string full) {
   d.used = true;
   for (auto& o : d.outputs) o->task = *d.full_name;
 }
+
+const std::string& detail::task_full_name(const task::data& d) noexcept { return *d.full_name; }
 }  // namespace taskgroup

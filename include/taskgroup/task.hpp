@@ -266,6 +266,9 @@ class task {
 namespace detail {
 // Called by task_group::add: fixes the unique full name, marks the task used.
 void set_task_full_name(task::data& d, std::string full);
+// The full name fixed by set_task_full_name (which must have been called):
+// it does not change afterwards, and lives as long as `d`.
+const std::string& task_full_name(const task::data& d) noexcept;
 }  // namespace detail
 
 }  // namespace taskgroup

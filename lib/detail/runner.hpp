@@ -9,6 +9,7 @@
 #include <boost/asio/awaitable.hpp>
 
 #include <chrono>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -107,8 +108,9 @@ class frame_free_run {
   /// Drops what an ended run still holds (its workspace).
   virtual void reset() noexcept = 0;
 
-  std::size_t task = 0;  ///< the host's: which task this run is
-  std::size_t slot = 0;  ///< the host's: where it keeps the run
+  // 32 bits each: a waiting task holds its run.
+  std::uint32_t task = 0;  ///< the host's: which task this run is
+  std::uint32_t slot = 0;  ///< the host's: where it keeps the run
 
  protected:
   frame_free_run() = default;
