@@ -97,8 +97,8 @@ result<std::unique_ptr<net_instance>> net_instance::make(const net& n, workspace
   std::unique_ptr<net_instance> inst(new net_instance(n));
   const std::size_t count = inst->defs_->ops.size();
   // Kernels may keep pointers to their context: never reallocate.
-  inst->contexts_.reserve(count);
-  inst->kernels_.reserve(count);
+  inst->ops_.reserve(count);
+  bool has_async = false;
   for (std::size_t i = 0; i < count; ++i) {
     const op_def& def = inst->defs_->ops[i];
     auto where = [&] { return op_where(n.name(), i, def.type); };
@@ -117,7 +117,8 @@ result<std::unique_ptr<net_instance>> net_instance::make(const net& n, workspace
     outputs.reserve(def.outputs.size());
     for (const auto& out : def.outputs) outputs.push_back(ws.create_shared(out));
 
-    op_context& ctx = inst->contexts_.emplace_back(def, ws, std::move(inputs), std::move(outputs));
+    op_slot& slot = inst->ops_.emplace_back(def, ws, std::move(inputs), std::move(outputs));
+    op_context& ctx = slot.ctx;
     result<std::unique_ptr<op_kernel>> kernel = [&]() -> result<std::unique_ptr<op_kernel>> {
       try {
         return schema.value()->instantiate(ctx);
@@ -128,16 +129,17 @@ result<std::unique_ptr<net_instance>> net_instance::make(const net& n, workspace
       }
     }();
     if (!kernel) return kernel.error().with_context(where());
-    inst->has_async_ = inst->has_async_ || kernel.value()->is_async();
-    inst->kernels_.push_back(std::move(kernel).value());
+    has_async = has_async || kernel.value()->is_async();
+    slot.kernel = std::move(kernel).value();
   }
-  if (!inst->has_async_) {
+  if (!has_async) {
     inst->sync_.reserve(count);
     // A kernel without a fast path gets one that always declines, so the
     // hot loop has no null test.
     op_kernel::fast_path decline;
     decline.fn = [](const void*) noexcept { return false; };
-    for (const auto& k : inst->kernels_) inst->sync_.push_back({k->fast().fn != nullptr ? k->fast() : decline});
+    for (const auto& o : inst->ops_)
+      inst->sync_.push_back({o.kernel->fast().fn != nullptr ? o.kernel->fast() : decline});
   }
   return inst;
 }
@@ -173,10 +175,10 @@ error from_exception(std::exception_ptr ep) {
 // Runs synchronous kernels from `i` until the end or the next asynchronous
 // one; `i` is left on the op that stopped the loop.
 status net_instance::run_from(std::size_t& i) noexcept {
-  const std::size_t n = kernels_.size();
+  const std::size_t n = ops_.size();
   try {
     for (; i < n; ++i) {
-      op_kernel& k = *kernels_[i];
+      op_kernel& k = *ops_[i].kernel;
       if (k.is_async()) return ok();
       if (k.fast().fn != nullptr && k.fast().fn(k.fast().state)) continue;
       if (status st = k.run(); !st) [[unlikely]] {
@@ -190,7 +192,7 @@ status net_instance::run_from(std::size_t& i) noexcept {
 }
 
 status net_instance::run_sync() noexcept {
-  if (has_async_) [[unlikely]]
+  if (has_async()) [[unlikely]]
     return run_sync_mixed();
   // The hot loop: the fast paths called straight from one contiguous
   // array (state included, the kernels are not touched), no status built
@@ -214,7 +216,7 @@ status net_instance::run_sync() noexcept {
   try {
     for (; i < n; ++i) {
       if (s[i].path.fn(s[i].path.state)) continue;
-      if (status st = kernels_[i]->run(); !st) [[unlikely]]
+      if (status st = ops_[i].kernel->run(); !st) [[unlikely]]
         return op_failure(i, st.assume_error());
     }
   } catch (...) {
@@ -228,7 +230,7 @@ status net_instance::run_sync() noexcept {
 [[gnu::cold, gnu::noinline]] status net_instance::run_sync_mixed() noexcept {
   std::size_t i = 0;
   status st = run_from(i);
-  if (st && i < kernels_.size()) {
+  if (st && i < ops_.size()) {
     return op_error(i, error(errc::op_failed, "asynchronous operator in a net run synchronously"));
   }
   return st;
@@ -238,10 +240,10 @@ boost::asio::awaitable<status> net_instance::run() {
   std::size_t i = 0;
   for (;;) {
     if (status st = run_from(i); !st) co_return st;
-    if (i >= kernels_.size()) co_return ok();
+    if (i >= ops_.size()) co_return ok();
     status st = ok();
     try {
-      st = co_await kernels_[i]->run_async();
+      st = co_await ops_[i].kernel->run_async();
     } catch (...) {
       st = from_exception(std::current_exception());
     }

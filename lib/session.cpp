@@ -367,7 +367,7 @@ class node_batch final : public detail::task_host {
     if (!spare_) spare_ = detail::make_frame_free_run(*this);
     rs_->records[k].started = now;
     ws = task_workspace(ct, n_);
-    switch (spare_->start(*ct.step, ws, registry_, ex_)) {
+    switch (spare_->start(*ct.step, ws)) {
       case detail::frame_free_run::outcome::declined: return false;
       case detail::frame_free_run::outcome::waiting:
         spare_->task = static_cast<std::uint32_t>(k);
@@ -421,12 +421,12 @@ class node_batch final : public detail::task_host {
 
  private:
   node_batch(std::shared_ptr<run_state> rs, node_state* n, detail::join_mode mode, std::size_t tasks)
-      : rs_(std::move(rs)),
+      // The node's strand: where runs complete.
+      : task_host(rs->registry != nullptr ? *rs->registry : operator_registry::global(), n->strand),
+        rs_(std::move(rs)),
         n_(n),
         mode_(mode),
-        tasks_(tasks),
-        registry_(rs_->registry != nullptr ? *rs_->registry : operator_registry::global()),
-        ex_(n->strand) {}
+        tasks_(tasks) {}
 
   // Ends task k's report with the run's status.
   void ended(std::size_t k, const detail::frame_free_run& r, std::chrono::system_clock::time_point at) {
@@ -495,8 +495,6 @@ class node_batch final : public detail::task_host {
   node_state* n_;
   detail::join_mode mode_;
   std::size_t tasks_;
-  const operator_registry& registry_;
-  asio::any_io_executor ex_;  // the node's strand: where runs complete
   std::vector<std::unique_ptr<detail::frame_free_run>> waiting_;
   std::unique_ptr<detail::frame_free_run> spare_;
   std::optional<error> first_;

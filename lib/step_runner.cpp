@@ -814,12 +814,9 @@ class cursor final : public detail::frame_free_run, private op_completion::targe
  public:
   explicit cursor(detail::task_host& host) noexcept : host_(host) {}
 
-  outcome start(const detail::compiled_step& s, std::shared_ptr<workspace>& ws, const operator_registry& registry,
-                const asio::any_io_executor& ex) override {
+  outcome start(const detail::compiled_step& s, std::shared_ptr<workspace>& ws) override {
     const node& root = s.root;
     if (!detail::may_run_inline(s) || !ws) return outcome::declined;
-    registry_ = &registry;
-    ex_ = &ex;
     stats_ = step_stats{};
     std::shared_ptr<workspace> own;
     if (root.create_ws) own = ws->create_child(ws->name() + "/" + root.name);
@@ -862,7 +859,7 @@ class cursor final : public detail::frame_free_run, private op_completion::targe
   [[nodiscard]] runner make_runner() {
     run_step_options o;
     o.stats = &stats_;
-    return {asio::any_io_executor(), *registry_, o};
+    return {asio::any_io_executor(), host_.registry(), o};
   }
 
   // Every asynchronous kernel of the bound tree has a callback form.
@@ -1054,7 +1051,7 @@ class cursor final : public detail::frame_free_run, private op_completion::targe
     if (host_.stopping()) return status(fail(errc::cancelled, "cancelled"));
     in_start_ = true;
     ended_early_ = false;
-    k.start(*ex_, op_completion(*this, signal_.slot()));
+    k.start(host_.executor(), op_completion(*this, signal_.slot()));
     in_start_ = false;
     if (ended_early_) return result_.take();
     waiting_ = true;
@@ -1085,8 +1082,6 @@ class cursor final : public detail::frame_free_run, private op_completion::targe
   }
 
   detail::task_host& host_;
-  const operator_registry* registry_ = nullptr;
-  const asio::any_io_executor* ex_ = nullptr;
   std::shared_ptr<workspace> ws_;  // while waiting: the root step's own workspace, else the task's
   bound bound_;
   boost::container::small_vector<level, 1> stack_;  // a task's tree is mostly one step

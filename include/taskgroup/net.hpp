@@ -111,9 +111,9 @@ class net_instance {
   [[nodiscard]] const std::string& name() const noexcept { return defs_->name; }
   /// The op definitions this instance was bound from (a snapshot).
   [[nodiscard]] const std::vector<op_def>& ops() const noexcept { return defs_->ops; }
-  [[nodiscard]] std::size_t size() const noexcept { return kernels_.size(); }
+  [[nodiscard]] std::size_t size() const noexcept { return ops_.size(); }
   /// True when some op is asynchronous (then only `run` may be used).
-  [[nodiscard]] bool has_async() const noexcept { return has_async_; }
+  [[nodiscard]] bool has_async() const noexcept { return sync_.size() != ops_.size(); }
 
   /// Runs every op in order, inline. Requires `!has_async()`. Returns the
   /// first failure, with the net, op index and type in its message.
@@ -130,7 +130,7 @@ class net_instance {
   /// end). Returns the first failure, as `run_sync` does.
   status run_from(std::size_t& i) noexcept;
   /// The kernel of op `i` (`i < size()`).
-  [[nodiscard]] op_kernel& kernel(std::size_t i) const noexcept { return *kernels_[i]; }
+  [[nodiscard]] op_kernel& kernel(std::size_t i) const noexcept { return *ops_[i].kernel; }
   /// `e` as the error of op `i`: `net "body" op #2 (Div): <message>`.
   [[nodiscard]] error op_error(std::size_t i, const error& e) const;
 
@@ -144,21 +144,26 @@ class net_instance {
   [[nodiscard]] status op_exception(std::size_t i) const;
 
   std::shared_ptr<const net::frozen> defs_;  // later edits of the net do not reach a bound instance
+  // An op's context and the kernel built on it (destroyed first).
+  struct op_slot {
+    template <class... Args>
+    explicit op_slot(Args&&... args) : ctx(std::forward<Args>(args)...) {}
+    op_context ctx;
+    std::unique_ptr<op_kernel> kernel;
+  };
   // Inline room for a net of one op (a task's Sleep, say): binding it
   // allocates the instance and the kernel only.
-  boost::container::small_vector<op_context, 1> contexts_;
-  boost::container::small_vector<std::unique_ptr<op_kernel>, 1> kernels_;
+  boost::container::small_vector<op_slot, 1> ops_;
   // What `run_sync` loops over when no kernel is asynchronous (else
-  // empty): each kernel's fast path (one that declines when it has none),
-  // copied into one contiguous array; `kernels_[i]` runs when entry `i`
-  // declines. Entries are aligned to their size so that none straddles
+  // empty, which is how `has_async` tells): each kernel's fast path (one
+  // that declines when it has none), copied into one contiguous array;
+  // `ops_[i].kernel` runs when entry `i` declines. Entries are aligned to their size so that none straddles
   // two cache lines (the kernels themselves are not over-aligned: a
   // waiting task holds one).
   struct alignas(sizeof(op_kernel::fast_path)) fast_entry {
     op_kernel::fast_path path;
   };
   std::vector<fast_entry> sync_;
-  bool has_async_ = false;
 };
 
 }  // namespace taskgroup

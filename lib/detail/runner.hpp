@@ -69,13 +69,24 @@ class task_host {
   /// True once the host has asked its runs to stop: a run checks it before
   /// each iteration and each asynchronous op, and then ends cancelled.
   [[nodiscard]] bool stopping() const noexcept { return stopping_; }
+  /// The registry its runs bind their nets with.
+  [[nodiscard]] const operator_registry& registry() const noexcept { return registry_; }
+  /// Where its runs' asynchronous ops complete: it must run on the strand
+  /// owning the runs' workspaces. Held by the host, not by each run (a
+  /// waiting task holds its run).
+  [[nodiscard]] const boost::asio::any_io_executor& executor() const noexcept { return ex_; }
 
  protected:
-  task_host() = default;
+  task_host(const operator_registry& registry, boost::asio::any_io_executor ex)
+      : registry_(registry), ex_(std::move(ex)) {}
   ~task_host() = default;
-  task_host(const task_host&) = default;
-  task_host& operator=(const task_host&) = default;
+  task_host(const task_host&) = delete;
+  task_host& operator=(const task_host&) = delete;
   bool stopping_ = false;
+
+ private:
+  const operator_registry& registry_;
+  boost::asio::any_io_executor ex_;
 };
 
 /// One execution of a compiled tree run as a plain state machine, with no
@@ -95,12 +106,11 @@ class frame_free_run {
   frame_free_run(const frame_free_run&) = delete;
   frame_free_run& operator=(const frame_free_run&) = delete;
 
-  /// Binds `s` in `ws` (or in its own child of `ws`) and runs it until its
-  /// end or its first wait; a waiting run takes `ws` (released when it
-  /// ends). Completions go through `ex`, which must run on the strand
-  /// owning `ws` and outlive the run.
-  virtual outcome start(const compiled_step& s, std::shared_ptr<workspace>& ws, const operator_registry& registry,
-                        const boost::asio::any_io_executor& ex) = 0;
+  /// Binds `s` in `ws` (or in its own child of `ws`) with the host's
+  /// registry and runs it until its end or its first wait; a waiting run
+  /// takes `ws` (released when it ends). Completions go through the
+  /// host's executor.
+  virtual outcome start(const compiled_step& s, std::shared_ptr<workspace>& ws) = 0;
   /// Cancels the pending op of a waiting run (it then ends cancelled).
   virtual void cancel() noexcept = 0;
   [[nodiscard]] virtual status result() const = 0;
