@@ -14,14 +14,9 @@
 
 #include <taskgroup/queue.hpp>
 
-#include <boost/asio/as_tuple.hpp>
-#include <boost/asio/bind_cancellation_slot.hpp>
-#include <boost/asio/bind_executor.hpp>
-#include <boost/asio/dispatch.hpp>
+#include "detail/sleep_queue.hpp"
+
 #include <boost/asio/error.hpp>
-#include <boost/asio/io_context.hpp>
-#include <boost/asio/steady_timer.hpp>
-#include <boost/asio/strand.hpp>
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
@@ -571,85 +566,16 @@ kernel_result print_factory(op_context& ctx) {
 }
 
 // Sleep has a callback form: a task waiting on it holds no coroutine
-// frame, only its timer and the pending wait.
+// frame, only its entry in the context's queue of waits (detail::sleep_until).
 class sleep_kernel final : public op_kernel {
  public:
   explicit sleep_kernel(std::chrono::steady_clock::duration d) noexcept : op_kernel(callback_form), duration_(d) {}
 
   void start(const asio::any_io_executor& ex, op_completion done) noexcept override {
-    try {
-      using strand_t = asio::strand<asio::any_io_executor>;
-      if (const strand_t* strand = ex.target<strand_t>()) {
-        const asio::any_io_executor inner = strand->get_inner_executor();  // a copy: `io` points into it
-        if (const auto* io = inner.target<io_executor>()) {
-          // A strand over an io_context (a session's node on an event
-          // loop): the lightest wait, about a third of the one below. The
-          // timer has the io_context's own executor type (no type-erased
-          // executor in the timer nor in the pending wait) and its handler
-          // carries on to the strand itself. `ex`, which `strand` points
-          // into, belongs to the runner and outlives the run.
-          wait<io_timer>(*io, done, [strand](auto t, op_completion d) {
-            return hop{std::move(t), std::move(d), strand};
-          });
-          return;
-        }
-        // On another strand: the timer on the strand's inner executor, its
-        // handler bound to the strand. The same completion, but the wait
-        // tracks work on the concrete strand type instead of type-erasing
-        // a work-tracking strand on the heap.
-        wait<asio::steady_timer>(inner, done, [strand](auto t, op_completion d) {
-          return asio::bind_executor(*strand, waiter{std::move(t), std::move(d)});
-        });
-      } else {
-        wait<asio::steady_timer>(ex, done, [](auto t, op_completion d) { return waiter{std::move(t), std::move(d)}; });
-      }
-    } catch (const std::exception& e) {  // allocation failure: done (if still here) reports it
-      done(fail(errc::op_failed, std::string("Sleep: ") + e.what()));
-    }
+    detail::sleep_until(ex, std::chrono::steady_clock::now() + duration_, std::move(done));
   }
 
  private:
-  using io_executor = asio::io_context::executor_type;
-  using io_timer =
-      asio::basic_waitable_timer<std::chrono::steady_clock, asio::wait_traits<std::chrono::steady_clock>, io_executor>;
-
-  // The handler of a run's wait: owns its timer.
-  struct waiter {
-    std::unique_ptr<asio::steady_timer> timer;
-    op_completion done;
-    void operator()(const boost::system::error_code& ec) { done(outcome(ec)); }
-  };
-
-  // The handler of a wait on an io_context's timer: it completes on the
-  // io_context and moves on to the run's strand to report the end.
-  struct hop {
-    std::unique_ptr<io_timer> timer;
-    op_completion done;
-    const asio::strand<asio::any_io_executor>* strand;
-    void operator()(const boost::system::error_code& ec) {
-      asio::dispatch(*strand, [t = std::move(timer), d = std::move(done), ec]() mutable { d(outcome(ec)); });
-    }
-  };
-
-  // Starts this run's wait on a new `Timer` on `io`. A timer per run,
-  // owned by its wait: runs of one kernel may overlap, and no I/O object
-  // outlives the wait (a workspace may outlive the io_context its kernels
-  // last ran on). `handler(timer, done)` makes the wait's handler; `done`
-  // is taken only once the timer exists.
-  template <class Timer, class Executor, class MakeHandler>
-  void wait(const Executor& io, op_completion& done, MakeHandler handler) const {
-    auto timer = std::make_unique<Timer>(io, duration_);
-    Timer& t = *timer;
-    const asio::cancellation_slot slot = done.slot();
-    t.async_wait(asio::bind_cancellation_slot(slot, handler(std::move(timer), std::move(done))));
-  }
-
-  static status outcome(const boost::system::error_code& ec) {
-    if (ec == asio::error::operation_aborted) return fail(errc::cancelled, "Sleep cancelled");
-    if (ec) return fail(error(ec, "Sleep: " + ec.message()));
-    return ok();
-  }
-
   std::chrono::steady_clock::duration duration_;
 };
 

@@ -11,12 +11,15 @@
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/steady_timer.hpp>
+#include <boost/asio/strand.hpp>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <exception>
+#include <functional>
 #include <limits>
 #include <memory>
 #include <optional>
@@ -894,6 +897,189 @@ TEST_CASE("Sleep cancelled from outside completes with errc::cancelled", "[built
   require_error(*st, errc::cancelled, "net \"sleepy\" op #0 (Sleep): Sleep cancelled");
   CHECK(st->error().is_cancelled());
   CHECK_FALSE(ws->find("after")->has_value());
+}
+
+// The Sleeps of one execution context share one queue and one Asio timer
+// (lib/sleep_queue.cpp): what follows checks its ordering, cancellation,
+// threads and teardown.
+
+// A net of one Sleep of `ms`, bound in its own workspace.
+struct sleeper {
+  explicit sleeper(double d) : ms(d), ws(workspace::make()), n("sleep") {
+    n.op("Sleep", {}, {}, {{"ms", ms}});
+    inst = &instantiate(*ws, n);
+  }
+  double ms;
+  std::shared_ptr<workspace> ws;
+  net n;
+  net_instance* inst = nullptr;
+};
+
+TEST_CASE("Sleeps of one context end in deadline order, whatever order they started in", "[builtin_ops][sleep]") {
+  asio::io_context io;
+  std::vector<sleeper> sleeps;
+  for (double ms : {60.0, 20.0, 40.0, 0.0}) sleeps.emplace_back(ms);
+  std::vector<double> ended;
+  for (std::size_t i = 0; i < sleeps.size(); ++i) {
+    asio::co_spawn(
+        io,
+        [&, i]() -> asio::awaitable<void> {
+          status st = co_await sleeps[i].inst->run();
+          REQUIRE_OK(st);
+          ended.push_back(sleeps[i].ms);
+        },
+        rethrow);
+  }
+  const auto start = std::chrono::steady_clock::now();
+  io.run();
+  CHECK(std::chrono::steady_clock::now() - start >= 60ms);
+  CHECK(ended == std::vector<double>{0.0, 20.0, 40.0, 60.0});
+}
+
+TEST_CASE("Cancelling one of several pending Sleeps ends that one only, and the loop does not wait for it",
+          "[builtin_ops][sleep]") {
+  asio::io_context io;
+  // The cancelled one is the earliest or the latest deadline, or the only
+  // one left.
+  const auto which = GENERATE(0, 1, 2);
+  const std::vector<double> durations = which == 0   ? std::vector<double>{600'000, 30, 50}
+                                        : which == 1 ? std::vector<double>{5, 30, 600'000}
+                                                     : std::vector<double>{600'000};
+  const std::size_t victim = which == 1 ? 2 : 0;
+  std::vector<sleeper> sleeps;
+  for (double ms : durations) sleeps.emplace_back(ms);
+  std::vector<std::optional<status>> results(sleeps.size());
+  asio::cancellation_signal signal;
+  for (std::size_t i = 0; i < sleeps.size(); ++i) {
+    auto body = [&, i]() -> asio::awaitable<void> { results[i] = co_await sleeps[i].inst->run(); };
+    if (i == victim) {
+      asio::co_spawn(io, body, asio::bind_cancellation_slot(signal.slot(), rethrow));
+    } else {
+      asio::co_spawn(io, body, rethrow);
+    }
+  }
+  asio::steady_timer later(io, 10ms);
+  later.async_wait([&](boost::system::error_code) { signal.emit(asio::cancellation_type::terminal); });
+  const auto start = std::chrono::steady_clock::now();
+  io.run();
+  CHECK(std::chrono::steady_clock::now() - start < 10s);
+  for (std::size_t i = 0; i < sleeps.size(); ++i) {
+    INFO("sleep " << i << " of " << durations[i] << " ms");
+    REQUIRE(results[i].has_value());
+    if (i == victim) {
+      require_error(*results[i], errc::cancelled, "net \"sleep\" op #0 (Sleep): Sleep cancelled");
+    } else {
+      REQUIRE_OK(*results[i]);
+    }
+  }
+}
+
+TEST_CASE("Sleeps from several strands on a multi-threaded context all end, cancelled or not", "[builtin_ops][sleep]") {
+  asio::io_context io(4);
+  constexpr std::size_t count = 400;
+  std::vector<sleeper> sleeps;
+  sleeps.reserve(count);
+  for (std::size_t i = 0; i < count; ++i) sleeps.emplace_back(static_cast<double>(i % 4));
+  std::vector<asio::strand<asio::io_context::executor_type>> strands;
+  for (int k = 0; k < 4; ++k) strands.push_back(asio::make_strand(io));
+  // Each odd sleep is 10 minutes and cancelled from its own strand.
+  std::vector<sleeper> long_sleeps;
+  long_sleeps.reserve(count / 2);
+  for (std::size_t i = 0; i < count / 2; ++i) long_sleeps.emplace_back(600'000.0);
+  std::vector<asio::cancellation_signal> signals(count / 2);
+  // Set on the coroutine's strand just before its Sleep starts (in the
+  // same handler): a canceller on that strand that sees it set finds the
+  // wait pending.
+  std::vector<char> started(count / 2, 0);
+  std::atomic<std::size_t> ok_count{0};
+  std::atomic<std::size_t> cancelled_count{0};
+  for (std::size_t i = 0; i < count; ++i) {
+    asio::co_spawn(
+        strands[i % 4],
+        [&, i]() -> asio::awaitable<void> {
+          if ((co_await sleeps[i].inst->run())) ++ok_count;
+        },
+        rethrow);
+  }
+  for (std::size_t i = 0; i < count / 2; ++i) {
+    auto& strand = strands[i % 4];
+    asio::co_spawn(
+        strand,
+        [&, i]() -> asio::awaitable<void> {
+          started[i] = 1;
+          status st = co_await long_sleeps[i].inst->run();
+          if (!st && st.error().is_cancelled()) ++cancelled_count;
+        },
+        asio::bind_cancellation_slot(signals[i].slot(), rethrow));
+    // The emit runs on the coroutine's own strand, once its wait pends.
+    auto t = std::make_shared<asio::steady_timer>(strand, std::chrono::milliseconds(1 + i % 5));
+    auto poke = std::make_shared<std::function<void(boost::system::error_code)>>();
+    *poke = [t, poke, &signals, &started, i](boost::system::error_code) {
+      if (started[i] == 0) {
+        t->expires_after(1ms);
+        t->async_wait(*poke);
+        return;
+      }
+      signals[i].emit(asio::cancellation_type::terminal);
+      *poke = nullptr;  // breaks the cycle
+    };
+    t->async_wait(*poke);
+  }
+  std::vector<std::thread> threads;
+  for (int k = 0; k < 3; ++k) threads.emplace_back([&] { io.run(); });
+  io.run();
+  for (auto& t : threads) t.join();
+  CHECK(ok_count == count);
+  CHECK(cancelled_count == count / 2);
+}
+
+TEST_CASE("Sleeps of two contexts are independent: one context's waits end only with it", "[builtin_ops][sleep]") {
+  asio::io_context a;
+  asio::io_context b;
+  sleeper on_a(1);
+  sleeper on_b(1);
+  std::optional<status> ra;
+  std::optional<status> rb;
+  asio::co_spawn(
+      a, [&]() -> asio::awaitable<void> { ra = co_await on_a.inst->run(); }, rethrow);
+  asio::co_spawn(
+      b, [&]() -> asio::awaitable<void> { rb = co_await on_b.inst->run(); }, rethrow);
+  a.run();
+  REQUIRE(ra.has_value());
+  REQUIRE_OK(*ra);
+  CHECK_FALSE(rb.has_value());
+  b.run();
+  REQUIRE(rb.has_value());
+  REQUIRE_OK(*rb);
+}
+
+TEST_CASE("A context destroyed with Sleeps pending abandons them: no completion runs, nothing leaks",
+          "[builtin_ops][sleep]") {
+  std::vector<sleeper> sleeps;
+  for (double ms : {600'000.0, 0.0, 600'000.0}) sleeps.emplace_back(ms);
+  std::vector<std::optional<status>> results(sleeps.size());
+  {
+    asio::io_context io;
+    for (std::size_t i = 0; i < sleeps.size(); ++i) {
+      asio::co_spawn(
+          io, [&, i]() -> asio::awaitable<void> { results[i] = co_await sleeps[i].inst->run(); }, rethrow);
+    }
+    // Starts every wait; the 0 ms one may have come due, not yet delivered.
+    (void)io.poll_one();
+    (void)io.poll_one();
+    (void)io.poll_one();
+  }
+  CHECK_FALSE(results[0].has_value());
+  CHECK_FALSE(results[2].has_value());
+  // The instances are still usable on a new context.
+  asio::io_context again;
+  std::optional<status> r;
+  sleeper quick(1);
+  asio::co_spawn(
+      again, [&]() -> asio::awaitable<void> { r = co_await quick.inst->run(); }, rethrow);
+  again.run();
+  REQUIRE(r.has_value());
+  REQUIRE_OK(*r);
 }
 
 TEST_CASE("Sleep rejects a negative or absurd duration at instantiation", "[builtin_ops]") {
