@@ -100,7 +100,7 @@ class sleep_service final : public asio::execution_context::service {
   void wait(const asio::any_io_executor& ex, clock_type::time_point deadline, op_completion done) {
     asio::cancellation_slot slot = done.slot();
     auto e = std::make_unique<entry>(deadline, std::move(done), ex);
-    if (slot.is_connected()) slot.emplace<canceller>(this, wait_key{deadline, e.get()});
+    if (slot.is_connected()) slot.emplace<canceller>(canceller{this, wait_key{deadline, e.get()}});
     std::lock_guard lock(mutex_);
     if (shut_down_) return;  // `e` goes: the wait is abandoned
     if (!timer_) timer_.emplace(timer_executor(ex));

@@ -939,12 +939,12 @@ TEST_CASE("Sleeps of one context end in deadline order, whatever order they star
 TEST_CASE("Cancelling one of several pending Sleeps ends that one only, and the loop does not wait for it",
           "[builtin_ops][sleep]") {
   asio::io_context io;
-  // The cancelled one is the earliest or the latest deadline, or the only
-  // one left.
-  const auto which = GENERATE(0, 1, 2);
-  const std::vector<double> durations = which == 0   ? std::vector<double>{600'000, 30, 50}
-                                        : which == 1 ? std::vector<double>{5, 30, 600'000}
-                                                     : std::vector<double>{600'000};
+  // The cancelled one (at 10 ms) has the latest deadline (started first,
+  // or last, after a Sleep that has ended), the earliest pending one (the
+  // timer then fires with nothing due), or is the only one.
+  const auto which = GENERATE(0, 1, 2, 3);
+  const std::vector<std::vector<double>> cases = {{600'000, 30, 50}, {5, 30, 600'000}, {100, 150, 200}, {600'000}};
+  const std::vector<double>& durations = cases[static_cast<std::size_t>(which)];
   const std::size_t victim = which == 1 ? 2 : 0;
   std::vector<sleeper> sleeps;
   for (double ms : durations) sleeps.emplace_back(ms);
