@@ -35,13 +35,12 @@ struct node_state {
 };
 
 // A group is kept compiled while it lives (one of these per task), so a
-// task's entry is small: its node by reference, its tree in the group's
-// block of trees.
+// task's entry is small: its names by reference, its tree in the group's
+// block of trees (compiled_group::step).
 struct compiled_task {
   task t;
-  const detail::compiled_step* step = nullptr;  // in compiled_group::steps
-  const std::string* node = nullptr;            // its compiled_node's name
-  const std::string* name = nullptr;            // t.name(), fixed when `t` joined its group
+  const std::string* node = nullptr;  // its compiled_node's name
+  const std::string* name = nullptr;  // t.name(), fixed when `t` joined its group
   bool is_private = true;
 };
 
@@ -54,9 +53,14 @@ struct compiled_node {
 };
 
 struct compiled_group {
-  std::shared_ptr<detail::compiled_step[]> steps;  // one per task
+  std::shared_ptr<detail::compiled_step[]> steps;  // aligned with tasks
   std::vector<compiled_task> tasks;
   std::vector<compiled_node> nodes;
+
+  // Task k's step tree.
+  [[nodiscard]] const detail::compiled_step& step(std::size_t k) const noexcept {
+    return detail::compiled_at(steps.get(), k);
+  }
 };
 
 result<std::shared_ptr<const detail::compiled_step>> compile_setup(const std::string& name,
@@ -90,7 +94,7 @@ result<std::shared_ptr<const compiled_group>> compile_group(const task_group& g)
     TASKGROUP_TRY(detail::compile_into(compiled, composed, counted));
     const bool priv = t.type().value_or(workspace_type::private_) == workspace_type::private_;
     node_of_task.push_back(index_of(t.node_name()));
-    out->tasks.push_back(compiled_task{t, &compiled, nullptr, &detail::task_full_name(*t.state()), priv});
+    out->tasks.push_back(compiled_task{t, nullptr, &detail::task_full_name(*t.state()), priv});
   }
   // Every node is known now: its name stays where it is.
   for (std::size_t k = 0; k < node_of_task.size(); ++k) out->tasks[k].node = &out->nodes[node_of_task[k]].name;
@@ -319,9 +323,8 @@ status end_task(run_state& rs, std::size_t k, const status& st, const step_stats
 // A task that never started because the run was cancelled (or another
 // task failed) first: reported as a task cancelled at its first step.
 void cancel_unstarted(run_state& rs, std::size_t k) {
-  const compiled_task& ct = rs.group->tasks[k];
   rs.records[k].started = std::chrono::system_clock::now();
-  (void)end_task(rs, k, error(errc::cancelled, std::string(detail::root_name(*ct.step)) + ": cancelled"), {});
+  (void)end_task(rs, k, error(errc::cancelled, std::string(detail::root_name(rs.group->step(k))) + ": cancelled"), {});
 }
 
 // The tasks of one node run without coroutine frames
@@ -363,11 +366,12 @@ class node_batch final : public detail::task_host {
   // runner, `ws` is its workspace).
   bool start(std::size_t k, std::shared_ptr<workspace>& ws, std::chrono::system_clock::time_point& now) {
     const compiled_task& ct = rs_->group->tasks[k];
-    if (!detail::may_run_inline(*ct.step)) return false;
+    const detail::compiled_step& tree = rs_->group->step(k);
+    if (!detail::may_run_inline(tree)) return false;
     if (!spare_) spare_ = detail::make_frame_free_run(*this);
     rs_->records[k].started = now;
     ws = task_workspace(ct, n_);
-    switch (spare_->start(*ct.step, ws)) {
+    switch (spare_->start(tree, ws)) {
       case detail::frame_free_run::outcome::declined: return false;
       case detail::frame_free_run::outcome::waiting:
         spare_->task = static_cast<std::uint32_t>(k);
@@ -524,8 +528,8 @@ asio::awaitable<status> run_task(std::shared_ptr<run_state> rs, std::size_t k, n
     o.observer = events.get();
     observer->task_begin(*ct.name, *ct.node);
   }
-  status st =
-      co_await detail::run_compiled(std::shared_ptr<const detail::compiled_step>(rs->group, ct.step), std::move(ws), o);
+  status st = co_await detail::run_compiled(
+      std::shared_ptr<const detail::compiled_step>(rs->group, &rs->group->step(k)), std::move(ws), o);
   status result = end_task(*rs, k, st, stats);
   if (observer != nullptr) observer->task_end(report_of(ct, rs->records[k], {}));
   co_return result;
