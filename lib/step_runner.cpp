@@ -490,52 +490,53 @@ struct runner {  // internal: every member is used by the entry points below
     const bool concurrent = (n.concurrent && n.recurring_size() >= 2) || n.instances() > 1;
     std::vector<path_t> paths;
     std::shared_ptr<barrier> join;
+    const bool in_turn = concurrent && sync_children(n, b);
     if (concurrent && concurrent_children(n) > 0) {
       paths = child_paths(n, path);
-      join = std::make_shared<barrier>(concurrent_children(n));
+      if (!in_turn) join = std::make_shared<barrier>(concurrent_children(n));
     }
     std::uint32_t since_yield = 0;
     if (!concurrent && sync_nets(n, b)) {
       // The common loop (synchronous nets, no observer) runs in a plain
       // function, back here only to yield.
-      status failure = ok();
-      std::int64_t i = 0;
-      bool resume = false;
+      sync_loop loop;
       for (;;) {
-        switch (sync_iterations(n, b, path, cs, iterations, i, since_yield, resume, failure)) {
-          case loop_exit::end: co_return ok();
-          case loop_exit::failed: co_return failure;
-          case loop_exit::cancelled: co_return cancelled_at(path);
-          case loop_exit::yield: break;
-        }
-        try {
-          co_await asio::post(ex_, asio::use_awaitable);
-        } catch (...) {
-          co_return cancelled_at(path);
-        }
-        if (cs.cancelled() != asio::cancellation_type::none) co_return cancelled_at(path);
-        resume = true;
+        if (auto end = sync_run(n, b, path, cs, iterations, since_yield, loop)) co_return std::move(*end);
+        if (!co_await yield(cs)) co_return cancelled_at(path);
       }
     }
     for (std::int64_t i = 0;; ++i) {
       if (stop_mode ? (n.only_once && i > 0) : i >= n.num_iter) break;
       if (cs.cancelled() != asio::cancellation_type::none) co_return cancelled_at(path);
       if (++since_yield == yield_every_) {
-        // A flat-stack yield (post, never dispatch): lets other coroutines
-        // of the strand and cancellation signals in during long loops.
+        // Lets other coroutines of the strand and cancellation signals in
+        // during long loops.
         since_yield = 0;
-        try {
-          co_await asio::post(ex_, asio::use_awaitable);
-        } catch (...) {
-          co_return cancelled_at(path);
-        }
-        if (cs.cancelled() != asio::cancellation_type::none) co_return cancelled_at(path);
+        if (!co_await yield(cs)) co_return cancelled_at(path);
       }
       if (n.counted && stats_ != nullptr) ++stats_->iterations;
       if (iterations != nullptr) ++*iterations;
 
       if (concurrent) {
-        if (join) {
+        if (in_turn) {
+          // Children that cannot suspend and end on their own: one after
+          // another, as plain calls (no spawn, no barrier). On one strand
+          // that is what the barrier's schedule comes to, minus its cost;
+          // the first failure skips the children not yet run, as it would
+          // cancel them.
+          for (std::size_t k = 0, e = n.recurring_size(); k < e; ++k) {
+            const std::size_t idx = n.recurring_at(k);
+            sync_loop loop;
+            for (;;) {
+              auto end = sync_run(n.children[idx], b.children[idx], &paths[k], cs, nullptr, since_yield, loop);
+              if (end) {
+                if (!*end) co_return std::move(*end);
+                break;
+              }
+              if (!co_await yield(cs)) co_return cancelled_at(&paths[k]);
+            }
+          }
+        } else if (join) {
           // Turns what an awaited Asio operation throws (cancellation of
           // an already-cancelled coroutine) into a status, as `guarded`.
           status st = ok();
@@ -601,6 +602,52 @@ struct runner {  // internal: every member is used by the entry points below
       if (inst->has_async()) return false;
     }
     return true;
+  }
+
+  // A concurrent step whose children are all plain synchronous net steps
+  // that end on their own (no stop-blob loop waiting for a sibling): one
+  // substep per child, no instances.
+  bool sync_children(const node& n, const bound& b) const {
+    if (!n.nets.empty() || n.instances() != 1) return false;
+    for (std::size_t j = 0, e = n.recurring_size(); j < e; ++j) {
+      const std::size_t idx = n.recurring_at(j);
+      const node& c = n.children[idx];
+      if (c.inline_cost == 0 || !is_plain(c) || !sync_nets(c, b.children[idx])) return false;
+    }
+    return true;
+  }
+
+  // Where a `sync_run` loop stands between its yields.
+  struct sync_loop {
+    std::int64_t i = 0;
+    bool resume = false;
+  };
+
+  // Runs a `sync_nets` step's loop on from `loop`: its end (success,
+  // failure or cancellation), or nullopt when a yield is due (`loop` then
+  // resumes after it).
+  std::optional<status> sync_run(const node& n, const bound& b, const path_t* path, const asio::cancellation_state& cs,
+                                 std::uint64_t* iterations, std::uint32_t& since_yield, sync_loop& loop) {
+    status failure = ok();
+    switch (sync_iterations(n, b, path, cs, iterations, loop.i, since_yield, loop.resume, failure)) {
+      case loop_exit::end: return ok();
+      case loop_exit::failed: return failure;
+      case loop_exit::cancelled: return cancelled_at(path);
+      case loop_exit::yield: break;
+    }
+    loop.resume = true;
+    return std::nullopt;
+  }
+
+  // A flat-stack yield (post, never dispatch); false when the run was
+  // cancelled meanwhile.
+  asio::awaitable<bool> yield(const asio::cancellation_state& cs) {
+    try {
+      co_await asio::post(ex_, asio::use_awaitable);
+    } catch (...) {
+      co_return false;
+    }
+    co_return cs.cancelled() == asio::cancellation_type::none;
   }
 
   enum class loop_exit { end, yield, failed, cancelled };

@@ -14,8 +14,10 @@
 
 #include <pthread.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -324,6 +326,142 @@ TEST_CASE("concurrent instances each get their own child workspace", "[step]") {
   REQUIRE(run_tree(s, ws));
   CHECK(ws->read<i64>("total").value() == 8);
   CHECK_FALSE(ws->has("mine"));
+}
+
+namespace {
+
+// An observer that only forces concurrent children through the spawning
+// runner (children run in turn only without an observer).
+class noop_observer final : public step_observer {};
+
+// Concurrent children that cannot suspend: plain synchronous net steps
+// that end on their own, counted or `only_once` with a stop blob.
+execution_step in_turn_tree() {
+  net tick("tick");
+  tick.op("Iter", {}, {"a"}).op("Add", {"total", "a"}, {"total"});
+  net twice("twice");
+  twice.op("Iter", {}, {"b"});
+  net once("once");
+  once.op("Iter", {}, {"c"}).op("ConstantFill", {}, {"stop"}, {{"value", false}});
+  return step("s")
+      .substeps({step("tick").add_net(tick).iterations(3), step("twice").add_net(twice).add_net(twice).iterations(2),
+                 step("once").add_net(once).should_stop_blob("stop").only_once()})
+      .concurrent_substeps()
+      .iterations(5);
+}
+
+std::shared_ptr<workspace> in_turn_workspace() {
+  auto ws = workspace::make("w");
+  for (const char* b : {"a", "b", "c", "total"}) ws->set(b, i64{0});
+  ws->set("stop", false);
+  return ws;
+}
+
+}  // namespace
+
+TEST_CASE("concurrent children that cannot suspend run in turn, with the results and counts of the barrier",
+          "[step][in_turn]") {
+  step_stats turn_stats, spawn_stats;
+  auto turn = in_turn_workspace();
+  run_step_options o;
+  o.stats = &turn_stats;
+  REQUIRE(run_tree(in_turn_tree(), turn, o));
+  noop_observer observer;
+  auto spawned = in_turn_workspace();
+  o.stats = &spawn_stats;
+  o.observer = &observer;
+  REQUIRE(run_tree(in_turn_tree(), spawned, o));
+  for (const char* b : {"a", "b", "c", "total"}) {
+    INFO(b);
+    CHECK(turn->read<i64>(b).value() == spawned->read<i64>(b).value());
+  }
+  CHECK(turn->read<i64>("a").value() == 15);
+  CHECK(turn->read<i64>("b").value() == 20);
+  CHECK(turn->read<i64>("c").value() == 5);
+  CHECK(turn_stats.iterations == 5);
+  CHECK(turn_stats.net_runs == spawn_stats.net_runs);
+  CHECK(turn_stats.net_runs == 5 * (3 + 4 + 1));
+}
+
+TEST_CASE("in turn, the first failure is the error and the children after it do not start", "[step][in_turn]") {
+  auto ws = workspace::make("w");
+  ws->set("before", i64{0});
+  ws->set("after", i64{0});
+  auto s = step("plan")
+               .substeps({step("before").add_net(incr("b", "before")),
+                          step("thrower").add_net(failing("throw", "boom")), step("after").add_net(incr("a", "after"))})
+               .concurrent_substeps()
+               .iterations(3);
+  auto st = run_tree(s, ws);
+  REQUIRE_FALSE(st);
+  CHECK(st.error().code == errc::op_failed);
+  CHECK(st.error().message == "plan/thrower/net \"throw\" op #0 (Fail): boom");
+  CHECK(ws->read<i64>("before").value() == 1);
+  CHECK(ws->read<i64>("after").value() == 0);
+}
+
+TEST_CASE("in turn, a long child yields to the strand and a cancellation there stops the rest", "[step][in_turn]") {
+  auto make = [] {
+    return step("s")
+        .substeps({step("long").add_net(incr("l", "long")).iterations(1000), step("short").add_net(incr("s", "short"))})
+        .concurrent_substeps();
+  };
+  auto fresh = [] {
+    auto ws = workspace::make("w");
+    ws->set("long", i64{0});
+    ws->set("short", i64{0});
+    return ws;
+  };
+  SECTION("other coroutines of the strand run between the long child's yields") {
+    auto ws = fresh();
+    asio::io_context io;
+    std::vector<i64> seen;
+    bool done = false;
+    asio::co_spawn(io, run_step(make(), ws), [&](std::exception_ptr e, status st) {
+      CHECK_FALSE(e);
+      CHECK(st);
+      done = true;
+    });
+    std::function<void()> watch = [&] {
+      seen.push_back(ws->read<i64>("long").value());
+      if (!done) asio::post(io, watch);
+    };
+    asio::post(io, watch);
+    io.run();
+    REQUIRE(done);
+    CHECK(ws->read<i64>("long").value() == 1000);
+    CHECK(ws->read<i64>("short").value() == 1);
+    // Seen mid-loop: the default yield_every (256) gives three yields.
+    CHECK(std::count_if(seen.begin(), seen.end(), [](i64 v) { return v > 0 && v < 1000; }) >= 3);
+  }
+  SECTION("cancelled at each yield, the tree stops and the later child never starts") {
+    bool completed = false;
+    std::size_t cancelled = 0;
+    for (std::size_t k = 0; k < 20 && !completed; ++k) {
+      auto ws = fresh();
+      status st = run_and_cancel(make(), ws, k);
+      if (st) {
+        completed = true;
+        CHECK(ws->read<i64>("short").value() == 1);
+        continue;
+      }
+      ++cancelled;
+      CHECK(st.error().code == errc::cancelled);
+      CHECK(ws->read<i64>("long").value() < 1000);
+      CHECK(ws->read<i64>("short").value() == 0);
+    }
+    CHECK(completed);
+    CHECK(cancelled >= 3);
+  }
+  SECTION("abandoning the event loop at a yield tears the tree down cleanly") {
+    for (std::size_t k = 0; k < 6; ++k) {
+      auto ws = fresh();
+      asio::io_context io;
+      asio::co_spawn(io, run_step(make(), ws), [](std::exception_ptr, status) {});
+      for (std::size_t i = 0; i < k; ++i) io.run_one();
+    }
+    SUCCEED("no crash, no leak");
+  }
 }
 
 TEST_CASE("scenario 18: the first failure cancels a stuck async sibling once and is the error", "[step][scenario]") {

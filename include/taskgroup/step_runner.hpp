@@ -10,6 +10,10 @@
 // - Concurrent substeps and instances are a when_all over coroutines on
 //   the same strand with a barrier per iteration; with `create_workspace`
 //   each execution (so each instance) gets its own child workspace.
+//   Substeps that cannot suspend (plain steps of synchronous nets that end
+//   on their own: counted, or `only_once`; no deadline, report step, own
+//   workspace or instances) run in turn in the parent's coroutine, the
+//   schedule the strand gives them anyway, without a spawn or barrier.
 // - Report substeps (`run_every`) are timer loops in the parent's
 //   workspace: first run after one interval, then one more run after the
 //   parent's work ends, unless a run was in progress at that moment.
@@ -21,8 +25,9 @@
 //   through.
 //
 // Failure: the first failure in a concurrent step cancels its siblings at
-// once (pending Sleep, Dequeue, timers abort) and the step completes with
-// that error after every sibling has unwound. Report-step failures
+// once (pending Sleep, Dequeue, timers abort; substeps run in turn that
+// have not started yet do not start) and the step completes with that
+// error after every sibling has unwound. Report-step failures
 // propagate like any other. Messages name the step path:
 // `train/body:parallel/instance 3/net "read" op #1 (Dequeue): ...`.
 //
