@@ -276,10 +276,13 @@ struct mpi_session::impl {
       init_error = error(errc::mpi_failed, "MPI is not initialized (construct a taskgroup::mpi_environment first)");
       return;
     }
-    int provided = MPI_THREAD_SINGLE;
-    MPI_Query_thread(&provided);
-    if (threaded && provided < MPI_THREAD_SERIALIZED) {
+    MPI_Query_thread(&thread_level);
+    if (threaded && thread_level < MPI_THREAD_SERIALIZED) {
       init_error = error(errc::mpi_failed, "MPI provides too low a thread level for a session with several threads");
+      return;
+    }
+    if (auto e = wrong_thread("the session is constructed")) {
+      init_error = std::move(e);
       return;
     }
     if (auto st = check_mpi(MPI_Comm_dup(options.comm, &comm), "MPI_Comm_dup"); !st) {
@@ -289,6 +292,20 @@ struct mpi_session::impl {
     MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
     MPI_Comm_rank(comm, &rank);
     MPI_Comm_size(comm, &size);
+  }
+
+  // Below MPI_THREAD_SERIALIZED only the thread that initialized MPI may
+  // call it: the error for `what` happening on another thread, if so.
+  [[nodiscard]] std::optional<error> wrong_thread(const char* what) const {
+    if (thread_level >= MPI_THREAD_SERIALIZED) return std::nullopt;
+    int is_main = 0;
+    MPI_Is_thread_main(&is_main);
+    if (is_main != 0) return std::nullopt;
+    return error(errc::mpi_failed,
+                 std::string(what) + " on a thread other than the one that initialized MPI, and MPI provides only " +
+                     (thread_level == MPI_THREAD_FUNNELED ? "MPI_THREAD_FUNNELED" : "MPI_THREAD_SINGLE") +
+                     ": initialize MPI with MPI_THREAD_SERIALIZED (taskgroup::mpi_environment does), or make the "
+                     "session's MPI calls on that thread");
   }
 
   ~impl() {
@@ -304,6 +321,7 @@ struct mpi_session::impl {
   MPI_Comm comm = MPI_COMM_NULL;
   int rank = 0;
   int size = 1;
+  int thread_level = MPI_THREAD_SINGLE;
   std::optional<error> init_error;
   // One run at a time, on the strand (run, async_run) or on the thread
   // blocked in run_blocking: what follows belongs to the run that set it.
@@ -1143,6 +1161,8 @@ asio::awaitable<result<run_report>> run_worker(impl_ptr s, task_group group, run
 
 asio::awaitable<result<run_report>> run_protocol(impl_ptr s, task_group group, run_options options) {
   if (s->init_error) co_return *s->init_error;
+  // Every rank makes the same check before any message: all fail alike.
+  if (auto e = s->wrong_thread("the run's MPI protocol runs")) co_return std::move(*e);
   if (s->running.exchange(true)) co_return error(errc::invalid_task, "a run is already in flight on this MPI session");
   const std::uint64_t run_id = ++s->runs;
   co_await asio::this_coro::throw_if_cancelled(false);

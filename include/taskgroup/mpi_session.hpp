@@ -57,7 +57,10 @@
 // collectively). MPI must be initialized with at least
 // MPI_THREAD_SERIALIZED when the executor has several threads, or when
 // both `run_blocking` and the other forms are used (`mpi_environment` asks
-// for it).
+// for it). Below that level only the thread that initialized MPI may make
+// the session's MPI calls: construct the session there, and run either
+// `run_blocking` there or the executor's one thread; otherwise the session
+// or the run fails with `errc::mpi_failed` saying so, before any message.
 #pragma once
 
 #include <taskgroup/codec.hpp>

@@ -38,12 +38,24 @@ namespace asio = boost::asio;
 
 namespace {
 
-// MPI for the whole test run.
+// MPI for the whole test run; with TASKGROUP_TEST_MPI_FUNNELED set, MPI
+// is initialized at MPI_THREAD_FUNNELED (the [mpi_funneled] job).
 struct mpi_listener : Catch::TestEventListenerBase {
   using TestEventListenerBase::TestEventListenerBase;
-  void testRunStarting(const Catch::TestRunInfo&) override { env.emplace(); }
-  void testRunEnded(const Catch::TestRunStats&) override { env.reset(); }
+  void testRunStarting(const Catch::TestRunInfo&) override {
+    if (std::getenv("TASKGROUP_TEST_MPI_FUNNELED") != nullptr) {
+      int provided = 0;
+      MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided);
+      funneled = true;
+    }
+    env.emplace();
+  }
+  void testRunEnded(const Catch::TestRunStats&) override {
+    env.reset();
+    if (funneled) MPI_Finalize();
+  }
   static inline std::optional<mpi_environment> env;
+  static inline bool funneled = false;
 };
 
 int world_rank() { return mpi_listener::env->rank(); }
@@ -741,4 +753,55 @@ TEST_CASE("a large value rank 0 cannot take fails the run and leaves nothing beh
   REQUIRE(small.add(t2, node("n1")));
   REQUIRE(s.run_blocking(small));
   if (s.is_client()) CHECK(ok_out.get().value() == "ok");
+}
+
+// --- MPI below MPI_THREAD_SERIALIZED ------------------------------------------
+
+TEST_CASE("below MPI_THREAD_SERIALIZED, MPI calls off MPI's main thread fail clearly before any message",
+          "[.mpi_funneled]") {
+  REQUIRE(mpi_listener::funneled);
+  REQUIRE(mpi_listener::env->thread_level() < MPI_THREAD_SERIALIZED);
+  task_group g;
+  REQUIRE(g.add(task("a", step("a").add_net(put<std::int64_t>("x", "x", 1))), node("n0")));
+  REQUIRE(g.add(task("b", step("b").add_net(put<std::int64_t>("y", "y", 2))), node("n1")));
+  auto refused = [](const result<run_report>& r, const std::string& what) {
+    REQUIRE_FALSE(r);
+    CHECK(r.error().code == errc::mpi_failed);
+    CHECK(r.error().message.find(what + " on a thread other than the one that initialized MPI, and MPI provides only "
+                                        "MPI_THREAD_FUNNELED") != std::string::npos);
+  };
+
+  SECTION("a session constructed on another thread") {
+    std::optional<mpi_session> s;
+    std::thread([&] { s.emplace(1); }).join();
+    refused(s->run_blocking(g), "the session is constructed");
+  }
+  SECTION("run_blocking on another thread, then on the main thread") {
+    mpi_session s(1);
+    result<run_report> r = error(errc::no_result, "not run");
+    std::thread([&] { r = s.run_blocking(g); }).join();
+    refused(r, "the run's MPI protocol runs");
+    // Nothing was sent: the same session still runs the group from here.
+    REQUIRE(s.run_blocking(g));
+  }
+  SECTION("async_run on the session's own pool thread") {
+    mpi_session s(1);
+    refused(s.async_run(g, asio::use_future).get(), "the run's MPI protocol runs");
+  }
+  SECTION("an executor run by the main thread") {
+    asio::io_context io;
+    mpi_session s(io.get_executor());
+    std::optional<result<run_report>> r;
+    s.async_run(g, [&](result<run_report> out) { r = std::move(out); });
+    io.run();
+    REQUIRE(r.has_value());
+    REQUIRE(*r);
+    if (s.is_client()) CHECK(r->value().tasks.size() == 2);
+  }
+  SECTION("a pool of several threads is refused at construction") {
+    mpi_session s(2);
+    auto r = s.run_blocking(g);
+    REQUIRE_FALSE(r);
+    CHECK(r.error().message == "MPI provides too low a thread level for a session with several threads");
+  }
 }
