@@ -2,6 +2,7 @@
 //
 //   taskgroup run PLAN [--threads N] [--policy join|gather] [--timeout S]
 //                      [--trace FILE] [--json] [--quiet] [--mpi]
+//                      [--poll-max USEC] [--grace S]
 //   mpirun -np N taskgroup run PLAN ...   (nodes spread over the ranks)
 //   taskgroup check PLAN
 //   taskgroup graph PLAN
@@ -123,6 +124,8 @@ struct run_args {
   bool json = false;
   bool quiet = false;
   bool mpi = false;
+  std::optional<std::int64_t> poll_max_us;  // MPI only: mpi_options::poll_max
+  std::optional<double> grace_s;            // MPI only: mpi_options::grace
 };
 
 int run_command(const run_args& a) {
@@ -140,6 +143,15 @@ int run_command(const run_args& a) {
   auto report_error = [client](const std::string& message, int code) {
     return client ? print_error(message, code) : code;
   };
+
+#ifdef TASKGROUP_HAVE_MPI
+  const bool on_mpi = mpi_env.has_value();
+#else
+  const bool on_mpi = false;
+#endif
+  if (!on_mpi && (a.poll_max_us || a.grace_s)) {
+    return report_error("--poll-max and --grace apply to MPI runs only (under mpirun, or with --mpi)", exit_usage);
+  }
 
   auto group = tg::read_plan_file(a.plan);
   if (!group) return report_error(group.error().message, exit_usage);
@@ -202,7 +214,18 @@ int run_command(const run_args& a) {
   {
 #ifdef TASKGROUP_HAVE_MPI
     std::optional<tg::mpi_session> mpi;
-    if (mpi_env) mpi.emplace(a.threads);
+    if (mpi_env) {
+      tg::mpi_options mo;
+      if (a.poll_max_us) {
+        mo.poll_max = std::chrono::microseconds(*a.poll_max_us);
+        mo.poll_min = std::min(mo.poll_min, mo.poll_max);
+      }
+      if (a.grace_s) {
+        // Whole milliseconds, rounded up, at most 10^6 s.
+        mo.grace = std::chrono::milliseconds(static_cast<std::int64_t>(std::ceil(std::min(*a.grace_s, 1e6) * 1000.0)));
+      }
+      mpi.emplace(a.threads, std::move(mo));
+    }
 #endif
     std::optional<tg::local_session> local;
     progress.start(io);
@@ -311,6 +334,18 @@ int main(int argc, char** argv) {
   run->add_flag("--quiet,-q", ra.quiet, "Print nothing but the result or the error");
   run->add_flag("--mpi", ra.mpi,
                 "Run on an MPI session (implied under mpirun); nodes spread over the ranks, rank 0 prints");
+  std::int64_t poll_max_us = 0;
+  auto* poll_max = run->add_option("--poll-max", poll_max_us,
+                                   "MPI runs: the longest wait between two polls of pending messages while a rank "
+                                   "is idle, in microseconds (default 2000; lower answers sooner, higher wakes less)")
+                       ->type_name("USEC")
+                       ->check(CLI::Range(std::int64_t{1}, std::int64_t{10'000'000}));
+  double grace_s = 0;
+  auto* grace = run->add_option("--grace", grace_s,
+                                "MPI runs: how long a cancelled or failed run waits for every rank to answer "
+                                "before ending the job with MPI_Abort, in seconds (default 5)")
+                    ->type_name("SECONDS")
+                    ->check(CLI::PositiveNumber);
 
   std::string check_plan;
   auto* check = app.add_subcommand("check", "Validate a plan and summarise its nodes, tasks and steps");
@@ -335,6 +370,8 @@ int main(int argc, char** argv) {
   try {
     if (run->parsed()) {
       if (timeout->count() > 0) ra.timeout_s = timeout_s;
+      if (poll_max->count() > 0) ra.poll_max_us = poll_max_us;
+      if (grace->count() > 0) ra.grace_s = grace_s;
       return run_command(ra);
     }
     if (check->parsed()) return check_command(check_plan);

@@ -30,6 +30,13 @@ cli.check("n1/bad" in p.stdout and "(failed)" in p.stdout, "gather: the failed t
 cli.check('taskgroup: task "n1/bad" (node "n1"): bad/net "bad" op #0 (Fail): bad on purpose' in p.stderr,
           "gather: the failure is on stderr", p.stderr)
 
+# MPI-only options on a local run: a usage error saying so.
+for opt in [["--poll-max", "100"], ["--grace", "2"]]:
+    p = cli.run("run", *opt, cli.shipped("seed.json"))
+    cli.check_exit(p, USAGE, f"run {' '.join(opt)} without MPI")
+    cli.check("taskgroup: --poll-max and --grace apply to MPI runs only (under mpirun, or with --mpi)" in p.stderr,
+              f"{opt[0]} without MPI: message", p.stderr)
+
 # Plan errors.
 p = cli.run("run", cli.temp("both.json", '{"taskgroup_plan": 1, "tasks": [{"step": {"nets": [], "substeps": []}}]}'))
 cli.check_exit(p, USAGE, "run on an invalid plan")

@@ -63,6 +63,16 @@ p = cli.run("run", "--mpi", "-q", cli.shipped("seed.json"))
 cli.check_exit(p, OK, "run --mpi seed.json without mpirun")
 cli.check("n2/s5     s5_got  from s3 on n2" in p.stdout, "--mpi alone: outputs", p.stdout)
 
+# The MPI session's polling and grace from the command line.
+p = launch("run", "-q", "--poll-max", "50", "--grace", "0.5", cli.shipped("seed.json"))
+cli.check_exit(p, OK, "mpirun run --poll-max 50 --grace 0.5 seed.json")
+cli.check("n2/s5     s5_got  from s3 on n2" in p.stdout, "--poll-max/--grace: outputs", p.stdout)
+for bad in [["--poll-max", "0"], ["--poll-max", "x"], ["--grace", "0"], ["--grace", "-1"]]:
+    p = cli.run("run", "--mpi", *bad, cli.shipped("seed.json"))
+    cli.check_exit(p, USAGE, f"run --mpi {' '.join(bad)}")
+    cli.check(bad[0] in p.stderr and p.stderr.startswith("taskgroup: "), f"{' '.join(bad)}: names the option",
+              p.stderr)
+
 # Two ranks for the demo plan (one node: rank 1 only takes part).
 p = launch("run", "-q", cli.shipped("pipeline.json"), np=2)
 cli.check_exit(p, OK, "mpirun -np 2 run pipeline.json")
