@@ -14,8 +14,6 @@
 
 #include <taskgroup/queue.hpp>
 
-#include "detail/sleep_queue.hpp"
-
 #include <boost/asio/error.hpp>
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
@@ -566,13 +564,13 @@ kernel_result print_factory(op_context& ctx) {
 }
 
 // Sleep has a callback form: a task waiting on it holds no coroutine
-// frame, only its entry in the context's queue of waits (detail::sleep_until).
+// frame, only its entry in the context's queue of waits (sleep_until).
 class sleep_kernel final : public op_kernel {
  public:
   explicit sleep_kernel(std::chrono::steady_clock::duration d) noexcept : op_kernel(callback_form), duration_(d) {}
 
   void start(const asio::any_io_executor& ex, op_completion done) noexcept override {
-    detail::sleep_until(ex, std::chrono::steady_clock::now() + duration_, std::move(done));
+    sleep_for(ex, duration_, std::move(done));
   }
 
  private:

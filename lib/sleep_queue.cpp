@@ -1,4 +1,4 @@
-#include "detail/sleep_queue.hpp"
+#include <taskgroup/operator.hpp>
 
 #include <boost/asio/cancellation_type.hpp>
 #include <boost/asio/execution/context.hpp>
@@ -19,7 +19,7 @@
 #include <utility>
 #include <vector>
 
-namespace taskgroup::detail {
+namespace taskgroup {
 
 namespace {
 
@@ -65,7 +65,7 @@ using entry_set = bi::set<entry, bi::key_of_value<key_of>, bi::compare<key_less>
 void end_wait(std::unique_ptr<entry> e, bool cancelled) noexcept {
   if (asio::cancellation_slot slot = e->done.slot(); slot.is_connected()) slot.clear();
   if (cancelled) {
-    e->done(fail(errc::cancelled, "Sleep cancelled"));
+    e->done(fail(errc::cancelled, "wait cancelled"));
   } else {
     e->done(ok());
   }
@@ -203,8 +203,12 @@ void sleep_until(const asio::any_io_executor& ex, clock_type::time_point deadlin
     auto& service = asio::use_service<sleep_service>(asio::query(ex, asio::execution::context));
     service.wait(ex, deadline, std::move(done));
   } catch (const std::exception& e) {  // allocation failure: `done`, if still here, reports it
-    done(fail(errc::op_failed, std::string("Sleep: ") + e.what()));
+    done(fail(errc::op_failed, std::string("wait: ") + e.what()));
   }
 }
 
-}  // namespace taskgroup::detail
+void sleep_for(const asio::any_io_executor& ex, clock_type::duration d, op_completion done) noexcept {
+  sleep_until(ex, clock_type::now() + d, std::move(done));
+}
+
+}  // namespace taskgroup

@@ -894,7 +894,7 @@ TEST_CASE("Sleep cancelled from outside completes with errc::cancelled", "[built
   io.run();
   CHECK(std::chrono::steady_clock::now() - start < 10s);
   REQUIRE(st.has_value());
-  require_error(*st, errc::cancelled, "net \"sleepy\" op #0 (Sleep): Sleep cancelled");
+  require_error(*st, errc::cancelled, "net \"sleepy\" op #0 (Sleep): wait cancelled");
   CHECK(st->error().is_cancelled());
   CHECK_FALSE(ws->find("after")->has_value());
 }
@@ -967,7 +967,7 @@ TEST_CASE("Cancelling one of several pending Sleeps ends that one only, and the 
     INFO("sleep " << i << " of " << durations[i] << " ms");
     REQUIRE(results[i].has_value());
     if (i == victim) {
-      require_error(*results[i], errc::cancelled, "net \"sleep\" op #0 (Sleep): Sleep cancelled");
+      require_error(*results[i], errc::cancelled, "net \"sleep\" op #0 (Sleep): wait cancelled");
     } else {
       REQUIRE_OK(*results[i]);
     }

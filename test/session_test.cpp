@@ -730,8 +730,9 @@ net sleepy(const std::string& name, const std::string& blob, i64 ms) {
 }
 
 // An asynchronous kernel with a callback form that ends at once (inside
-// start), later (through its executor), or drops its completion.
-enum class ending { at_once, posted, dropped };
+// start), later (through its executor), after a 1 ms or an hour-long
+// `sleep_for`, or drops its completion.
+enum class ending { at_once, posted, napped, hour, dropped };
 
 net callback_op(const std::string& name, ending how, std::shared_ptr<int> runs) {
   operator_schema schema("CallbackOp");
@@ -745,6 +746,8 @@ net callback_op(const std::string& name, ending how, std::shared_ptr<int> runs) 
             switch (how_) {
               case ending::at_once: done(ok()); break;
               case ending::posted: asio::post(ex, [d = std::move(done)]() mutable { d(ok()); }); break;
+              case ending::napped: sleep_for(ex, 1ms, std::move(done)); break;
+              case ending::hour: sleep_for(ex, 1h, std::move(done)); break;
               case ending::dropped: break;
             }
           }
@@ -800,7 +803,53 @@ TEST_CASE("tasks that wait on callback-form ops behave as the coroutine runner d
     REQUIRE(g.add(task("now", step("now").add_net(callback_op("now", ending::at_once, runs)).iterations(3))));
     REQUIRE(g.add(task("later", step("later").add_net(callback_op("later", ending::posted, runs)).iterations(3))));
   }
+  SECTION("a user's op that waits with sleep_for, beside Sleep") {
+    auto runs = std::make_shared<int>(0);
+    for (int i = 0; i < 20; ++i) {
+      const std::string name = "n" + std::to_string(i);
+      REQUIRE(g.add(task(name, step(name).nets({callback_op("nap", ending::napped, runs), sleepy("sleep", "s", 0),
+                                                 incr("count", "naps")}))));
+    }
+  }
   check_same_outcomes(g);
+}
+
+TEST_CASE("sleep_for in a user's op: many waits end, and cancellation ends a wait at once", "[session][frame-free]") {
+  SECTION("a group of waiting tasks, frame-free") {
+    auto runs = std::make_shared<int>(0);
+    task_group g(workspace_type::global);
+    for (int i = 0; i < 200; ++i) {
+      const std::string name = "t" + std::to_string(i);
+      REQUIRE(g.add(task(name, step(name).nets({callback_op("nap", ending::napped, runs), incr("count", "done")}))));
+    }
+    local_session session(1);
+    auto r = session.run_blocking(g);
+    REQUIRE(r);
+    CHECK(*runs == 200);
+    CHECK(session.node_workspace("local")->read<i64>("done").value() == 200);
+  }
+  SECTION("cancelled from outside: the op's error, and nothing left waiting") {
+    auto runs = std::make_shared<int>(0);
+    auto ws = workspace::make("w");
+    net n = callback_op("hour", ending::hour, runs);
+    auto inst = ws->instance_of(n, operator_registry::global());
+    REQUIRE(inst);
+    asio::io_context io;
+    asio::cancellation_signal sig;
+    std::optional<status> st;
+    asio::co_spawn(
+        io, [&]() -> asio::awaitable<void> { st = co_await inst.value()->run(); },
+        asio::bind_cancellation_slot(sig.slot(), [](std::exception_ptr e) {
+          if (e) std::rethrow_exception(e);
+        }));
+    asio::post(io, [&] { asio::post(io, [&] { sig.emit(asio::cancellation_type::terminal); }); });
+    io.run();  // returns: the hour-long wait is gone, its timer too
+    REQUIRE(st.has_value());
+    REQUIRE_FALSE(*st);
+    CHECK(st->error().code == errc::cancelled);
+    CHECK(st->error().message == "net \"hour\" op #0 (CallbackOp): wait cancelled");
+    CHECK(*runs == 1);
+  }
 }
 
 TEST_CASE("a task that waits on a callback-form op starts with the node's inline tasks", "[session][frame-free]") {

@@ -20,6 +20,7 @@
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/cancellation_signal.hpp>
 
+#include <chrono>
 #include <concepts>
 #include <cstddef>
 #include <cstdint>
@@ -327,6 +328,27 @@ class op_kernel {
   bool async_;
   bool startable_ = false;
 };
+
+/// Completes `done` through `ex` with success once `deadline` has passed,
+/// or with `errc::cancelled` ("wait cancelled") as soon as `done.slot()`
+/// fires (any cancellation type): the wait of the built-in Sleep, for the
+/// `start` of your own kernels with a callback form. The waits of one
+/// execution context share one Asio timer armed at the earliest deadline
+/// and an ordered set of 56-byte entries, where a timer per wait would
+/// hold an I/O object, a pending operation and a place in Asio's timer
+/// heap; the waits that come due together reach a strand in one handler.
+///
+/// `ex` must outlive the wait (until `done` has been called or destroyed).
+/// When the execution context shuts down with waits pending, their `done`
+/// is destroyed uncalled (abandoned). Errors: allocation failure completes
+/// `done` at once with `errc::op_failed`. Threading: thread-safe (one mutex
+/// per execution context); emit the cancellation slot on `ex`, as for any
+/// Asio operation.
+void sleep_until(const boost::asio::any_io_executor& ex, std::chrono::steady_clock::time_point deadline,
+                 op_completion done) noexcept;
+/// `sleep_until(ex, now + d, done)`; a negative `d` is due at once.
+void sleep_for(const boost::asio::any_io_executor& ex, std::chrono::steady_clock::duration d,
+               op_completion done) noexcept;
 
 /// Turns a bound op into a kernel; may reject bad arguments or input types.
 using kernel_factory = std::function<result<std::unique_ptr<op_kernel>>(op_context&)>;
