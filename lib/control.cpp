@@ -127,9 +127,11 @@ execution_step branch(const std::string& prefix, const std::string& label, const
   } else {
     gate.op("Copy", {decision}, {stop});
   }
-  std::vector<item> items{gate};
+  if (scoped && b.has_stop()) return invalid(label, "Stop blobs are not used with control operators");
+  std::vector<item> items;
+  items.reserve(1 + (scoped ? 1 : b.items().size()));
+  items.emplace_back(std::move(gate));
   if (scoped) {
-    if (b.has_stop()) return invalid(label, "Stop blobs are not used with control operators");
     items.emplace_back(assemble("scope", name + "/scope", b.items(), nullptr).create_workspace());
   } else {
     items.insert(items.end(), b.items().begin(), b.items().end());
