@@ -369,6 +369,11 @@ class node_batch final : public detail::task_host {
     const detail::compiled_step& tree = rs_->group->step(k);
     if (!detail::may_run_inline(tree)) return false;
     if (!spare_) spare_ = detail::make_frame_free_run(*this);
+    // Room for every task before any run can wait: a run that waits must
+    // find its place without allocating (a failure then would drop it
+    // with its operation pending), and growing by doubling would leave
+    // each smaller array behind in the heap while tasks wait.
+    if (waiting_.capacity() == 0) waiting_.reserve(tasks_);
     rs_->records[k].started = now;
     ws = task_workspace(ct, n_);
     switch (spare_->start(tree, ws)) {
@@ -376,10 +381,7 @@ class node_batch final : public detail::task_host {
       case detail::frame_free_run::outcome::waiting:
         spare_->task = static_cast<std::uint32_t>(k);
         spare_->slot = static_cast<std::uint32_t>(waiting_.size());
-        // Room for every task at the first wait: growing by doubling would
-        // leave each smaller array behind in the heap while tasks wait.
-        if (waiting_.capacity() == 0) waiting_.reserve(tasks_);
-        waiting_.push_back(std::move(spare_));
+        waiting_.push_back(std::move(spare_));  // within the capacity reserved above
         return true;
       case detail::frame_free_run::outcome::ended: break;
     }

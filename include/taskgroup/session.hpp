@@ -105,7 +105,10 @@ class local_session {
   /// errors (`errc::invalid_task`, `errc::invalid_step`, ...), the first
   /// task failure, `errc::timeout` when `options.timeout` expires,
   /// `errc::cancelled` when cancelled. Cancellation: terminal cancellation
-  /// of the awaiting coroutine cancels every task on every node.
+  /// of the awaiting coroutine cancels every task on every node. An
+  /// allocation failure while the run starts completes it with an error,
+  /// or its `std::bad_alloc` leaves the event loop's `run()` and the run
+  /// completes when the loop runs again (README, "Errors").
   boost::asio::awaitable<result<run_report>> run(task_group group, run_options options = {});
 
   /// Token form of `run`, completing with `void(result<run_report>)`
