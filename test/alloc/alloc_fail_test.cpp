@@ -1,8 +1,9 @@
-// Allocation failure: a run in which the n-th allocation throws
-// std::bad_alloc, for every n up to the run's last allocation. Each run
-// must end (with an error, or with the exception out of the event loop),
-// leave nothing running and nothing leaked (the sanitizer build checks),
-// and the session must run the group normally afterwards.
+// Allocation failure: a run in which the n-th allocation of its start
+// throws std::bad_alloc, for every n up to the start's last allocation
+// (see run_once for where the start ends and why). Each run must end (with
+// an error, or with the exception out of the event loop), leave nothing
+// running and nothing leaked (the sanitizer build checks), and the session
+// must run the group normally afterwards.
 //
 // A binary of its own: it replaces the global operator new, and counts only
 // on the thread that armed it.
