@@ -5,6 +5,7 @@
 #include "detail/join.hpp"
 #include "detail/runner.hpp"
 #include "detail/task_misuse.hpp"
+#include "detail/test_hooks.hpp"
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/associated_cancellation_slot.hpp>
@@ -368,6 +369,9 @@ class node_batch final : public detail::task_host {
     const compiled_task& ct = rs_->group->tasks[k];
     const detail::compiled_step& tree = rs_->group->step(k);
     if (!detail::may_run_inline(tree)) return false;
+    detail::driver_hooks& hooks = detail::test_driver_hooks();
+    if (hooks.coroutine_only.load(std::memory_order_relaxed)) [[unlikely]]
+      return false;
     if (!spare_) spare_ = detail::make_frame_free_run(*this);
     // Room for every task before any run can wait: a run that waits must
     // find its place without allocating (a failure then would drop it
@@ -376,7 +380,11 @@ class node_batch final : public detail::task_host {
     if (waiting_.capacity() == 0) waiting_.reserve(tasks_);
     rs_->records[k].started = now;
     ws = task_workspace(ct, n_);
-    switch (spare_->start(tree, ws)) {
+    const auto outcome = spare_->start(tree, ws);
+    if (outcome != detail::frame_free_run::outcome::declined && hooks.counting.load(std::memory_order_relaxed))
+        [[unlikely]]
+      hooks.frame_free_tasks.fetch_add(1, std::memory_order_relaxed);
+    switch (outcome) {
       case detail::frame_free_run::outcome::declined: return false;
       case detail::frame_free_run::outcome::waiting:
         spare_->task = static_cast<std::uint32_t>(k);
@@ -516,6 +524,8 @@ asio::awaitable<status> run_task(std::shared_ptr<run_state> rs, std::size_t k, n
                                  std::shared_ptr<workspace> ws) {
   const compiled_task& ct = rs->group->tasks[k];
   rs->records[k].started = std::chrono::system_clock::now();
+  if (detail::driver_hooks& hooks = detail::test_driver_hooks(); hooks.counting.load(std::memory_order_relaxed))
+    hooks.coroutine_tasks.fetch_add(1, std::memory_order_relaxed);
   if (!ws) ws = task_workspace(ct, n);
   step_stats stats;
   run_step_options o;
@@ -854,6 +864,11 @@ status check_output_codecs(const task_group& group, const codec_registry& codecs
 asio::awaitable<result<run_report>> task_group::run(run_options options) {
   local_session session(co_await asio::this_coro::executor);
   co_return co_await session.run(*this, options);
+}
+
+detail::driver_hooks& detail::test_driver_hooks() noexcept {
+  static driver_hooks hooks;
+  return hooks;
 }
 
 }  // namespace taskgroup
