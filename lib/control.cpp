@@ -139,8 +139,8 @@ execution_step branch(const std::string& prefix, const std::string& label, const
   return assemble(label, name, items, &stop).should_stop_blob(stop).only_once();
 }
 
-execution_step make_if(const std::string& name, const std::string& label, const condition& cond,
-                       const body& then_body, const std::optional<body>& else_body, bool scoped) {
+execution_step make_if(const std::string& name, const std::string& label, const condition& cond, const body& then_body,
+                       const std::optional<body>& else_body, bool scoped) {
   if (bad_condition(cond)) return invalid(label, "Invalid condition net");
   // The decision is taken once, before either branch runs, so exactly one
   // branch runs even when the chosen one changes the condition's inputs.
@@ -155,10 +155,19 @@ execution_step make_if(const std::string& name, const std::string& label, const 
   return assemble(label, name, items, nullptr);
 }
 
+// A loop entered afresh: `init` runs first on every entry, then `looping`.
+// State a loop keeps between its iterations (its stop blob, its counter)
+// is reset by `init`, in the enclosing execution, so that a loop entered
+// again (inside an enclosing loop, or a GLOBAL group run again) behaves as
+// on its first entry (Caffe2's While/DoWhile reset the stop the same way).
+execution_step entered_afresh(const std::string& name, net init, execution_step looping) {
+  return execution_step(name).add_substep(execution_step("init").add_net(std::move(init))).add_substep(looping);
+}
+
 // Loops with the condition evaluated before (`before`) or after the body;
 // `negate` stops when the condition is false (while) rather than true.
-execution_step make_conditional_loop(std::string name, const condition& cond, const body& b, bool before,
-                                     bool negate, bool scoped) {
+execution_step make_conditional_loop(std::string name, const condition& cond, const body& b, bool before, bool negate,
+                                     bool scoped) {
   if (bad_condition(cond)) return invalid(name, "Invalid condition net");
   const std::string stop = name + "/stop";
   std::vector<item> check;
@@ -174,11 +183,29 @@ execution_step make_conditional_loop(std::string name, const condition& cond, co
     body_items = b.items();
   }
   std::vector<item> items = before ? concat(check, body_items) : concat(body_items, check);
-  if (!before) {
-    // The stop blob must start false: the body runs before the first check.
-    items.insert(items.begin(), fill_bool(name + "/stop_init", stop, false));
-  }
-  return assemble(name, name, items, &stop).should_stop_blob(stop);
+  // The stop blob starts false on every entry: the stop check after the
+  // condition's own net (or after the body of a do-loop) comes before
+  // `<name>/check` recomputes it.
+  return entered_afresh(name, fill_bool(name + "/stop_init", stop, false),
+                        assemble("body", name, items, &stop).should_stop_blob(stop));
+}
+
+// A counted loop whose limit the init net `init` sets in `<name>/limit`.
+execution_step counted_loop(const std::string& name, net init, const body& b) {
+  const std::string iter = loop_iter_blob(name);
+  const std::string limit = name + "/limit";
+  const std::string one = name + "/one";
+  const std::string stop = name + "/stop";
+  init.op("ConstantFill", {}, {iter}, {{"value", std::int64_t{0}}})
+      .op("ConstantFill", {}, {one}, {{"value", std::int64_t{1}}});
+  net cond(name + "/cond");
+  cond.op("GE", {iter, limit}, {stop});
+  net inc(name + "/inc");
+  inc.op("Add", {iter, one}, {iter});
+  std::vector<item> items{cond};
+  items.insert(items.end(), b.items().begin(), b.items().end());
+  items.emplace_back(inc);
+  return entered_afresh(name, std::move(init), assemble("body", name + "/body", items, &stop).should_stop_blob(stop));
 }
 
 }  // namespace
@@ -217,24 +244,19 @@ execution_step do_parallel(std::string name, body b) {
 std::string loop_iter_blob(const std::string& name) { return name + "/iter"; }
 
 execution_step loop(std::string name, std::int64_t n, body b) {
-  const std::string iter = loop_iter_blob(name);
-  const std::string limit = name + "/limit";
-  const std::string one = name + "/one";
-  const std::string stop = name + "/stop";
   // Counters live in the enclosing execution: reset each time it runs.
   net init(name + "/init");
-  init.op("ConstantFill", {}, {iter}, {{"value", std::int64_t{0}}})
-      .op("ConstantFill", {}, {limit}, {{"value", n}})
-      .op("ConstantFill", {}, {one}, {{"value", std::int64_t{1}}});
-  net cond(name + "/cond");
-  cond.op("GE", {iter, limit}, {stop});
-  net inc(name + "/inc");
-  inc.op("Add", {iter, one}, {iter});
-  std::vector<item> items{cond};
-  items.insert(items.end(), b.items().begin(), b.items().end());
-  items.emplace_back(inc);
-  execution_step body_step = assemble("body", name + "/body", items, &stop).should_stop_blob(stop);
-  return execution_step(name).add_substep(execution_step("init").add_net(init)).add_substep(body_step);
+  init.op("ConstantFill", {}, {name + "/limit"}, {{"value", n}});
+  return counted_loop(name, std::move(init), b);
+}
+
+execution_step loop(std::string name, std::string count_blob, body b) {
+  if (count_blob.empty()) return invalid(name, "loop: the count blob must be named");
+  // The count is read when the loop is entered: a body that changes the
+  // count blob does not change the number of iterations of this entry.
+  net init(name + "/init");
+  init.op("Copy", {std::move(count_blob)}, {name + "/limit"});
+  return counted_loop(name, std::move(init), b);
 }
 
 execution_step loop(std::string name, body b) {
@@ -268,9 +290,7 @@ execution_step if_(std::string name, condition cond, body then_body, std::option
   return make_if(name, name, cond, then_body, else_body, false);
 }
 
-execution_step if_not(std::string name, condition cond, body b) {
-  return make_if(name, name, cond, body{}, b, false);
-}
+execution_step if_not(std::string name, condition cond, body b) { return make_if(name, name, cond, body{}, b, false); }
 
 execution_step if_net(std::string name, condition cond, body then_body, std::optional<body> else_body) {
   return make_if(name, name, cond, then_body, else_body, true);

@@ -1,5 +1,7 @@
 #include <taskgroup/control.hpp>
 
+#include <taskgroup/session.hpp>
+
 #include "support/steps.hpp"
 
 #include <catch2/catch.hpp>
@@ -23,9 +25,10 @@ net consts(const std::string& name, const std::vector<std::pair<std::string, i64
 
 TEST_CASE("scenario 1: a loop ended by stop_if counts down", "[control][scenario]") {
   auto ws = workspace::make("w");
-  auto s = do_("main", {consts("init", {{"x", 5}, {"y", 0}, {"zero", 0}, {"one", 1}}),
-                        loop("countdown", {stop_if(binary("is_zero", "EQ", "x", "zero", "x_is_zero")),
-                                           binary("dec", "Sub", "x", "one", "x"), binary("inc", "Add", "y", "one", "y")})});
+  auto s =
+      do_("main", {consts("init", {{"x", 5}, {"y", 0}, {"zero", 0}, {"one", 1}}),
+                   loop("countdown", {stop_if(binary("is_zero", "EQ", "x", "zero", "x_is_zero")),
+                                      binary("dec", "Sub", "x", "one", "x"), binary("inc", "Add", "y", "one", "y")})});
   REQUIRE(run_tree(s, ws));
   CHECK(ws->read<i64>("y").value() == 5);
   CHECK(ws->read<i64>("x").value() == 0);
@@ -60,8 +63,16 @@ TEST_CASE("scenario 3: a stop inside an if branch ends only that branch", "[cont
 
 TEST_CASE("scenario 9: if_net branches run in scoped workspaces", "[control][scenario]") {
   auto ws = workspace::make("w");
-  net init = consts("init", {{"x0", 0}, {"x1", 1}, {"x2", 2}, {"y0", 0}, {"y1", 1}, {"y2", 2}, {"first_res", 0},
-                             {"second_res", 0}, {"c100", 100}, {"c901", 901}});
+  net init = consts("init", {{"x0", 0},
+                             {"x1", 1},
+                             {"x2", 2},
+                             {"y0", 0},
+                             {"y1", 1},
+                             {"y2", 2},
+                             {"first_res", 0},
+                             {"second_res", 0},
+                             {"c100", 100},
+                             {"c901", 901}});
   init.op("ConstantFill", {}, {"t"}, {{"value", true}}).op("ConstantFill", {}, {"f"}, {{"value", false}});
 
   net make_local = consts("make_local", {{"local_blob", 900}});
@@ -71,13 +82,14 @@ TEST_CASE("scenario 9: if_net branches run in scoped workspaces", "[control][sce
   net then_work = consts("then_work", {{"y2", 7}});
   then_work.op("Add", {"y1", "y2"}, {"y2"});
 
-  auto s = do_("main", {init, if_net("if1", "t", consts("first_one", {{"first_res", 1}}), body(consts("first_two", {{"first_res", 2}}))),
-                        if_net("if2", "f", consts("second_one", {{"second_res", 1}}), body(consts("second_two", {{"second_res", 2}}))),
-                        if_net("if3", binary("gt10", "GT", "x1", "x0", "gt10"),
-                               {make_local,
-                                if_net("if3a", binary("gt12", "GT", "x1", "x2", "gt12"), body{}, body(else_work)),
-                                if_net("if3b", binary("eq901", "EQ", "local_blob", "c901", "eq901"), then_work)},
-                               body{})});
+  auto s = do_(
+      "main",
+      {init, if_net("if1", "t", consts("first_one", {{"first_res", 1}}), body(consts("first_two", {{"first_res", 2}}))),
+       if_net("if2", "f", consts("second_one", {{"second_res", 1}}), body(consts("second_two", {{"second_res", 2}}))),
+       if_net("if3", binary("gt10", "GT", "x1", "x0", "gt10"),
+              {make_local, if_net("if3a", binary("gt12", "GT", "x1", "x2", "gt12"), body{}, body(else_work)),
+               if_net("if3b", binary("eq901", "EQ", "local_blob", "c901", "eq901"), then_work)},
+              body{})});
   REQUIRE(run_tree(s, ws));
   CHECK(ws->read<i64>("first_res").value() == 1);
   CHECK(ws->read<i64>("second_res").value() == 2);
@@ -136,8 +148,9 @@ TEST_CASE("a counted loop exposes its iteration counter", "[control]") {
 TEST_CASE("a stop_if inside a counted loop ends it early", "[control]") {
   auto ws = workspace::make("w");
   auto s = do_("main", {consts("init", {{"count", 0}, {"one", 1}, {"three", 3}}),
-                        loop("l", 100, {binary("count", "Add", "count", "one", "count"),
-                                        stop_if(binary("enough", "GE", "count", "three", "enough"))})});
+                        loop("l", 100,
+                             {binary("count", "Add", "count", "one", "count"),
+                              stop_if(binary("enough", "GE", "count", "three", "enough"))})});
   REQUIRE(run_tree(s, ws));
   CHECK(ws->read<i64>("count").value() == 3);
 }
@@ -182,7 +195,8 @@ TEST_CASE("an if_ decides once even when its branch changes the condition", "[co
   init.op("ConstantFill", {}, {"cond"}, {{"value", true}});
   net flip("flip");
   flip.op("Not", {"cond"}, {"cond"}).op("Add", {"then_runs", "one"}, {"then_runs"});
-  REQUIRE(run_tree(do_("main", {init, if_("i", "cond", flip, body(binary("e", "Add", "else_runs", "one", "else_runs")))}), ws));
+  REQUIRE(run_tree(
+      do_("main", {init, if_("i", "cond", flip, body(binary("e", "Add", "else_runs", "one", "else_runs")))}), ws));
   CHECK(ws->read<i64>("then_runs").value() == 1);
   CHECK(ws->read<i64>("else_runs").value() == 0);
 }
@@ -217,4 +231,141 @@ TEST_CASE("do_parallel runs its items concurrently", "[control]") {
   REQUIRE(run_tree(s, ws));
   CHECK(ws->read<i64>("a_done").value() == 1);
   CHECK(ws->read<i64>("b_done").value() == 1);
+}
+
+// Every conditional loop form, with its condition as a blob and as a net,
+// entered four times by an enclosing loop: each entry runs its body three
+// times (Caffe2 resets the stop blob on entry; a stale `true` from the
+// previous entry must not end the loop after the condition's own net).
+TEST_CASE("conditional loops behave on every entry as on the first", "[control][reentry]") {
+  const net count = binary("count", "Add", "count", "one", "count");
+  const net step_i = binary("step_i", "Add", "i", "one", "i");
+  const net reset_i = consts("reset_i", {{"i", 0}});
+  const net lt_net = binary("i_lt_n", "LT", "i", "n", "i_lt_n");
+  const net ge_net = binary("i_ge_n", "GE", "i", "n", "i_ge_n");
+  using make = execution_step (*)(std::string, condition, body);
+  struct form {
+    const char* name;
+    make fn;
+    bool negated;  // loops while the condition holds
+  };
+  const form forms[] = {{"while_", &while_, true},
+                        {"until", &until, false},
+                        {"do_while", &do_while, true},
+                        {"do_until", &do_until, false},
+                        {"while_net", &while_net, true}};
+  for (const form& f : forms) {
+    for (bool as_net : {false, true}) {
+      INFO(f.name << (as_net ? ", condition net" : ", condition blob"));
+      const net& cond_net = f.negated ? lt_net : ge_net;
+      const condition cond = as_net ? condition(cond_net) : condition(cond_net.ops().back().outputs.front());
+      // The blob form reads a blob the body keeps up to date.
+      body b = as_net ? body{count, step_i} : body{count, step_i, cond_net};
+      execution_step inner = f.fn("inner", cond, b);
+      auto ws = workspace::make("w");
+      auto s = do_("main", {consts("init", {{"count", 0}, {"one", 1}, {"n", 3}, {"i", 0}}), cond_net,
+                            loop("outer", 4, {reset_i, cond_net, inner})});
+      REQUIRE(run_tree(s, ws));
+      CHECK(ws->read<i64>("count").value() == 12);
+    }
+  }
+}
+
+TEST_CASE("a GLOBAL group whose while_ has a condition net runs alike on every run", "[control][reentry]") {
+  local_session session(1);
+  task_group g(workspace_type::global);
+  const net lt_net = binary("i_lt_n", "LT", "i", "n", "i_lt_n");
+  REQUIRE(g.add(task("t", do_("main", {consts("init", {{"i", 0}, {"n", 3}, {"one", 1}}),
+                                       while_("w", lt_net,
+                                              {binary("step_i", "Add", "i", "one", "i"),
+                                               binary("count", "Add", "count", "one", "count")})}))));
+  task_group zero(workspace_type::global);
+  REQUIRE(zero.add(task("zero", step("zero").add_net(consts("zero", {{"count", 0}})))));
+  REQUIRE(session.run_blocking(zero));
+  for (int run = 1; run <= 3; ++run) {
+    INFO("run " << run);
+    REQUIRE(session.run_blocking(g));
+    CHECK(session.node_workspace("local")->read<i64>("count").value() == 3 * run);
+  }
+}
+
+// Nested loops choosing a branch with if_ / else built on while_: each
+// (row, column) cell gets 1, 2 or 3 by its sum's remainder mod 3.
+TEST_CASE("nested while_ loops with if/else branches compute every cell", "[control][reentry]") {
+  auto ws = workspace::make("w");
+  const net row_lt = binary("row_lt", "LT", "row", "n", "row_lt");
+  const net col_lt = binary("col_lt", "LT", "col", "n", "col_lt");
+  net classify("classify");
+  classify.op("Add", {"row", "col"}, {"sum"}).op("Mod", {"sum", "three"}, {"rem"});
+  auto add_to = [](const std::string& name, const std::string& amount) {
+    return binary(name, "Add", "total", amount, "total");
+  };
+  auto s = do_(
+      "main", {consts("init", {{"row", 0}, {"n", 4}, {"one", 1}, {"two", 2}, {"three", 3}, {"zero", 0}, {"total", 0}}),
+               while_("rows", row_lt,
+                      {consts("col0", {{"col", 0}}),
+                       while_("cols", col_lt,
+                              {classify,
+                               if_("is0", binary("eq0", "EQ", "rem", "zero", "rem_is_0"), add_to("add1", "one"),
+                                   body{if_("is1", binary("eq1", "EQ", "rem", "one", "rem_is_1"), add_to("add2", "two"),
+                                            body{add_to("add3", "three")})}),
+                               binary("col_inc", "Add", "col", "one", "col")}),
+                       binary("row_inc", "Add", "row", "one", "row")})});
+  REQUIRE(run_tree(s, ws));
+  i64 expected = 0;
+  for (i64 r = 0; r < 4; ++r) {
+    for (i64 c = 0; c < 4; ++c) expected += (r + c) % 3 + 1;
+  }
+  CHECK(ws->read<i64>("total").value() == expected);
+}
+
+TEST_CASE("a loop counted by a blob reads its count on each entry", "[control][count_blob]") {
+  net record("record");
+  record.op("Append", {"seen", loop_iter_blob("l")}, {"seen"});
+  SECTION("counts 0 .. n-1 for every n, none for n <= 0") {
+    for (i64 n : {-2, 0, 1, 2, 5}) {
+      INFO("n = " << n);
+      auto ws = workspace::make("w");
+      net init("init");
+      init.op("ConstantFill", {}, {"seen"}, {{"value", std::vector<i64>{}}})
+          .op("ConstantFill", {}, {"n"}, {{"value", n}});
+      REQUIRE(run_tree(do_("main", {init, loop("l", "n", record)}), ws));
+      std::vector<i64> want;
+      for (i64 i = 0; i < n; ++i) want.push_back(i);
+      CHECK(ws->read<std::vector<i64>>("seen").value() == want);
+    }
+  }
+  SECTION("a body that changes the count changes the next entry only") {
+    auto ws = workspace::make("w");
+    net init("init");
+    init.op("ConstantFill", {}, {"seen"}, {{"value", std::vector<i64>{}}})
+        .op("ConstantFill", {}, {"n"}, {{"value", i64{2}}})
+        .op("ConstantFill", {}, {"one"}, {{"value", i64{1}}});
+    // Entry 1 runs 2 iterations and leaves n = 4; entry 2 runs 4 and
+    // leaves n = 8.
+    auto s = do_("main", {init, loop("outer", 2, loop("l", "n", {record, binary("grow", "Add", "n", "one", "n")}))});
+    REQUIRE(run_tree(s, ws));
+    CHECK(ws->read<std::vector<i64>>("seen").value() == std::vector<i64>{0, 1, 0, 1, 2, 3});
+    CHECK(ws->read<i64>("n").value() == 8);
+  }
+  SECTION("a count blob that does not exist is an error naming it") {
+    auto ws = workspace::make("w");
+    auto st = run_tree(loop("l", "missing", consts("x", {{"x", 1}})), ws);
+    REQUIRE_FALSE(st);
+    CHECK(st.error().message.find("missing") != std::string::npos);
+  }
+  SECTION("a count blob that holds no int64 is an error") {
+    auto ws = workspace::make("w");
+    net init("init");
+    init.op("ConstantFill", {}, {"n"}, {{"value", std::string("three")}});
+    auto st = run_tree(do_("main", {init, loop("l", "n", consts("x", {{"x", 1}}))}), ws);
+    REQUIRE_FALSE(st);
+    CHECK(st.error().code == errc::type_mismatch);
+  }
+  SECTION("an unnamed count blob is refused") {
+    auto ws = workspace::make("w");
+    auto st = run_tree(loop("l", std::string(), consts("x", {{"x", 1}})), ws);
+    REQUIRE_FALSE(st);
+    CHECK(st.error().message.find("count blob") != std::string::npos);
+  }
 }

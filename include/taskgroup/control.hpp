@@ -39,7 +39,7 @@ class condition {
  public:
   /// The bool blob `blob`.
   condition(std::string blob) : blob_(std::move(blob)) {}  // NOLINT(google-explicit-constructor)
-  condition(const char* blob) : blob_(blob) {}              // NOLINT(google-explicit-constructor)
+  condition(const char* blob) : blob_(blob) {}             // NOLINT(google-explicit-constructor)
   /// The first output of `n`'s last op (computed by running `n`).
   condition(net n);  // NOLINT(google-explicit-constructor)
 
@@ -96,7 +96,19 @@ execution_step do_parallel(std::string name, body b);
 
 /// Runs `b` `n` times; blob `<name>/iter` counts 0 .. n-1 during the
 /// body (net_builder loop(iters)). A stop marker ends the loop early.
+/// The counter is reset on every entry: inside an enclosing loop, or in a
+/// GLOBAL group run again, each entry runs `n` iterations.
 execution_step loop(std::string name, std::int64_t n, body b);
+
+/// Runs `b` as many times as int64 blob `count_blob` says when the loop is
+/// entered (net_builder loop(iters) with a blob; a count <= 0 runs nothing).
+/// The count is read once per entry: a body that changes `count_blob`
+/// changes the next entry, not this one. `<name>/iter` counts as above.
+/// Errors at run time: the blob does not exist when the loop binds
+/// (`errc::blob_not_found`), or holds no int64 (`errc::type_mismatch`, from
+/// the comparison, naming the loop's nets). Written to a plan as plain
+/// steps of built-in operators, like every helper.
+execution_step loop(std::string name, std::string count_blob, body b);
 
 /// Runs `b` until a stop marker in it fires (net_builder loop()). Errors
 /// at run time (`errc::invalid_step`) when `b` has no stop marker:
@@ -106,6 +118,12 @@ execution_step loop(std::string name, body b);
 /// The counter blob of a counted `loop` named `name`.
 std::string loop_iter_blob(const std::string& name);
 
+/// The conditional loops below reset their stop blob (`<name>/stop`) each
+/// time they are entered, as Caffe2's control.py does: a loop entered again
+/// (inside an enclosing loop, or in a GLOBAL group run again) behaves as on
+/// its first entry. Each is a step `<name>` holding `init` (the reset) and
+/// `body` (the loop).
+///
 /// While `cond` holds, runs `b` (cond evaluated before each iteration).
 execution_step while_(std::string name, condition cond, body b);
 /// Until `cond` holds, runs `b` (cond evaluated before each iteration).

@@ -25,7 +25,7 @@ for line in ["node local: 2 tasks", "node n2: 2 tasks", "node n1: 1 task",
 
 p = cli.run("check", cli.shipped("pipeline.json"))
 for line in ["local/produce  2 instances, global workspace, 1 step, 2 nets, outputs: none",
-             "local/consume  3 instances, global workspace, 1 step, 3 nets, outputs: total, consumed",
+             "local/consume  3 instances, global workspace, 3 steps, 4 nets, outputs: total, consumed",
              'report step "progress" every 100 ms (1 step, 1 net)']:
     cli.check(line in p.stdout, f"pipeline summary has {line!r}", p.stdout)
 

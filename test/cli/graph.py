@@ -32,7 +32,7 @@ for task in ["local/s1", "local/s2", "n2/s3", "n1/s4", "n2/s5"]:
 cli.check("Dequeue(mailbox) -> s2_got, s2_ok" in p.stdout, "seed graph: nets list their ops")
 
 p = cli.run("graph", cli.shipped("pipeline.json"))
-for text in ["step consume\\nstop when \\\"drained\\\"", "num_iter 20", "report every 100 ms", "local init",
+for text in ["step loop\\nstop when \\\"drained\\\"", "num_iter 20", "report every 100 ms", "local init",
              "3 instances", "CreateQueue() -> queue [capacity=4]"]:
     cli.check(text in p.stdout, f"pipeline graph shows {text!r}", p.stdout)
 
