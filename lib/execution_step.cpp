@@ -18,6 +18,24 @@ struct execution_step::data {
   std::optional<std::chrono::milliseconds> timeout;
   bool frozen = false;
   std::optional<std::string> misuse;  // the first builder misuse, reported by validate()
+
+  data() = default;
+  data(const data&) = delete;
+  data& operator=(const data&) = delete;
+  // Destroys the subtree without recursion: a tree as deep as a program
+  // can build (deeper than max_step_depth, which only validate refuses)
+  // must not exhaust the stack of the thread that lets it go.
+  ~data() {
+    std::vector<execution_step> pending = std::move(substeps);
+    while (!pending.empty()) {
+      execution_step s = std::move(pending.back());
+      pending.pop_back();
+      if (s.data_.use_count() == 1) {
+        for (auto& c : s.data_->substeps) pending.push_back(std::move(c));
+        s.data_->substeps.clear();
+      }
+    }
+  }
 };
 
 execution_step::execution_step(std::string name) : data_(std::make_shared<data>()) { data_->name = std::move(name); }
@@ -47,6 +65,9 @@ execution_step& execution_step::substeps(std::vector<execution_step> list) {
 
 execution_step& execution_step::add_substep(execution_step child) {
   if (!check_mutable("substeps")) return *this;
+  // The only cycle a builder can make: a step's subtree is frozen, and a
+  // frozen step cannot take substeps.
+  if (child.same(*this)) return mark_invalid("a step cannot be its own substep");
   // Caffe2 drops empty children silently; a child carrying a misuse is
   // kept so that validation reports it.
   if (child.empty() && !child.data_->misuse) return *this;
@@ -115,8 +136,9 @@ bool execution_step::empty() const noexcept { return data_->nets.empty() && data
 bool execution_step::frozen() const noexcept { return data_->frozen; }
 
 void execution_step::freeze() const noexcept {
+  // Every substep was frozen when it was added, so freezing is one flag:
+  // building a tree level by level stays linear in its size.
   data_->frozen = true;
-  for (auto& s : data_->substeps) s.freeze();
 }
 
 namespace {
@@ -141,25 +163,52 @@ status validate_one(const execution_step& s, const std::string& path, const std:
   return ok();
 }
 
+// The path of a step past the depth limit, without its thousand middle
+// components.
+std::string truncated_path(const std::string& root, const std::string& leaf) { return root + "/.../" + leaf; }
+
 }  // namespace
 
 status execution_step::validate() const {
   std::map<std::string, net, std::less<>> seen;
-  // Depth-first, substeps before the step's own nets (Caffe2's Plan.AddStep order).
-  auto walk = [&](auto& self, const execution_step& s, const std::string& path) -> status {
-    if (auto st = validate_one(s, path, s.data_->misuse); !st) return st;
-    for (const auto& child : s.substeps()) {
-      if (auto st = self(self, child, path + "/" + child.name()); !st) return st;
+  // Depth-first with an explicit stack (no recursion, whatever the depth);
+  // the step path is rendered only for an error. Substeps are checked
+  // before the step's own nets (Caffe2's Plan.AddStep order).
+  struct frame {
+    const execution_step* s;
+    std::size_t next = 0;  // the substep to visit next
+  };
+  std::vector<frame> stack{{this}};
+  auto path = [&] {
+    std::string out;
+    for (const frame& f : stack) out += (out.empty() ? "" : "/") + f.s->name();
+    return out;
+  };
+  if (auto st = validate_one(*this, name(), data_->misuse); !st) return st;
+  while (!stack.empty()) {
+    frame& f = stack.back();
+    const auto& children = f.s->substeps();
+    if (f.next < children.size()) {
+      const execution_step& child = children[f.next++];
+      if (stack.size() == max_step_depth) {
+        return fail(errc::invalid_step, "step " + quote(truncated_path(stack.front().s->name(), child.name())) +
+                                            ": deeper than max_step_depth (" + std::to_string(max_step_depth) +
+                                            " levels of nested steps)");
+      }
+      stack.push_back(frame{&child});
+      if (auto st = validate_one(child, path(), child.data_->misuse); !st) return st;
+      continue;
     }
-    for (const auto& n : s.nets()) {
+    for (const auto& n : f.s->nets()) {
       auto [it, inserted] = seen.emplace(n.name(), n);
       if (!inserted && !it->second.same(n)) {
-        return fail(errc::duplicate_net, "step " + quote(path) + ": different nets with same name: " + quote(n.name()));
+        return fail(errc::duplicate_net,
+                    "step " + quote(path()) + ": different nets with same name: " + quote(n.name()));
       }
     }
-    return ok();
-  };
-  return walk(walk, *this, name());
+    stack.pop_back();
+  }
+  return ok();
 }
 
 }  // namespace taskgroup

@@ -8,13 +8,13 @@
 // | `nets({a, b})`, `add_net(n)` | network | nets run in order each iteration |
 // | `substeps({s, t})`, `add_substep(s)` | substep | child steps; an empty child (no nets, no substeps) is dropped |
 // | `iterations(n)` | num_iter | default 1; 0 runs nothing |
-// | `should_stop_blob("b")` | should_stop_blob | a bool blob checked after every net, every sequential substep, every concurrent iteration; true ends the step with success |
-// | `only_once()` | only_once | with a stop blob only: run iteration 0 only |
-// | `concurrent_substeps()` | concurrent_substeps | substeps run concurrently, with a barrier per iteration |
-// | `run_every(ms)` | run_every_ms | makes the step a report substep of its parent |
-// | `create_workspace()` | create_workspace | every execution gets a fresh child workspace and fresh net instances |
-// | `concurrent_instances(n)` | num_concurrent_instances | n copies of the children run concurrently |
-// | `timeout(ms)` | (ours) | a deadline for one execution of the step |
+// | `should_stop_blob("b")` | should_stop_blob | a bool blob checked after every net, every sequential substep, every
+// concurrent iteration; true ends the step with success | | `only_once()` | only_once | with a stop blob only: run
+// iteration 0 only | | `concurrent_substeps()` | concurrent_substeps | substeps run concurrently, with a barrier per
+// iteration | | `run_every(ms)` | run_every_ms | makes the step a report substep of its parent | | `create_workspace()`
+// | create_workspace | every execution gets a fresh child workspace and fresh net instances | |
+// `concurrent_instances(n)` | num_concurrent_instances | n copies of the children run concurrently | | `timeout(ms)` |
+// (ours) | a deadline for one execution of the step |
 //
 // A step is a handle: copies share one step. Adding a step to another
 // freezes it: later builder calls on it (except `run_every`, as in Caffe2)
@@ -29,6 +29,7 @@
 #include <taskgroup/net.hpp>
 
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -36,6 +37,12 @@
 #include <vector>
 
 namespace taskgroup {
+
+/// The deepest step tree that runs: levels of nested steps, the root step
+/// being level 1. `validate` (and so every run) and the plan reader refuse a
+/// deeper tree with `errc::invalid_step` naming this limit. Building,
+/// copying and destroying a deeper tree is safe (no recursion).
+inline constexpr std::size_t max_step_depth = 1000;
 
 /// A node of a step tree (a Caffe2 ExecutionStep).
 class execution_step {
@@ -49,6 +56,8 @@ class execution_step {
   execution_step& nets(std::vector<net> list);
   execution_step& add_net(net n);
   /// Appends substeps, dropping empty ones; each added child is frozen.
+  /// Adding a step to itself is recorded as a misuse (the only cycle a
+  /// builder could make). Linear: adding costs the same at any depth.
   execution_step& substeps(std::vector<execution_step> list);
   execution_step& add_substep(execution_step child);
   /// Number of iterations (Caffe2 num_iter). Must be >= 0.
@@ -89,7 +98,7 @@ class execution_step {
   [[nodiscard]] bool empty() const noexcept;
   /// True once the step has been added to a parent (or compiled).
   [[nodiscard]] bool frozen() const noexcept;
-  /// Freezes the step and its subtree.
+  /// Freezes the step and its subtree (its substeps are frozen already).
   void freeze() const noexcept;
   /// True when both handles refer to the same step.
   [[nodiscard]] bool same(const execution_step& other) const noexcept { return data_ == other.data_; }
@@ -100,9 +109,10 @@ class execution_step {
 
   /// Checks this step and its subtree: misuse recorded by builder calls
   /// (mutating a frozen step, both nets and substeps, num_iter with a stop
-  /// blob, only_once without a stop blob, out-of-range values) and two
-  /// different nets sharing a name. Errors: `errc::invalid_step` or
-  /// `errc::duplicate_net`, naming the step path.
+  /// blob, only_once without a stop blob, out-of-range values, a tree
+  /// deeper than `max_step_depth`) and two different nets sharing a name.
+  /// Errors: `errc::invalid_step` or `errc::duplicate_net`, naming the step
+  /// path. Iterative: safe at any depth.
   [[nodiscard]] status validate() const;
 
  private:

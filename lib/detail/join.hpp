@@ -6,7 +6,8 @@
 // and one array of per-child signals and flags); each child costs what
 // co_spawn costs. Children spawned on the joining executor itself complete
 // there without an executor binder (one type-erased executor less to copy
-// and prefer per child).
+// and prefer per child); children on other executors start by a post, so
+// that they run in parallel on the threads of their contexts.
 // Modes:
 // - fail_fast: the first failing child cancels every other child at once;
 //   the join completes after all have unwound, with that first error.
@@ -149,10 +150,14 @@ struct child_done_handler {
 };
 
 // The cancellation relay of a child on another executor (see
-// join_children).
+// join_children). Every member is used on the child's executor only.
 struct child_relay {
   boost::asio::cancellation_signal signal;
-  bool finished = false;  // bound to the child's executor
+  bool started = false;
+  bool finished = false;
+  // A cancellation that arrived before the child started: emitted as it
+  // starts.
+  std::optional<boost::asio::cancellation_type_t> early;
 };
 
 // Runs a child and marks it finished, still on its own executor.
@@ -192,16 +197,30 @@ boost::asio::awaitable<status> join_children(boost::asio::any_io_executor ex, st
         // cancellation to a coroutine that is gone; relay it instead
         // through a signal emitted on the child's executor, and only while
         // the child runs (both are decided there).
+        //
+        // The child starts by a post, never inline: co_spawn dispatches,
+        // and an idle strand dispatched to from a thread of its context
+        // runs at once on that thread, so the children (a run's nodes)
+        // would run one after another on the starting thread instead of
+        // in parallel on the context's threads.
         boost::asio::any_io_executor cex = child_executor(i);
         auto relay = std::make_shared<child_relay>();
         state->slot(i).assign([relay, cex](boost::asio::cancellation_type_t type) {
           boost::asio::dispatch(cex, [relay, type] {
-            if (!relay->finished) relay->signal.emit(type);
+            if (!relay->started) {
+              relay->early = type;
+            } else if (!relay->finished) {
+              relay->signal.emit(type);
+            }
           });
         });
-        boost::asio::co_spawn(
-            cex, relayed(make(i), relay),
-            boost::asio::bind_cancellation_slot(relay->signal.slot(), boost::asio::bind_executor(ex, std::move(done))));
+        boost::asio::post(cex, [ex, cex, relay, child = make(i), done = std::move(done)]() mutable {
+          relay->started = true;
+          boost::asio::co_spawn(cex, relayed(std::move(child), relay),
+                                boost::asio::bind_cancellation_slot(relay->signal.slot(),
+                                                                    boost::asio::bind_executor(ex, std::move(done))));
+          if (relay->early && !relay->finished) relay->signal.emit(*relay->early);
+        });
       }
     }
   };

@@ -1,0 +1,78 @@
+// Deep step trees: building, validating, running and destroying them costs
+// no recursion proportional to their depth, and the depth limit is
+// enforced with an error naming it.
+#include <taskgroup/execution_step.hpp>
+#include <taskgroup/session.hpp>
+
+#include "detail/test_hooks.hpp"
+#include "support/steps.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <cstddef>
+#include <string>
+
+using namespace taskgroup;
+using namespace taskgroup::test;
+
+namespace {
+
+// `levels` nested steps (the root is level 1); the innermost runs `leaf`,
+// and every level of `looping` runs its child twice.
+execution_step chain(std::size_t levels, const net& leaf, std::size_t looping = 0) {
+  execution_step inner = step("level " + std::to_string(levels)).add_net(leaf);
+  for (std::size_t level = levels - 1; level >= 1; --level) {
+    execution_step outer = step("level " + std::to_string(level)).add_substep(inner);
+    if (level <= looping) outer.iterations(2);
+    inner = outer;
+  }
+  return inner;
+}
+
+}  // namespace
+
+TEST_CASE("a tree deeper than max_step_depth is refused with an error naming the limit", "[step][depth]") {
+  for (std::size_t levels : {max_step_depth + 1, std::size_t{30'000}}) {
+    INFO(levels << " levels");
+    const execution_step s = chain(levels, incr("inc", "x"));
+    const status st = s.validate();
+    REQUIRE_FALSE(st);
+    CHECK(st.error().code == errc::invalid_step);
+    CHECK(st.error().message.find("max_step_depth (1000 levels") != std::string::npos);
+    CHECK(st.error().message.find("level 1/.../level 1001") != std::string::npos);
+    // Running it fails the same way (no stack exhaustion in compile or bind).
+    auto ws = workspace::make("w");
+    ws->set<i64>("x", 0);
+    const status ran = run(run_step(s, ws));
+    REQUIRE_FALSE(ran);
+    CHECK(ran.error().message == st.error().message);
+  }
+}
+
+TEST_CASE("a tree of max_step_depth levels runs on both drivers", "[step][depth]") {
+  auto& hooks = detail::test_driver_hooks();
+  for (bool coroutine_only : {false, true}) {
+    INFO((coroutine_only ? "coroutine driver" : "automatic driver"));
+    hooks.coroutine_only = coroutine_only;
+    local_session session(1);
+    task_group g(workspace_type::global);
+    net init("init");
+    init.op("ConstantFill", {}, {"x"}, {{"value", i64{0}}});
+    REQUIRE(g.add(task("t", step("t")
+                                .add_substep(step("init").add_net(init))
+                                .add_substep(chain(max_step_depth - 1, incr("inc", "x"), 3)))));
+    auto r = session.run_blocking(g);
+    hooks.coroutine_only = false;
+    REQUIRE(r);
+    // Three levels of two iterations each: the leaf runs 8 times.
+    CHECK(session.node_workspace("local")->read<i64>("x").value() == 8);
+  }
+}
+
+TEST_CASE("adding a step to itself is refused", "[step][depth]") {
+  execution_step s = step("s").add_net(incr("inc", "x"));
+  s.add_substep(s);
+  const status st = s.validate();
+  REQUIRE_FALSE(st);
+  CHECK(st.error().message.find("its own substep") != std::string::npos);
+}
