@@ -329,8 +329,8 @@ void cancel_unstarted(run_state& rs, std::size_t k) {
 }
 
 // The tasks of one node run without coroutine frames
-// (detail::frame_free_run): those whose tree allows it, when there is no
-// observer. Each runs on the node's strand until its end or its first
+// (detail::frame_free_run): those whose tree allows it, observed or not.
+// Each runs on the node's strand until its end or its first
 // wait; a waiting task then costs its run, its workspace and its pending
 // operation only. The batch ends each task's report, keeps the first
 // failure and, under fail_fast, stops the others at once. It lives until
@@ -380,6 +380,10 @@ class node_batch final : public detail::task_host {
     if (waiting_.capacity() == 0) waiting_.reserve(tasks_);
     rs_->records[k].started = now;
     ws = task_workspace(ct, n_);
+    spare_->task = static_cast<std::uint32_t>(k);
+    if (run_observer* o = rs_->options.observer; o != nullptr) {
+      spare_->observer = std::make_unique<task_events>(o, *ct.name, *ct.node);
+    }
     const auto outcome = spare_->start(tree, ws);
     if (outcome != detail::frame_free_run::outcome::declined && hooks.counting.load(std::memory_order_relaxed))
         [[unlikely]]
@@ -387,7 +391,6 @@ class node_batch final : public detail::task_host {
     switch (outcome) {
       case detail::frame_free_run::outcome::declined: return false;
       case detail::frame_free_run::outcome::waiting:
-        spare_->task = static_cast<std::uint32_t>(k);
         spare_->slot = static_cast<std::uint32_t>(waiting_.size());
         waiting_.push_back(std::move(spare_));  // within the capacity reserved above
         return true;
@@ -446,6 +449,8 @@ class node_batch final : public detail::task_host {
   void ended(std::size_t k, const detail::frame_free_run& r, std::chrono::system_clock::time_point at) {
     const status st = r.result();
     (void)end_task(*rs_, k, st, r.stats(), at);
+    if (run_observer* o = rs_->options.observer; o != nullptr)
+      o->task_end(report_of(rs_->group->tasks[k], rs_->records[k], {}));
     if (st) return;
     // After a stop, the cancelled ends it caused are not failures.
     if (first_ || (stopping_ && st.error().is_cancelled())) return;
@@ -462,6 +467,13 @@ class node_batch final : public detail::task_host {
       complete();
     } else if (!held_) {
       delete this;
+    }
+  }
+
+  void run_begins(detail::frame_free_run& r) noexcept override {
+    if (run_observer* o = rs_->options.observer; o != nullptr) {
+      const compiled_task& ct = rs_->group->tasks[r.task];
+      o->task_begin(*ct.name, *ct.node);
     }
   }
 
@@ -567,7 +579,6 @@ asio::awaitable<status> run_tasks(std::shared_ptr<run_state> rs, const compiled_
   co_await asio::this_coro::throw_if_cancelled(false);
   asio::cancellation_state cs = co_await asio::this_coro::cancellation_state;
   constexpr std::size_t yield_every = run_step_options{}.yield_every;
-  const bool frame_free = rs->options.observer == nullptr;
   node_batch::handle batch = node_batch::make(rs, n, mode, cn.tasks.size());
   std::vector<std::pair<std::size_t, std::shared_ptr<workspace>>> rest;
   bool cancelled = false;
@@ -580,7 +591,7 @@ asio::awaitable<status> run_tasks(std::shared_ptr<run_state> rs, const compiled_
       continue;
     }
     std::shared_ptr<workspace> ws;
-    if (!frame_free || !batch->start(k, ws, now)) {
+    if (!batch->start(k, ws, now)) {
       rest.emplace_back(k, std::move(ws));
       continue;
     }

@@ -2,6 +2,7 @@
 
 #include <taskgroup/task_group.hpp>
 
+#include "detail/test_hooks.hpp"
 #include "support/steps.hpp"
 
 #include <boost/asio/bind_cancellation_slot.hpp>
@@ -477,9 +478,8 @@ TEST_CASE("under gather a task's own step timeout is that task's failure, not th
 
 namespace {
 
-// An observer that only forces every task through the coroutine runner
-// (tasks with an observer never run inline), so that both paths can be
-// compared.
+// An observer that records nothing: a run observed by it must run as an
+// unobserved one does (the same driver, the same outcome).
 class noop_observer final : public run_observer {};
 
 // What a run left behind, to compare the inline and the coroutine paths.
@@ -490,13 +490,17 @@ struct run_outcome {
   std::vector<std::string> blobs;  // the node workspace's int64 blobs
 };
 
-run_outcome outcome_of(const task_group& g, run_policy policy, bool observed) {
+// `coroutine_only`: every task on the coroutine driver (the test hook);
+// else each on the driver its tree allows.
+run_outcome outcome_of(const task_group& g, run_policy policy, bool coroutine_only, bool observed = false) {
   local_session session(1);
   noop_observer observer;
   run_options o;
   o.policy = policy;
   if (observed) o.observer = &observer;
+  detail::test_driver_hooks().coroutine_only = coroutine_only;
   auto r = session.run_blocking(g, o);
+  detail::test_driver_hooks().coroutine_only = false;
   run_outcome out;
   out.ok = static_cast<bool>(r);
   if (!r) out.error = r.error().message;
@@ -521,14 +525,19 @@ net stop_when(const std::string& blob, i64 limit) {
   return n;
 }
 
-// Runs `g` without an observer (tasks that allow it run without coroutine
-// frames) and with one (every task a coroutine), under both policies, and
-// checks that the outcomes match.
+// Runs `g` on the drivers its trees allow (tasks that allow it run without
+// coroutine frames), the same with an observer, and on the coroutine
+// driver alone, under both policies, and checks that the outcomes match.
 void check_same_outcomes(const task_group& g) {
   for (run_policy policy : {run_policy::join, run_policy::gather}) {
     const run_outcome frame_free = outcome_of(g, policy, false);
+    const run_outcome observed = outcome_of(g, policy, false, true);
     const run_outcome coroutine = outcome_of(g, policy, true);
     INFO("policy " << (policy == run_policy::join ? "join" : "gather"));
+    CHECK(observed.ok == frame_free.ok);
+    CHECK(observed.error == frame_free.error);
+    CHECK(observed.tasks == frame_free.tasks);
+    CHECK(observed.blobs == frame_free.blobs);
     CHECK(frame_free.ok == coroutine.ok);
     CHECK(frame_free.error == coroutine.error);
     CHECK(frame_free.tasks == coroutine.tasks);
@@ -617,12 +626,19 @@ TEST_CASE("tasks that cannot suspend run to their end before the node's suspendi
   local_session session(1);
   REQUIRE(session.run_blocking(g));
   CHECK(*log == std::vector<std::string>{"inline", "suspending"});
-  // With an observer every task is a coroutine, started in group order.
+  // An observer does not change which driver runs a task: the same order.
   log->clear();
   noop_observer observer;
   run_options o;
   o.observer = &observer;
   REQUIRE(session.run_blocking(g, o));
+  CHECK(*log == std::vector<std::string>{"inline", "suspending"});
+  // On the coroutine driver alone, tasks start in group order.
+  log->clear();
+  detail::test_driver_hooks().coroutine_only = true;
+  auto forced = session.run_blocking(g);
+  detail::test_driver_hooks().coroutine_only = false;
+  REQUIRE(forced);
   CHECK(*log == std::vector<std::string>{"suspending", "inline"});
 }
 
@@ -808,7 +824,7 @@ TEST_CASE("tasks that wait on callback-form ops behave as the coroutine runner d
     for (int i = 0; i < 20; ++i) {
       const std::string name = "n" + std::to_string(i);
       REQUIRE(g.add(task(name, step(name).nets({callback_op("nap", ending::napped, runs), sleepy("sleep", "s", 0),
-                                                 incr("count", "naps")}))));
+                                                incr("count", "naps")}))));
     }
   }
   check_same_outcomes(g);
@@ -854,8 +870,8 @@ TEST_CASE("sleep_for in a user's op: many waits end, and cancellation ends a wai
 
 TEST_CASE("a task that waits on a callback-form op starts with the node's inline tasks", "[session][frame-free]") {
   // Proof of the path taken: the frame-free task's first op runs before
-  // the coroutine task (added first) starts; with an observer, every task
-  // is a coroutine started in group order.
+  // the coroutine task (added first) starts, with or without an observer;
+  // on the coroutine driver alone, tasks start in group order.
   auto log = std::make_shared<std::vector<std::string>>();
   auto record = [log](const std::string& what) {
     return [log, what](op_context&) {
@@ -884,6 +900,14 @@ TEST_CASE("a task that waits on a callback-form op starts with the node's inline
   run_options o;
   o.observer = &observer;
   REQUIRE(session.run_blocking(g, o));
+  REQUIRE(log->size() == 3);
+  CHECK(log->front() == "before the sleep");
+  CHECK(log->back() == "after the sleep");
+  log->clear();
+  detail::test_driver_hooks().coroutine_only = true;
+  auto forced = session.run_blocking(g);
+  detail::test_driver_hooks().coroutine_only = false;
+  REQUIRE(forced);
   CHECK(*log == std::vector<std::string>{"coroutine", "before the sleep", "after the sleep"});
 }
 
@@ -895,8 +919,8 @@ TEST_CASE("a task resumes on its node's strand after Sleep, whatever runs the st
   constexpr int nodes = 3;
   constexpr int per_node = 40;
   auto check = [&](local_session& session, const std::function<void(task_group&, run_options)>& run) {
-    for (bool observed : {false, true}) {
-      INFO((observed ? "coroutine" : "frame-free"));
+    for (bool coroutine_only : {false, true}) {
+      INFO((coroutine_only ? "coroutine" : "frame-free"));
       auto off_strand = std::make_shared<std::atomic<int>>(0);
       auto counts = std::make_shared<std::vector<int>>(nodes, 0);  // per node, touched on its strand only
       task_group g;
@@ -913,10 +937,9 @@ TEST_CASE("a task resumes on its node's strand after Sleep, whatever runs the st
           REQUIRE(g.add(task("t" + std::to_string(i), step("s").add_net(n)), node(where)));
         }
       }
-      noop_observer observer;
-      run_options o;
-      if (observed) o.observer = &observer;
-      run(g, o);
+      detail::test_driver_hooks().coroutine_only = coroutine_only;
+      run(g, run_options{});
+      detail::test_driver_hooks().coroutine_only = false;
       CHECK(off_strand->load() == 0);
       CHECK(*counts == std::vector<int>(nodes, per_node));
     }
@@ -951,9 +974,9 @@ TEST_CASE("a callback-form op that drops its completion is the op's error", "[se
   auto runs = std::make_shared<int>(0);
   task_group g;
   REQUIRE(g.add(task("t", step("t").add_net(callback_op("drops", ending::dropped, runs)))));
-  for (bool observed : {false, true}) {
-    INFO((observed ? "coroutine" : "frame-free"));
-    const run_outcome out = outcome_of(g, run_policy::join, observed);
+  for (bool coroutine_only : {false, true}) {
+    INFO((coroutine_only ? "coroutine" : "frame-free"));
+    const run_outcome out = outcome_of(g, run_policy::join, coroutine_only);
     CHECK_FALSE(out.ok);
     CHECK(out.error ==
           "task \"local/t\" (node \"local\"): t/net \"drops\" op #0 (CallbackOp): asynchronous operator dropped its "
@@ -971,9 +994,9 @@ TEST_CASE("runs of one callback-form kernel may overlap", "[session][frame-free]
   REQUIRE(g.add(task("a", step("a").add_net(nap))));
   REQUIRE(g.add(task("b", step("b").add_net(nap))));
   REQUIRE(g.add(task("c", step("c").add_net(nap).concurrent_instances(3))));
-  for (bool observed : {false, true}) {
-    INFO((observed ? "coroutine" : "frame-free"));
-    const run_outcome out = outcome_of(g, run_policy::join, observed);
+  for (bool coroutine_only : {false, true}) {
+    INFO((coroutine_only ? "coroutine" : "frame-free"));
+    const run_outcome out = outcome_of(g, run_policy::join, coroutine_only);
     CHECK(out.ok);
     CHECK(out.blobs == std::vector<std::string>{"naps=5"});
   }

@@ -62,6 +62,9 @@ class task_host {
   /// A run that waited has ended: its `result()` and `stats()` are final.
   /// The host may destroy or reuse `r` (the run touches nothing after).
   virtual void run_ended(frame_free_run& r) noexcept = 0;
+  /// `r` has decided to run (it will not decline): called before any of its
+  /// observer events.
+  virtual void run_begins(frame_free_run& r) noexcept = 0;
   /// The pending operation of a waiting run was destroyed without
   /// completing (its io_context is being destroyed): the run never ends.
   /// The host may destroy `r`.
@@ -69,6 +72,8 @@ class task_host {
   /// True once the host has asked its runs to stop: a run checks it before
   /// each iteration and each asynchronous op, and then ends cancelled.
   [[nodiscard]] bool stopping() const noexcept { return stopping_; }
+  /// The same flag, for the step machine's stop query.
+  [[nodiscard]] const bool* stopping_flag() const noexcept { return &stopping_; }
   /// The registry its runs bind their nets with.
   [[nodiscard]] const operator_registry& registry() const noexcept { return registry_; }
   /// Where its runs' asynchronous ops complete: it must run on the strand
@@ -93,8 +98,9 @@ class task_host {
 /// coroutine frame: synchronous nets are called inline and asynchronous
 /// ops are started through their callback form (`op_kernel::start`), the
 /// run resuming from their completion. The same semantics as
-/// `run_compiled`, for the trees `may_run_inline` accepts and without
-/// observer. Reusable: `start` again once a run has ended.
+/// `run_compiled` (both drive the step machine, lib/step/machine.hpp), for
+/// the trees `may_run_inline` accepts, with or without an observer.
+/// Reusable: `start` again once a run has ended.
 class frame_free_run {
  public:
   enum class outcome {
@@ -118,6 +124,9 @@ class frame_free_run {
   /// Drops what an ended run still holds (its workspace).
   virtual void reset() noexcept = 0;
 
+  /// The host's: told of the run's step executions and net runs when set
+  /// before `start` (released by `reset`).
+  std::unique_ptr<step_observer> observer;
   // 32 bits each: a waiting task holds its run.
   std::uint32_t task = 0;  ///< the host's: which task this run is
   std::uint32_t slot = 0;  ///< the host's: where it keeps the run

@@ -1,0 +1,584 @@
+#include "step/machine.hpp"
+
+#include "detail/join.hpp"
+#include "detail/runner.hpp"
+
+#include <taskgroup/step_runner.hpp>
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/asio/use_awaitable.hpp>
+
+#include <algorithm>
+#include <exception>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+// GCC 12 flags coroutine frames of this file with a false
+// -Wmismatched-new-delete once `iterate` awaits a net directly: Asio's frame
+// operator new (through its recycling allocator) and its matching delete.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
+#endif
+
+namespace taskgroup {
+
+namespace asio = boost::asio;
+
+error detail::error_from_exception(std::exception_ptr e) {
+  try {
+    std::rethrow_exception(std::move(e));
+  } catch (const system_error& ex) {
+    return ex.error();
+  } catch (const boost::system::system_error& ex) {
+    if (ex.code() == asio::error::operation_aborted) return {errc::cancelled, "cancelled"};
+    return {ex.code(), ex.what()};
+  } catch (const std::exception& ex) {
+    return {errc::op_failed, ex.what()};
+  } catch (...) {
+    return {errc::op_failed, "unknown exception"};
+  }
+}
+
+namespace {
+
+using namespace detail;
+
+// Shared by the body of a step and its report substeps.
+struct report_control {
+  bool done = false;
+  std::vector<asio::steady_timer*> sleepers;
+  void finish() {
+    done = true;
+    for (auto* t : sleepers) t->cancel();
+  }
+};
+
+// The join of the iterations of one concurrent step: each iteration spawns
+// the children with co_spawn and completes once all of them have, with the
+// first failure (fail-fast, as detail::join: the first failing child cancels
+// the others at once; cancelling the parent cancels every child). One
+// barrier serves every iteration of an execution, so its bookkeeping and
+// the children's cancellation signals (with their handler memory) are made
+// once, not per iteration. While an iteration runs the barrier is owned by
+// the children's completion handlers only, and it owns the parent's handler
+// (as detail::join's state): a run abandoned with its io_context frees it
+// all. Completion hands the ownership back to the parent's frame.
+class barrier : public std::enable_shared_from_this<barrier> {
+ public:
+  using handler_type = asio::async_result<asio::use_awaitable_t<>, void(status)>::handler_type;
+
+  explicit barrier(std::size_t n) : n_(n), signals_(2 * n), state_(n, not_started) {}
+
+  // One iteration: child k is `make(k)`, spawned on `ex`. `owner` holds the
+  // barrier and is left empty until the iteration completes.
+  template <class Make>
+  static asio::awaitable<status> iteration(std::shared_ptr<barrier>& owner, const asio::any_io_executor& ex,
+                                           Make make) {
+    return asio::async_initiate<const asio::use_awaitable_t<>, void(status)>(
+        [&owner, &ex, make](handler_type handler) mutable {
+          std::shared_ptr<barrier> self = std::move(owner);
+          self->start(owner, std::move(handler));
+          asio::cancellation_signal* signals = self->signals();
+          for (std::size_t k = 0; k < self->n_; ++k) {
+            self->state_[k] = running;
+            asio::co_spawn(ex, make(k), asio::bind_cancellation_slot(signals[k].slot(), ticket{self, k}));
+          }
+        },
+        asio::use_awaitable);
+  }
+
+ private:
+  // A child's completion handler.
+  struct ticket {
+    std::shared_ptr<barrier> b;
+    std::size_t k;
+    void operator()(std::exception_ptr e, status st) { b->child_done(k, e, std::move(st)); }
+  };
+
+  enum : char { not_started, running, finished };
+
+  // The cancellation signals of the running iteration. They alternate
+  // between two sets: the last child of the previous iteration may still be
+  // unwinding inside its own completion when the next iteration starts.
+  asio::cancellation_signal* signals() { return &signals_[odd_ ? n_ : 0]; }
+
+  void start(std::shared_ptr<barrier>& owner, handler_type handler) {
+    odd_ = !odd_;
+    owner_ = &owner;
+    handler_.emplace(std::move(handler));
+    remaining_ = n_;
+    std::fill(state_.begin(), state_.end(), not_started);
+    first_.reset();
+    cancel_sent_ = false;
+    cancelled_from_outside_ = false;
+    parent_slot_ = asio::get_associated_cancellation_slot(*handler_);
+    if (parent_slot_.is_connected()) {
+      // A plain pointer: the barrier outlives the slot's use (the slot is
+      // cleared on completion; abandoning the run destroys both).
+      parent_slot_.assign([this](asio::cancellation_type_t) {
+        cancelled_from_outside_ = true;
+        cancel_all();
+      });
+    }
+  }
+
+  void child_done(std::size_t k, std::exception_ptr e, status st) {
+    state_[k] = finished;
+    if (e) st = detail::error_from_exception(e);
+    if (!st && !first_ && !(cancel_sent_ && st.error().is_cancelled())) {
+      first_ = st.error();
+      cancel_all();
+    }
+    if (--remaining_ == 0) complete();
+  }
+
+  void cancel_all() {
+    cancel_sent_ = true;
+    // Only running children: a finished child's coroutine state is gone,
+    // and a signal not yet handed to this iteration's child still holds a
+    // handler of an earlier one.
+    asio::cancellation_signal* sig = signals();
+    for (std::size_t k = 0; k < n_; ++k) {
+      if (state_[k] == running) sig[k].emit(asio::cancellation_type::terminal);
+    }
+  }
+
+  void complete() {
+    if (parent_slot_.is_connected()) parent_slot_.clear();
+    status result = ok();
+    if (first_) result = std::move(*first_);
+    if (result && cancelled_from_outside_) result = fail(errc::cancelled, "cancelled");
+    *owner_ = shared_from_this();
+    handler_type h = std::move(*handler_);
+    handler_.reset();
+    std::move(h)(std::move(result));  // may start the next iteration
+  }
+
+  std::size_t n_;
+  std::vector<asio::cancellation_signal> signals_;
+  std::vector<char> state_;
+  bool odd_ = true;
+  std::size_t remaining_ = 0;
+  std::shared_ptr<barrier>* owner_ = nullptr;
+  std::optional<handler_type> handler_;
+  asio::cancellation_slot parent_slot_;
+  std::optional<error> first_;
+  bool cancel_sent_ = false;
+  bool cancelled_from_outside_ = false;
+};
+
+// The coroutine driver: awaits what the step machine asks for. Concurrent
+// iterations, deadlines, report steps and coroutine-form ops need it; a
+// task whose tree needs none of them runs on the frame-free driver.
+struct runner {  // internal: every member is used by the entry points below
+  runner(asio::any_io_executor ex, const operator_registry& registry, const run_step_options& options)
+      : ex_(std::move(ex)),
+        registry_(registry),
+        stats_(options.stats),
+        events_{options.observer},
+        yield_every_(std::max<std::uint32_t>(1, options.yield_every)) {}
+
+  status bind(const program_step& n, workspace& ws, bound_step& b, const step_path* path) {
+    return bind_step(n, ws, registry_, b, path);
+  }
+
+  // One execution of a step: deadline, workspace, reporters, iterations.
+  asio::awaitable<status> exec(const program_step& n, std::shared_ptr<workspace> ws, const bound_step* b,
+                               const step_path* path) {
+    if (events_.o == nullptr) co_return co_await exec_timed(n, std::move(ws), b, path);
+    events_.execution_begins(n);
+    std::uint64_t iterations = 0;
+    status st = co_await exec_timed(n, std::move(ws), b, path, &iterations);
+    events_.execution_ends(n, iterations, st);
+    co_return st;
+  }
+
+  asio::awaitable<status> exec_timed(const program_step& n, std::shared_ptr<workspace> ws, const bound_step* b,
+                                     const step_path* path, std::uint64_t* iterations = nullptr) {
+    if (n.timeout()) {
+      const auto limit = *n.timeout();
+      co_return co_await guarded(detail::join(
+          ex_, 2,
+          [&](std::size_t i) -> asio::awaitable<status> {
+            if (i == 0) return exec_untimed(n, ws, b, path, iterations);
+            return deadline(limit, path);
+          },
+          detail::join_mode::race));
+    }
+    co_return co_await exec_untimed(n, std::move(ws), b, path, iterations);
+  }
+
+  asio::awaitable<status> deadline(std::chrono::milliseconds limit, const step_path* path) {
+    asio::steady_timer timer(ex_, limit);
+    auto [ec] = co_await timer.async_wait(asio::as_tuple(asio::use_awaitable));
+    if (ec) co_return cancelled_at(path);
+    co_return at(path, errc::timeout, "timed out after " + std::to_string(limit.count()) + " ms");
+  }
+
+  asio::awaitable<status> exec_untimed(const program_step& n, std::shared_ptr<workspace> ws, const bound_step* b,
+                                       const step_path* path, std::uint64_t* iterations) {
+    bound_step local;
+    if (n.create_ws) {
+      ws = ws->create_child(ws->name() + "/" + n.name);
+      if (auto st = bind(n, *ws, local, path); !st) co_return st;
+      b = &local;
+    }
+    if (n.reports().empty()) co_return co_await iterate(n, *ws, *b, path, iterations);
+    co_return co_await beside_reports([&]() { return iterate(n, *ws, *b, path, iterations); }, n.reports().size(),
+                                      [&](std::size_t i, report_control& ctl) {
+                                        return report_loop(n.children[n.reports()[i]], ws, b->children[n.reports()[i]],
+                                                           path, ctl);
+                                      });
+  }
+
+  // Runs `body` beside report steps (already bound in `ws`).
+  asio::awaitable<status> with_reporters(std::function<asio::awaitable<status>()> body,
+                                         const std::vector<program_step>& reports, std::vector<bound_step>& bounds,
+                                         std::shared_ptr<workspace> ws, const step_path* path) {
+    co_return co_await beside_reports(body, reports.size(), [&](std::size_t i, report_control& ctl) {
+      return report_loop(reports[i], ws, bounds[i], path, ctl);
+    });
+  }
+
+  // A fail-fast join of `body` and `count` report loops; the reporters get
+  // their final run once the body has succeeded (on failure the join
+  // cancels them instead).
+  template <class Body, class Report>
+  asio::awaitable<status> beside_reports(Body body, std::size_t count, Report report) {
+    report_control ctl;
+    co_return co_await guarded(detail::join(
+        ex_, 1 + count,
+        [&](std::size_t i) -> asio::awaitable<status> {
+          if (i == 0) return finish_after(body(), ctl);
+          return report(i - 1, ctl);
+        },
+        detail::join_mode::fail_fast));
+  }
+
+  static asio::awaitable<status> finish_after(asio::awaitable<status> body, report_control& ctl) {
+    status st = co_await std::move(body);
+    if (st) ctl.finish();
+    co_return st;
+  }
+
+  // A report substep: run after each interval, and once more when the
+  // parent's work ends (unless that end arrived during a run).
+  asio::awaitable<status> report_loop(const program_step& r, std::shared_ptr<workspace> ws, const bound_step& b,
+                                      const step_path* parent, report_control& ctl) {
+    step_path path{parent, r.name};
+    for (;;) {
+      if (!ctl.done) {
+        asio::steady_timer timer(ex_, r.every());
+        ctl.sleepers.push_back(&timer);
+        (void)co_await timer.async_wait(asio::as_tuple(asio::use_awaitable));
+        std::erase(ctl.sleepers, &timer);
+        asio::cancellation_state cs = co_await asio::this_coro::cancellation_state;
+        if (cs.cancelled() != asio::cancellation_type::none) co_return cancelled_at(&path);
+      }
+      // The parent's end seen before this run makes it the last one; an end
+      // that arrives during the run ends the loop without another.
+      const bool last = ctl.done;
+      if (stats_ != nullptr) ++stats_->report_runs;
+      events_.report_begins(r);
+      status st = co_await exec(r, ws, &b, &path);
+      events_.report_ends(r, st);
+      if (!st) co_return st;
+      if (last || ctl.done) co_return ok();
+    }
+  }
+  asio::awaitable<status> run_net(net_instance& inst, const step_path* path) {
+    if (stats_ != nullptr) ++stats_->net_runs;
+    events_.net_begins(inst);
+    // No co_await inside ?: — GCC 12 miscompiles the temporaries there.
+    status st = ok();
+    if (inst.has_async()) {
+      st = co_await inst.run();
+    } else {
+      st = inst.run_sync();
+    }
+    events_.net_ends(inst, st);
+    if (!st) co_return at(path, st.error());
+    co_return ok();
+  }
+
+  // One execution's iterations: the step machine's actions, carried out.
+  asio::awaitable<status> iterate(const program_step& n, workspace& ws, const bound_step& b, const step_path* path,
+                                  std::uint64_t* iterations) {
+    asio::cancellation_state cs = co_await asio::this_coro::cancellation_state;
+    step_machine m(n, b);
+    yield_clock clock{yield_every_};
+    status st = co_await drive(m, ws, path, stop_query{&cs}, clock);
+    if (iterations != nullptr) *iterations = m.started();
+    co_return st;
+  }
+
+  asio::awaitable<status> drive(step_machine& m, workspace& ws, const step_path* path, const stop_query& stop,
+                                yield_clock& clock) {
+    const program_step& n = m.step();
+    const bound_step& b = m.bound();
+    const bool concurrent = runs_concurrently(n);
+    std::vector<step_path> paths;
+    std::shared_ptr<barrier> join;
+    const bool in_turn = concurrent && children_run_in_turn(n, b);
+    if (concurrent && concurrent_children(n) > 0) {
+      paths = child_paths(n, path);
+      if (!in_turn) join = std::make_shared<barrier>(concurrent_children(n));
+    }
+    if (!concurrent && has_only_sync_nets(n, b)) {
+      // The common loop runs in a plain function, back here only to yield.
+      for (;;) {
+        status failure = ok();
+        switch (run_sync_loop(m, path, stop, clock, stats_, events_, failure)) {
+          case loop_exit::end: co_return ok();
+          case loop_exit::failed: co_return failure;
+          case loop_exit::cancelled: co_return cancelled_at(path);
+          case loop_exit::yield: break;
+        }
+        if (!co_await yield(*stop.cs)) co_return cancelled_at(path);
+      }
+    }
+    for (;;) {
+      switch (m.next(stop, clock, stats_)) {
+        case step_machine::action::run_net: {
+          // Awaited here rather than through `run_net`: one frame less
+          // while the net pends.
+          net_instance& inst = m.net();
+          if (stats_ != nullptr) ++stats_->net_runs;
+          events_.net_begins(inst);
+          status st = ok();
+          if (inst.has_async()) {
+            st = co_await inst.run();
+          } else {
+            st = inst.run_sync();
+          }
+          events_.net_ends(inst, st);
+          if (!st) co_return at(path, st.error());
+          break;
+        }
+        case step_machine::action::run_child: {
+          const program_step& c = n.children[m.unit()];
+          step_path cp{path, c.name};
+          if (status st = co_await exec(c, shared(ws), &b.children[m.unit()], &cp); !st) co_return st;
+          break;
+        }
+        case step_machine::action::run_concurrent: {
+          status st = ok();
+          if (in_turn) {
+            st = co_await children_in_turn(n, b, paths, stop, clock);
+          } else if (join) {
+            // Turns what an awaited Asio operation throws (cancellation of
+            // an already-cancelled coroutine) into a status, as `guarded`.
+            try {
+              st = co_await concurrent_iteration(join, n, ws, b, path, paths);
+            } catch (...) {
+              st = detail::error_from_exception(std::current_exception());
+            }
+          }
+          if (!st) co_return st;
+          break;
+        }
+        case step_machine::action::yield:
+          if (!co_await yield(*stop.cs)) co_return cancelled_at(path);
+          continue;
+        case step_machine::action::done: co_return ok();
+        case step_machine::action::bad_stop: co_return stop_blob_error(b, n, path);
+        case step_machine::action::cancelled: co_return cancelled_at(path);
+      }
+      m.unit_ended();
+    }
+  }
+
+  // A concurrent step whose children are all plain synchronous net steps
+  // that end on their own (no stop-blob loop waiting for a sibling): one
+  // substep per child, no instances. They run one after another, as plain
+  // calls (no spawn, no barrier): on one strand that is what the barrier's
+  // schedule comes to, minus its cost; the first failure skips the
+  // children not yet run, as it would cancel them.
+  static bool children_run_in_turn(const program_step& n, const bound_step& b) {
+    if (!n.nets.empty() || n.instances() != 1) return false;
+    for (std::size_t j = 0, e = n.recurring_size(); j < e; ++j) {
+      const std::size_t idx = n.recurring_at(j);
+      const program_step& c = n.children[idx];
+      if (c.inline_cost == 0 || !is_plain(c) || !has_only_sync_nets(c, b.children[idx])) return false;
+    }
+    return true;
+  }
+
+  asio::awaitable<status> children_in_turn(const program_step& n, const bound_step& b,
+                                           const std::vector<step_path>& paths, const stop_query& stop,
+                                           yield_clock& clock) {
+    for (std::size_t k = 0, e = n.recurring_size(); k < e; ++k) {
+      const std::size_t idx = n.recurring_at(k);
+      const program_step& c = n.children[idx];
+      step_machine child(c, b.children[idx]);
+      events_.execution_begins(c);
+      status st = ok();
+      for (bool more = true; more;) {
+        status failure = ok();
+        more = false;
+        switch (run_sync_loop(child, &paths[k], stop, clock, stats_, events_, failure)) {
+          case loop_exit::end: break;
+          case loop_exit::failed: st = std::move(failure); break;
+          case loop_exit::cancelled: st = cancelled_at(&paths[k]); break;
+          case loop_exit::yield:
+            more = co_await yield(*stop.cs);
+            if (!more) st = cancelled_at(&paths[k]);
+            break;
+        }
+      }
+      events_.execution_ends(c, child.started(), st);
+      if (!st) co_return st;
+    }
+    co_return ok();
+  }
+
+  // A flat-stack yield (post, never dispatch); false when the run was
+  // cancelled meanwhile.
+  asio::awaitable<bool> yield(const asio::cancellation_state& cs) {
+    try {
+      co_await asio::post(ex_, asio::use_awaitable);
+    } catch (...) {
+      co_return false;
+    }
+    co_return cs.cancelled() == asio::cancellation_type::none;
+  }
+
+  // A child that `exec` would only pass on to `iterate`: no deadline, own
+  // workspace or report steps.
+  static bool is_plain(const program_step& c) { return !c.timeout() && !c.create_ws && c.reports().empty(); }
+  // `exec` adds nothing for a plain child but its observer events: without
+  // an observer such a child is run as `iterate` directly (fewer frames).
+  [[nodiscard]] bool exec_elidable(const program_step& c) const { return events_.o == nullptr && is_plain(c); }
+
+  // The paths of the children of a concurrent step (substep k of
+  // `concurrent_iteration`), made once per execution of the step: plain
+  // children are spawned as `iterate` directly and point to these.
+  std::vector<step_path> child_paths(const program_step& n, const step_path* path) const {
+    std::vector<step_path> paths;
+    if (!n.nets.empty()) return paths;
+    const std::size_t units = n.recurring_size();
+    const auto instances = static_cast<std::size_t>(n.instances());
+    paths.reserve(units * instances);
+    for (std::size_t k = 0; k < units * instances; ++k) {
+      const std::int64_t instance = instances > 1 ? static_cast<std::int64_t>(k / units) : -1;
+      paths.push_back(step_path{path, n.children[n.recurring_at(k % units)].name, instance});
+    }
+    return paths;
+  }
+
+  // The children of one concurrent iteration: S recurring substeps x N
+  // instances (or N instances of the nets).
+  static std::size_t concurrent_children(const program_step& n) {
+    const std::size_t units = n.nets.empty() ? n.recurring_size() : 1;
+    return units * static_cast<std::size_t>(n.instances());
+  }
+
+  // One concurrent iteration: a when_all of the children with a barrier.
+  asio::awaitable<status> concurrent_iteration(std::shared_ptr<barrier>& join, const program_step& n, workspace& ws,
+                                               const bound_step& b, const step_path* path,
+                                               const std::vector<step_path>& paths) {
+    const std::size_t units = n.nets.empty() ? n.recurring_size() : 1;
+    const auto instances = static_cast<std::size_t>(n.instances());
+    return barrier::iteration(join, ex_, [this, &n, &ws, &b, path, &paths, units, instances](std::size_t k) {
+      const std::int64_t instance = instances > 1 ? static_cast<std::int64_t>(k / units) : -1;
+      if (!n.nets.empty()) return nets_instance(b, path, instance);
+      const std::size_t idx = n.recurring_at(k % units);
+      const program_step& c = n.children[idx];
+      // The parent's workspace outlives the iteration (it waits for every
+      // child), so a plain child needs neither `exec` nor a reference.
+      if (exec_elidable(c)) return iterate(c, ws, b.children[idx], &paths[k], nullptr);
+      return substep_instance(c, shared(ws), b.children[idx], path, instance);
+    });
+  }
+
+  asio::awaitable<status> nets_instance(const bound_step& b, const step_path* parent, std::int64_t instance) {
+    step_path path{parent, "", instance};
+    for (net_instance* inst : b.nets) {
+      if (status st = co_await run_net(*inst, instance >= 0 ? &path : parent); !st) co_return st;
+    }
+    co_return ok();
+  }
+
+  asio::awaitable<status> substep_instance(const program_step& c, std::shared_ptr<workspace> ws, const bound_step& b,
+                                           const step_path* parent, std::int64_t instance) {
+    step_path path{parent, c.name, instance};
+    co_return co_await exec(c, std::move(ws), &b, &path);
+  }
+
+  static std::shared_ptr<workspace> shared(workspace& ws) { return ws.shared_from_this(); }
+
+  // Turns what an awaited Asio operation throws (cancellation of an
+  // already-cancelled coroutine) into a status.
+  static asio::awaitable<status> guarded(asio::awaitable<status> a) {
+    try {
+      co_return co_await std::move(a);
+    } catch (...) {
+      co_return detail::error_from_exception(std::current_exception());
+    }
+  }
+
+  asio::any_io_executor ex_;
+  const operator_registry& registry_;
+  step_stats* stats_;
+  step_events events_;
+  std::uint32_t yield_every_;
+};
+
+}  // namespace
+
+asio::awaitable<status> detail::run_compiled(std::shared_ptr<const compiled_step> s, std::shared_ptr<workspace> ws,
+                                             run_step_options options) {
+  if (!ws) co_return fail(errc::invalid_step, "run_step: no workspace");
+  const operator_registry& registry = options.registry != nullptr ? *options.registry : operator_registry::global();
+  runner r(co_await asio::this_coro::executor, registry, options);
+  const program_step& root = s->root;
+  step_path path{nullptr, root.name};
+  bound_step b;
+  if (!root.create_ws) {
+    if (auto st = r.bind(root, *ws, b, &path); !st) co_return st;
+  }
+  // Straight to the loop when `exec` would only pass the call on: three
+  // coroutine frames fewer for the common task (alive while it pends).
+  if (r.exec_elidable(root)) co_return co_await r.iterate(root, *ws, b, &path, nullptr);
+  co_return co_await r.exec(root, std::move(ws), &b, &path);
+}
+
+asio::awaitable<status> detail::run_with_reporters(
+    std::function<asio::awaitable<status>()> body,
+    std::vector<std::pair<execution_step, std::chrono::milliseconds>> reports, std::shared_ptr<workspace> ws,
+    run_step_options options, std::string path_name) {
+  if (reports.empty()) co_return co_await body();
+  const operator_registry& registry = options.registry != nullptr ? *options.registry : operator_registry::global();
+  runner r(co_await asio::this_coro::executor, registry, options);
+  step_path path{nullptr, path_name};
+  std::vector<program_step> nodes;
+  std::vector<bound_step> bounds(reports.size());
+  for (std::size_t i = 0; i < reports.size(); ++i) {
+    if (auto st = reports[i].first.validate(); !st) co_return st;
+    reports[i].first.freeze();
+    nodes.push_back(compile_tree(reports[i].first, nullptr));
+    nodes.back().uncommon_fields().every = reports[i].second;
+  }
+  for (std::size_t i = 0; i < nodes.size(); ++i) {
+    step_path rp{&path, nodes[i].name};
+    if (!nodes[i].create_ws) {
+      if (auto st = r.bind(nodes[i], *ws, bounds[i], &rp); !st) co_return st;
+    }
+  }
+  co_return co_await r.with_reporters(std::move(body), nodes, bounds, ws, &path);
+}
+
+asio::awaitable<status> run_step(execution_step step, std::shared_ptr<workspace> ws, run_step_options options) {
+  auto compiled = detail::compile_step(step, &step);
+  if (!compiled) co_return compiled.error();
+  co_return co_await detail::run_compiled(std::move(compiled).value(), std::move(ws), options);
+}
+
+}  // namespace taskgroup

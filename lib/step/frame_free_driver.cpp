@@ -1,0 +1,305 @@
+// The frame-free driver: runs the step machine with no coroutine frame.
+// Synchronous nets are called inline; an asynchronous op is started
+// through its callback form (`op_kernel::start`) and the run resumes from
+// its completion. One machine per step execution, on an explicit stack, so
+// a run can stop at any op and resume there. It takes the trees that
+// `may_run_inline` accepts (no concurrency, deadline, report step or
+// nested own workspace: bounded work between suspensions), observed or not.
+#include "step/machine.hpp"
+
+#include "detail/runner.hpp"
+
+#include <boost/asio/cancellation_signal.hpp>
+#include <boost/container/small_vector.hpp>
+
+#include <memory>
+#include <optional>
+#include <utility>
+
+namespace taskgroup::detail {
+
+namespace {
+
+namespace asio = boost::asio;
+
+// A status in one pointer (null: success), for what a waiting run keeps:
+// a status is seven times that size.
+class compact_status {
+ public:
+  compact_status& operator=(status st) {
+    if (st) {
+      failure_.reset();
+    } else {
+      failure_ = std::make_unique<error>(std::move(st).assume_error());
+    }
+    return *this;
+  }
+  explicit operator bool() const noexcept { return failure_ == nullptr; }
+  [[nodiscard]] status get() const { return failure_ ? status(*failure_) : ok(); }
+  // The status, leaving success behind.
+  [[nodiscard]] status take() {
+    status out = get();
+    failure_.reset();
+    return out;
+  }
+
+ private:
+  std::unique_ptr<error> failure_;
+};
+
+class frame_free_driver final : public frame_free_run, private op_completion::target {
+ public:
+  explicit frame_free_driver(task_host& host) noexcept : host_(host) {}
+
+  outcome start(const compiled_step& s, std::shared_ptr<workspace>& ws) override {
+    const program_step& root = s.root;
+    if (!may_run_inline(s) || !ws) return outcome::declined;
+    stats_ = step_stats{};
+    std::shared_ptr<workspace> own;
+    if (root.create_ws) own = ws->create_child(ws->name() + "/" + root.name);
+    workspace& w = own ? *own : *ws;
+    const step_path path{nullptr, root.name};
+    if (status st = bind_step(root, w, host_.registry(), bound_, &path); !st) {
+      host_.run_begins(*this);  // as the coroutine driver, which binds once the task has begun
+      result_ = std::move(st);
+      return outcome::ended;
+    }
+    if (!startable(root, bound_)) return outcome::declined;
+    host_.run_begins(*this);
+    events_ = step_events{observer.get()};
+    stack_.clear();
+    push(root, bound_);
+    if (advance()) return outcome::ended;
+    // Waiting: the run holds its workspaces until it ends.
+    // A child keeps its parent: the run holds the innermost one.
+    ws_ = own ? std::move(own) : std::move(ws);
+    ws.reset();
+    return outcome::waiting;
+  }
+
+  void cancel() noexcept override {
+    // Only while an op pends: the slot's handler belongs to that op.
+    if (waiting_) signal_.emit(asio::cancellation_type::terminal);
+  }
+  [[nodiscard]] status result() const override { return result_.get(); }
+  [[nodiscard]] const step_stats& stats() const noexcept override { return stats_; }
+  void reset() noexcept override {
+    ws_.reset();
+    observer.reset();
+  }
+
+ private:
+  // Every asynchronous kernel of the bound tree has a callback form.
+  static bool startable(const program_step& n, const bound_step& b) {
+    for (const net_instance* inst : b.nets) {
+      if (!inst->has_async()) continue;
+      for (std::size_t i = 0; i < inst->size(); ++i) {
+        const op_kernel& k = inst->kernel(i);
+        if (k.is_async() && !k.has_start()) return false;
+      }
+    }
+    for (std::size_t j = 0, e = n.recurring_size(); j < e; ++j) {
+      const std::size_t idx = n.recurring_at(j);
+      if (!startable(n.children[idx], b.children[idx])) return false;
+    }
+    return true;
+  }
+
+  [[nodiscard]] stop_query stop() const noexcept { return stop_query{nullptr, host_.stopping_flag()}; }
+
+  // An execution of `n` begins.
+  void push(const program_step& n, const bound_step& b) {
+    stack_.emplace_back(n, b);
+    events_.execution_begins(n);
+  }
+
+  // The top execution has ended well: its parent goes on.
+  void pop() {
+    const step_machine& m = stack_.back();
+    events_.execution_ends(m.step(), m.started(), ok());
+    stack_.pop_back();
+    if (!stack_.empty()) stack_.back().unit_ended();
+  }
+
+  // The run has ended with `st`: every execution on the stack ends with
+  // it, innermost first (as the coroutine driver's frames unwind).
+  bool finish(status st) {
+    for (auto it = stack_.rbegin(); it != stack_.rend(); ++it) events_.execution_ends(it->step(), it->started(), st);
+    result_ = std::move(st);
+    stack_.clear();
+    return true;
+  }
+
+  // Calls `f` with the step path of the top of the stack (made on demand:
+  // for errors, and for the synchronous loop, which renders it only on
+  // error).
+  template <class F>
+  auto with_path(F f) const {
+    boost::container::small_vector<step_path, 4> chain;
+    chain.reserve(stack_.size());
+    for (const step_machine& m : stack_) {
+      chain.push_back(step_path{chain.empty() ? nullptr : &chain.back(), m.step().name});
+    }
+    return f(&chain.back());
+  }
+  bool finish_at(errc code, const char* what) {
+    return finish(with_path([&](const step_path* p) { return at(p, code, what); }));
+  }
+
+  // Runs the machines from where they stand until the tree ends (true,
+  // result_ set) or an op waits (false). `resumed`: the end of the op that
+  // waited.
+  bool advance(std::optional<status> resumed = std::nullopt) {
+    if (resumed) {
+      if (!*resumed) {
+        result_ = net_->op_error(op_, resumed->error());
+        return !net_ended();
+      }
+      ++op_;
+      if (!continue_net()) return false;
+      if (!net_ended()) return true;
+    }
+    // The work between suspensions is bounded (may_run_inline): no yield.
+    yield_clock clock;
+    while (!stack_.empty()) {
+      step_machine& m = stack_.back();
+      if (has_only_sync_nets(m.step(), m.bound())) {
+        if (!run_sync_level(m, clock)) return true;
+        pop();
+        continue;
+      }
+      switch (m.next(stop(), clock, &stats_)) {
+        case step_machine::action::run_net: {
+          net_instance& inst = m.net();
+          ++stats_.net_runs;
+          events_.net_begins(inst);
+          net_ = &inst;
+          op_ = 0;
+          if (!inst.has_async()) {
+            result_ = inst.run_sync();
+          } else if (!continue_net()) {
+            return false;
+          }
+          if (!net_ended()) return true;
+          break;
+        }
+        case step_machine::action::run_child: {
+          const std::size_t idx = m.unit();
+          push(m.step().children[idx], m.bound().children[idx]);
+          break;
+        }
+        case step_machine::action::done: pop(); break;
+        case step_machine::action::bad_stop:
+          return finish(with_path([&](const step_path* p) { return status(stop_blob_error(m.bound(), m.step(), p)); }));
+        case step_machine::action::cancelled:
+          return finish(with_path([](const step_path* p) { return cancelled_at(p); }));
+        case step_machine::action::yield: break;
+        case step_machine::action::run_concurrent:
+          return finish_at(errc::invalid_step, "internal: a concurrent step reached the frame-free driver");
+      }
+    }
+    return finish(ok());
+  }
+
+  // A net step of synchronous nets, its whole loop; false when the run has
+  // ended (a failure or cancellation).
+  bool run_sync_level(step_machine& m, yield_clock& clock) {
+    return with_path([&](const step_path* p) {
+      status failure = ok();
+      for (;;) {
+        switch (run_sync_loop(m, p, stop(), clock, &stats_, events_, failure)) {
+          case loop_exit::end: return true;
+          case loop_exit::failed: return !finish(std::move(failure));
+          case loop_exit::cancelled: return !finish(cancelled_at(p));
+          case loop_exit::yield: break;
+        }
+      }
+    });
+  }
+
+  // Runs `net_` from op `op_`: false when an op waits; else the net has
+  // ended, with its status (without the step path) in result_.
+  bool continue_net() {
+    result_ = ok();
+    for (;;) {
+      if (status st = net_->run_from(op_); !st) {
+        result_ = std::move(st);
+        return true;
+      }
+      if (op_ == net_->size()) return true;
+      std::optional<status> now = start_op(net_->kernel(op_));
+      if (!now) return false;
+      if (!*now) {
+        result_ = net_->op_error(op_, now->error());
+        return true;
+      }
+      ++op_;
+    }
+  }
+
+  // Net `net_` of the top execution has ended with result_: reported, and
+  // the machine goes on. False when the run has ended (the net failed).
+  bool net_ended() {
+    const status st = result_.take();
+    events_.net_ends(*net_, st);
+    if (!st) return !finish(with_path([&](const step_path* p) { return status(at(p, st.error())); }));
+    stack_.back().unit_ended();
+    return true;
+  }
+
+  // Starts op `k`: its status when it ended at once, nullopt when it waits.
+  std::optional<status> start_op(op_kernel& k) {
+    if (stop().requested()) return status(fail(errc::cancelled, "cancelled"));
+    in_start_ = true;
+    ended_early_ = false;
+    k.start(host_.executor(), op_completion(*this, signal_.slot()));
+    in_start_ = false;
+    if (ended_early_) return result_.take();
+    waiting_ = true;
+    return std::nullopt;
+  }
+
+  void complete(status st) noexcept override {
+    if (in_start_) {  // ended inside start(): start_op takes it from result_
+      result_ = std::move(st);
+      ended_early_ = true;
+      return;
+    }
+    waiting_ = false;
+    if (!advance(std::move(st))) return;  // waits again
+    reset();
+    host_.run_ended(*this);  // last: the host may destroy this run
+  }
+
+  void abandon() noexcept override {
+    if (in_start_) {
+      result_ = fail(errc::op_failed, "asynchronous operator dropped its completion");
+      ended_early_ = true;
+      return;
+    }
+    waiting_ = false;
+    host_.run_abandoned(*this);  // last: the host may destroy this run
+  }
+
+  task_host& host_;
+  std::shared_ptr<workspace> ws_;  // while waiting: the root step's own workspace, else the task's
+  bound_step bound_;
+  boost::container::small_vector<step_machine, 1> stack_;  // a task's tree is mostly one step
+  net_instance* net_ = nullptr;                            // the net running (whose op `op_` pends)
+  std::size_t op_ = 0;
+  step_stats stats_;
+  compact_status result_;  // the run's, a net's while it runs, or an op's end reported inside start()
+  step_events events_;
+  asio::cancellation_signal signal_;
+  bool waiting_ = false;
+  bool in_start_ = false;
+  bool ended_early_ = false;
+};
+
+}  // namespace
+
+std::unique_ptr<frame_free_run> make_frame_free_run(task_host& host) {
+  return std::make_unique<frame_free_driver>(host);
+}
+
+}  // namespace taskgroup::detail

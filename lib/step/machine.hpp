@@ -1,0 +1,213 @@
+// Internal: the step machine. Caffe2's rules for one execution of a step
+// (spec §1.3, §1.4) are decided here and nowhere else: when an iteration
+// starts (num_iter, only_once), the stop check after each net, each
+// sequential child and each concurrent iteration, what an iteration start
+// counts, when a long loop yields, when the run's stop request is seen,
+// and which observer events an execution emits.
+//
+// A driver holds one `step_machine` per step execution it runs and asks
+// `next()` what to do: run a net, execute a child, run the iteration's
+// children concurrently, yield, or stop (done, failed, cancelled). It
+// reports each net's or child's end back, and the machine decides again.
+// The coroutine driver (coroutine_driver.cpp) and the frame-free driver
+// (frame_free_driver.cpp) differ only in how they carry out an action:
+// awaiting, or starting a callback-form op and resuming from its
+// completion. Neither restates a rule.
+//
+// Threading: a machine is used on the strand that runs its step.
+#pragma once
+
+#include "step/program.hpp"
+
+#include <taskgroup/step_runner.hpp>
+
+#include <boost/asio/cancellation_state.hpp>
+
+#include <cstdint>
+#include <limits>
+
+namespace taskgroup::detail {
+
+/// Whether the run has been asked to stop (cancelled from outside, or a
+/// sibling failed): the coroutine driver reads its coroutine's
+/// cancellation state, the frame-free driver its host's flag.
+struct stop_query {
+  const boost::asio::cancellation_state* cs = nullptr;
+  const bool* flag = nullptr;
+  [[nodiscard]] bool requested() const noexcept {
+    return (cs != nullptr && cs->cancelled() != boost::asio::cancellation_type::none) || (flag != nullptr && *flag);
+  }
+};
+
+/// The yield rule: a long loop lets other work of its strand (and
+/// cancellation) in once every `every` iteration starts. One clock serves
+/// a whole step subtree run without suspending, so nested short loops
+/// count together.
+struct yield_clock {
+  std::uint32_t every = std::numeric_limits<std::uint32_t>::max();
+  std::uint32_t since = 0;
+  /// Counts an iteration start; true when a yield is due before it.
+  bool tick() noexcept {
+    if (++since != every) return false;
+    since = 0;
+    return true;
+  }
+};
+
+/// The observer events of a run, emitted at the same points by both
+/// drivers: an execution's begin (before its first iteration) and end
+/// (with its status and the iterations it started), each net run, and
+/// each report-step run. Without an observer each is one test.
+struct step_events {
+  step_observer* o = nullptr;
+  void execution_begins(const program_step& n) const {
+    if (o != nullptr) o->step_begin(n.name);
+  }
+  void execution_ends(const program_step& n, std::uint64_t iterations, const status& st) const {
+    if (o != nullptr) o->step_end(n.name, iterations, st);
+  }
+  void net_begins(const net_instance& inst) const {
+    if (o != nullptr) o->net_begin(inst.name());
+  }
+  void net_ends(const net_instance& inst, const status& st) const {
+    if (o != nullptr) o->net_end(inst.name(), st);
+  }
+  void report_begins(const program_step& n) const {
+    if (o != nullptr) o->report_begin(n.name);
+  }
+  void report_ends(const program_step& n, const status& st) const {
+    if (o != nullptr) o->report_end(n.name, st);
+  }
+};
+
+/// The children of `n` run concurrently, with a barrier at the end of each
+/// iteration: concurrent_substeps with at least two recurring children,
+/// or more than one instance (§1.4.4).
+[[nodiscard]] inline bool runs_concurrently(const program_step& n) noexcept {
+  return (n.concurrent && n.recurring_size() >= 2) || n.instances() > 1;
+}
+
+/// A net step whose bound nets are all synchronous: its whole loop runs in
+/// `run_sync_loop`, by either driver.
+[[nodiscard]] bool has_only_sync_nets(const program_step& n, const bound_step& b) noexcept;
+
+/// The stop blob's verdict: go on, stop (the step ends with success), or a
+/// blob of another type than bool (an error, `stop_blob_error`). A blob
+/// not written yet means go on.
+enum class stop_verdict : std::uint8_t { go_on, stop, bad_type };
+[[nodiscard]] stop_verdict stop_verdict_slow(const blob& stop) noexcept;
+[[nodiscard]] inline stop_verdict verdict_of(const bound_step& b) noexcept {
+  if (b.stop == nullptr) return stop_verdict::go_on;
+  if (const bool* v = b.stop->exact<bool>()) [[likely]]
+    return *v ? stop_verdict::stop : stop_verdict::go_on;
+  return stop_verdict_slow(*b.stop);
+}
+/// The error of a stop blob of the wrong type, at `path`.
+[[nodiscard]] error stop_blob_error(const bound_step& b, const program_step& n, const step_path* path);
+
+/// One execution of one step: where it stands and what comes next.
+class step_machine {
+ public:
+  enum class action : std::uint8_t {
+    run_net,         ///< run bound net `unit()`, then `net_ended()`
+    run_child,       ///< execute child `n.children[unit()]`, then `child_ended()`
+    run_concurrent,  ///< run this iteration's children concurrently, then `child_ended()`
+    yield,           ///< let the strand in, then `next()` again
+    done,            ///< the execution ended well: count reached or stopped
+    bad_stop,        ///< the stop blob holds another type: `stop_blob_error`
+    cancelled,       ///< the run was asked to stop
+  };
+
+  step_machine(const program_step& n, const bound_step& b) noexcept : n_(&n), b_(&b) {}
+
+  /// What to do next. `stop` is checked before each iteration, `clock`
+  /// ticks at each iteration start (a due yield comes before the
+  /// iteration, whose checks are then not made again), `stats` counts the
+  /// iterations of the counted step.
+  action next(const stop_query& stop, yield_clock& clock, step_stats* stats) noexcept {
+    if (check_) {
+      check_ = false;
+      switch (verdict_of(*b_)) {
+        case stop_verdict::go_on: break;
+        case stop_verdict::stop: return action::done;
+        case stop_verdict::bad_type: return action::bad_stop;
+      }
+    }
+    for (;;) {
+      if (in_iteration_) {
+        if (unit_ < units_) return n_->nets.empty() ? action::run_child : action::run_net;
+        in_iteration_ = false;
+        ++i_;
+      }
+      if (!resume_) {
+        if (!iteration_starts()) return action::done;
+        if (stop.requested()) return action::cancelled;
+        if (clock.tick()) {
+          resume_ = true;
+          return action::yield;
+        }
+      }
+      resume_ = false;
+      if (n_->counted && stats != nullptr) ++stats->iterations;
+      ++started_;
+      in_iteration_ = true;
+      unit_ = 0;
+      if (runs_concurrently(*n_)) {
+        units_ = 1;
+        return action::run_concurrent;
+      }
+      // An iteration with nothing to run (a root step without nets or
+      // children) ends at once; the loop goes on, its clock ticking.
+      units_ = n_->nets.empty() ? static_cast<std::uint32_t>(n_->recurring_size())
+                                : static_cast<std::uint32_t>(b_->nets.size());
+    }
+  }
+
+  /// The net or child of the current action (a child by its index in
+  /// `children`, recurring children only).
+  [[nodiscard]] std::size_t unit() const noexcept { return n_->nets.empty() ? n_->recurring_at(unit_) : unit_; }
+  [[nodiscard]] net_instance& net() const noexcept { return *b_->nets[unit_]; }
+
+  /// The net, child or concurrent iteration of the current action ended
+  /// well: the stop blob is checked at the next `next()`.
+  void unit_ended() noexcept {
+    ++unit_;
+    check_ = b_->stop != nullptr;
+  }
+
+  /// Iterations this execution has started (for its observer event and
+  /// the task's report).
+  [[nodiscard]] std::uint64_t started() const noexcept { return started_; }
+  [[nodiscard]] const program_step& step() const noexcept { return *n_; }
+  [[nodiscard]] const bound_step& bound() const noexcept { return *b_; }
+
+ private:
+  // Iteration i_ starts: below num_iter, or in stop-blob mode always, but
+  // only iteration 0 with only_once (§1.4.3).
+  [[nodiscard]] bool iteration_starts() const noexcept {
+    return n_->stop() ? !(n_->only_once && i_ > 0) : i_ < n_->num_iter;
+  }
+
+  const program_step* n_;
+  const bound_step* b_;
+  std::int64_t i_ = 0;         // the current iteration
+  std::uint64_t started_ = 0;  // iterations started
+  std::uint32_t unit_ = 0;     // the net or recurring child within the iteration
+  std::uint32_t units_ = 0;    // nets or recurring children per iteration (1: concurrent)
+  bool in_iteration_ = false;
+  bool check_ = false;   // a stop check is due
+  bool resume_ = false;  // a yield was taken before iteration i_: its checks are done
+};
+
+/// How a synchronous loop (`run_sync_loop`) left off.
+enum class loop_exit : std::uint8_t { end, yield, failed, cancelled };
+
+/// Runs a `has_only_sync_nets` step's machine on: nets called inline, each
+/// reported to `events` and counted in `stats`, until the execution ends
+/// (well: `end`; `failure` set: `failed`; `cancelled`) or a yield is due
+/// (`yield`: call again after it). A plain function, its state in
+/// registers: the hot loop of both drivers.
+loop_exit run_sync_loop(step_machine& m, const step_path* path, const stop_query& stop, yield_clock& clock,
+                        step_stats* stats, const step_events& events, status& failure);
+
+}  // namespace taskgroup::detail
