@@ -337,15 +337,16 @@ struct runner {  // internal: every member is used by the entry points below
         status failure = ok();
         switch (run_sync_loop(m, path, stop, clock, stats_, events_, failure)) {
           case loop_exit::end: co_return ok();
-          case loop_exit::failed: co_return failure;
+          case loop_exit::failed:
+          case loop_exit::bad_stop: co_return failure;
           case loop_exit::cancelled: co_return cancelled_at(path);
           case loop_exit::yield: break;
         }
         if (!co_await yield(*stop.cs)) co_return cancelled_at(path);
       }
     }
-    for (;;) {
-      switch (m.next(stop, clock, stats_)) {
+    for (auto a = m.next(stop, clock, stats_);;) {
+      switch (a) {
         case step_machine::action::run_net: {
           // Awaited here rather than through `run_net`: one frame less
           // while the net pends.
@@ -386,12 +387,13 @@ struct runner {  // internal: every member is used by the entry points below
         }
         case step_machine::action::yield:
           if (!co_await yield(*stop.cs)) co_return cancelled_at(path);
+          a = m.next(stop, clock, stats_);
           continue;
         case step_machine::action::done: co_return ok();
         case step_machine::action::bad_stop: co_return stop_blob_error(b, n, path);
         case step_machine::action::cancelled: co_return cancelled_at(path);
       }
-      m.unit_ended();
+      a = m.unit_ended(stop, clock, stats_);
     }
   }
 
@@ -425,7 +427,8 @@ struct runner {  // internal: every member is used by the entry points below
         more = false;
         switch (run_sync_loop(child, &paths[k], stop, clock, stats_, events_, failure)) {
           case loop_exit::end: break;
-          case loop_exit::failed: st = std::move(failure); break;
+          case loop_exit::failed:
+          case loop_exit::bad_stop: st = std::move(failure); break;
           case loop_exit::cancelled: st = cancelled_at(&paths[k]); break;
           case loop_exit::yield:
             more = co_await yield(*stop.cs);

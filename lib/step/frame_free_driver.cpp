@@ -113,12 +113,28 @@ class frame_free_driver final : public frame_free_run, private op_completion::ta
     events_.execution_begins(n);
   }
 
-  // The top execution has ended well: its parent goes on.
-  void pop() {
+  using action = step_machine::action;
+
+  // The execution just pushed: what it does first. A net step of
+  // synchronous nets runs its whole loop here. nullopt: the run has ended.
+  std::optional<action> enter(yield_clock& clock) {
+    step_machine& m = stack_.back();
+    if (!has_only_sync_nets(m.step(), m.bound())) return m.next(stop(), clock, &stats_);
+    if (!run_sync_level(m, clock)) return std::nullopt;
+    return pop(clock);
+  }
+
+  // The top execution has ended well: its parent goes on (nullopt: it was
+  // the root, the run has ended well).
+  std::optional<action> pop(yield_clock& clock) {
     const step_machine& m = stack_.back();
     events_.execution_ends(m.step(), m.started(), ok());
     stack_.pop_back();
-    if (!stack_.empty()) stack_.back().unit_ended();
+    if (stack_.empty()) {
+      finish(ok());
+      return std::nullopt;
+    }
+    return stack_.back().unit_ended(stop(), clock, &stats_);
   }
 
   // The run has ended with `st`: every execution on the stack ends with
@@ -142,34 +158,31 @@ class frame_free_driver final : public frame_free_run, private op_completion::ta
     }
     return f(&chain.back());
   }
-  bool finish_at(errc code, const char* what) {
-    return finish(with_path([&](const step_path* p) { return at(p, code, what); }));
-  }
 
-  // Runs the machines from where they stand until the tree ends (true,
-  // result_ set) or an op waits (false). `resumed`: the end of the op that
-  // waited.
+  // Carries out the machines' actions from where they stand until the
+  // tree ends (true, result_ set) or an op waits (false). `resumed`: the
+  // end of the op that waited.
   bool advance(std::optional<status> resumed = std::nullopt) {
+    // The work between suspensions is bounded (may_run_inline): the clock
+    // never asks for a yield here.
+    yield_clock clock;
+    std::optional<action> a;
     if (resumed) {
       if (!*resumed) {
         result_ = net_->op_error(op_, resumed->error());
-        return !net_ended();
+        (void)net_ended(clock);
+        return true;
       }
       ++op_;
       if (!continue_net()) return false;
-      if (!net_ended()) return true;
+      a = net_ended(clock);
+    } else {
+      a = enter(clock);
     }
-    // The work between suspensions is bounded (may_run_inline): no yield.
-    yield_clock clock;
-    while (!stack_.empty()) {
+    while (a) {
       step_machine& m = stack_.back();
-      if (has_only_sync_nets(m.step(), m.bound())) {
-        if (!run_sync_level(m, clock)) return true;
-        pop();
-        continue;
-      }
-      switch (m.next(stop(), clock, &stats_)) {
-        case step_machine::action::run_net: {
+      switch (*a) {
+        case action::run_net: {
           net_instance& inst = m.net();
           ++stats_.net_runs;
           events_.net_begins(inst);
@@ -180,25 +193,27 @@ class frame_free_driver final : public frame_free_run, private op_completion::ta
           } else if (!continue_net()) {
             return false;
           }
-          if (!net_ended()) return true;
+          a = net_ended(clock);
           break;
         }
-        case step_machine::action::run_child: {
+        case action::run_child: {
           const std::size_t idx = m.unit();
           push(m.step().children[idx], m.bound().children[idx]);
+          a = enter(clock);
           break;
         }
-        case step_machine::action::done: pop(); break;
-        case step_machine::action::bad_stop:
+        case action::done: a = pop(clock); break;
+        case action::yield: a = m.next(stop(), clock, &stats_); break;
+        case action::bad_stop:
           return finish(with_path([&](const step_path* p) { return status(stop_blob_error(m.bound(), m.step(), p)); }));
-        case step_machine::action::cancelled:
-          return finish(with_path([](const step_path* p) { return cancelled_at(p); }));
-        case step_machine::action::yield: break;
-        case step_machine::action::run_concurrent:
-          return finish_at(errc::invalid_step, "internal: a concurrent step reached the frame-free driver");
+        case action::cancelled: return finish(with_path([](const step_path* p) { return cancelled_at(p); }));
+        case action::run_concurrent:
+          return finish(with_path([](const step_path* p) {
+            return status(at(p, errc::invalid_step, "internal: a concurrent step reached the frame-free driver"));
+          }));
       }
     }
-    return finish(ok());
+    return true;
   }
 
   // A net step of synchronous nets, its whole loop; false when the run has
@@ -209,7 +224,8 @@ class frame_free_driver final : public frame_free_run, private op_completion::ta
       for (;;) {
         switch (run_sync_loop(m, p, stop(), clock, &stats_, events_, failure)) {
           case loop_exit::end: return true;
-          case loop_exit::failed: return !finish(std::move(failure));
+          case loop_exit::failed:
+          case loop_exit::bad_stop: return !finish(std::move(failure));
           case loop_exit::cancelled: return !finish(cancelled_at(p));
           case loop_exit::yield: break;
         }
@@ -238,13 +254,15 @@ class frame_free_driver final : public frame_free_run, private op_completion::ta
   }
 
   // Net `net_` of the top execution has ended with result_: reported, and
-  // the machine goes on. False when the run has ended (the net failed).
-  bool net_ended() {
+  // the machine goes on (nullopt: the net failed, the run has ended).
+  std::optional<action> net_ended(yield_clock& clock) {
     const status st = result_.take();
     events_.net_ends(*net_, st);
-    if (!st) return !finish(with_path([&](const step_path* p) { return status(at(p, st.error())); }));
-    stack_.back().unit_ended();
-    return true;
+    if (!st) {
+      finish(with_path([&](const step_path* p) { return status(at(p, st.error())); }));
+      return std::nullopt;
+    }
+    return stack_.back().unit_ended(stop(), clock, &stats_);
   }
 
   // Starts op `k`: its status when it ended at once, nullopt when it waits.

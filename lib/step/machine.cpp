@@ -21,36 +21,31 @@ error stop_blob_error(const bound_step& b, const program_step& n, const step_pat
             "should_stop_blob " + quote(*n.stop()) + " expects a scalar boolean, got " + b.stop->type_name());
 }
 
-loop_exit run_sync_loop(step_machine& m, const step_path* path, const stop_query& stop, yield_clock& clock,
-                        step_stats* stats, const step_events& events, status& failure) {
-  for (;;) {
-    switch (m.next(stop, clock, stats)) {
-      case step_machine::action::run_net: {
-        net_instance& inst = m.net();
-        if (stats != nullptr) ++stats->net_runs;
-        events.net_begins(inst);
-        status st = inst.run_sync();
-        events.net_ends(inst, st);
-        if (!st) [[unlikely]] {
-          failure = at(path, st.error());
-          return loop_exit::failed;
-        }
-        m.unit_ended();
-        break;
-      }
-      case step_machine::action::yield: return loop_exit::yield;
-      case step_machine::action::done: return loop_exit::end;
-      case step_machine::action::bad_stop:
-        failure = stop_blob_error(m.bound(), m.step(), path);
-        return loop_exit::failed;
-      case step_machine::action::cancelled: return loop_exit::cancelled;
-      case step_machine::action::run_child:
-      case step_machine::action::run_concurrent:
-        // Not for a net step (has_only_sync_nets).
-        failure = at(path, errc::invalid_step, "internal: a synchronous loop met a step with children");
-        return loop_exit::failed;
+loop_exit run_sync_loop(step_machine& machine, const step_path* path, const stop_query& stop_in, yield_clock& clock_in,
+                        step_stats* stats, const step_events& events_in, status& failure) {
+  // The loop works on copies that nothing else can reach, so that they
+  // stay in registers across the nets' opaque calls; they are written back
+  // when it leaves.
+  step_machine m = machine;
+  yield_clock clock = clock_in;
+  const stop_query stop = stop_in;
+  const step_events events = events_in;
+  const loop_exit exit = m.run_nets(stop, clock, stats, [&](net_instance& inst) {
+    if (stats != nullptr) ++stats->net_runs;
+    events.net_begins(inst);
+    status st = inst.run_sync();
+    events.net_ends(inst, st);
+    if (!st) [[unlikely]] {
+      failure = at(path, st.error());
+      return false;
     }
-  }
+    return true;
+  });
+  machine = m;
+  clock_in = clock;
+  if (exit != loop_exit::bad_stop) return exit;
+  failure = stop_blob_error(m.bound(), m.step(), path);
+  return loop_exit::failed;
 }
 
 }  // namespace taskgroup::detail

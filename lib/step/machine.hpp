@@ -8,7 +8,8 @@
 // A driver holds one `step_machine` per step execution it runs and asks
 // `next()` what to do: run a net, execute a child, run the iteration's
 // children concurrently, yield, or stop (done, failed, cancelled). It
-// reports each net's or child's end back, and the machine decides again.
+// reports each net's or child's end back (`unit_ended`), and the machine
+// decides again.
 // The coroutine driver (coroutine_driver.cpp) and the frame-free driver
 // (frame_free_driver.cpp) differ only in how they carry out an action:
 // awaiting, or starting a callback-form op and resuming from its
@@ -105,106 +106,174 @@ enum class stop_verdict : std::uint8_t { go_on, stop, bad_type };
 /// The error of a stop blob of the wrong type, at `path`.
 [[nodiscard]] error stop_blob_error(const bound_step& b, const program_step& n, const step_path* path);
 
+/// How a synchronous loop (`run_sync_loop`) left off: `bad_stop` is a stop
+/// blob of another type than bool.
+enum class loop_exit : std::uint8_t { end, yield, failed, bad_stop, cancelled };
+
 /// One execution of one step: where it stands and what comes next.
 class step_machine {
  public:
   enum class action : std::uint8_t {
-    run_net,         ///< run bound net `unit()`, then `net_ended()`
-    run_child,       ///< execute child `n.children[unit()]`, then `child_ended()`
-    run_concurrent,  ///< run this iteration's children concurrently, then `child_ended()`
-    yield,           ///< let the strand in, then `next()` again
+    run_net,         ///< run bound net `net()`, then `unit_ended()`
+    run_child,       ///< execute child `n.children[unit()]`, then `unit_ended()`
+    run_concurrent,  ///< run this iteration's children concurrently, then `unit_ended()`
+    yield,           ///< let the strand in, then `next()`
     done,            ///< the execution ended well: count reached or stopped
     bad_stop,        ///< the stop blob holds another type: `stop_blob_error`
     cancelled,       ///< the run was asked to stop
   };
 
-  step_machine(const program_step& n, const bound_step& b) noexcept : n_(&n), b_(&b) {}
+  /// The step's fields the rules read are copied here once per execution:
+  /// the hot loop reads the machine, not the step.
+  step_machine(const program_step& n, const bound_step& b) noexcept
+      : n_(&n),
+        b_(&b),
+        limit_(n.stop() ? 0 : n.num_iter),
+        units_(runs_concurrently(n) ? 1
+               : n.nets.empty()     ? static_cast<std::uint32_t>(n.recurring_size())
+                                    : static_cast<std::uint32_t>(b.nets.size())),
+        stop_mode_(n.stop().has_value()),
+        only_once_(n.only_once),
+        concurrent_(runs_concurrently(n)),
+        nets_(!n.nets.empty()),
+        counted_(n.counted) {}
 
-  /// What to do next. `stop` is checked before each iteration, `clock`
-  /// ticks at each iteration start (a due yield comes before the
-  /// iteration, whose checks are then not made again), `stats` counts the
-  /// iterations of the counted step.
+  /// What to do first, and after a yield. `stop` is checked before each
+  /// iteration, `clock` ticks at each iteration start (a due yield comes
+  /// before the iteration, whose checks are then not made again), `stats`
+  /// counts the iterations of the counted step.
   action next(const stop_query& stop, yield_clock& clock, step_stats* stats) noexcept {
-    if (check_) {
-      check_ = false;
-      switch (verdict_of(*b_)) {
-        case stop_verdict::go_on: break;
-        case stop_verdict::stop: return action::done;
-        case stop_verdict::bad_type: return action::bad_stop;
-      }
+    if (in_iteration_ && unit_ < units_) return unit_action();
+    return next_iteration(stop, clock, stats);
+  }
+
+  /// The net, child or concurrent iteration of the last action ended well:
+  /// the stop check, then what comes next (arguments as for `next`).
+  action unit_ended(const stop_query& stop, yield_clock& clock, step_stats* stats) noexcept {
+    switch (after_unit()) {
+      case stop_verdict::go_on: break;
+      case stop_verdict::stop: return action::done;
+      case stop_verdict::bad_type: return action::bad_stop;
     }
+    if (unit_ < units_) return unit_action();
+    return next_iteration(stop, clock, stats);
+  }
+
+  /// The same rules as `next` and `unit_ended`, as one tight loop for a net
+  /// step whose nets are all synchronous: `run_net(net)` runs each net
+  /// (false: it failed, the loop ends `failed`). Leaves at the end of the
+  /// execution, on a failure, a cancellation or a due yield (call again
+  /// after it).
+  template <class RunNet>
+  loop_exit run_nets(const stop_query& stop, yield_clock& clock, step_stats* stats, RunNet&& run_net) {
     for (;;) {
-      if (in_iteration_) {
-        if (unit_ < units_) return n_->nets.empty() ? action::run_child : action::run_net;
-        in_iteration_ = false;
-        ++i_;
+      switch (begin_iteration(stop, clock, stats)) {
+        case boundary::go: break;
+        case boundary::done: return loop_exit::end;
+        case boundary::cancelled: return loop_exit::cancelled;
+        case boundary::yield: return loop_exit::yield;
       }
-      if (!resume_) {
-        if (!iteration_starts()) return action::done;
-        if (stop.requested()) return action::cancelled;
-        if (clock.tick()) {
-          resume_ = true;
-          return action::yield;
+      while (unit_ < units_) {
+        if (!run_net(*b_->nets[unit_])) [[unlikely]]
+          return loop_exit::failed;
+        switch (after_unit()) {
+          case stop_verdict::go_on: break;
+          case stop_verdict::stop: return loop_exit::end;
+          case stop_verdict::bad_type: return loop_exit::bad_stop;
         }
       }
-      resume_ = false;
-      if (n_->counted && stats != nullptr) ++stats->iterations;
-      ++started_;
-      in_iteration_ = true;
-      unit_ = 0;
-      if (runs_concurrently(*n_)) {
-        units_ = 1;
-        return action::run_concurrent;
-      }
-      // An iteration with nothing to run (a root step without nets or
-      // children) ends at once; the loop goes on, its clock ticking.
-      units_ = n_->nets.empty() ? static_cast<std::uint32_t>(n_->recurring_size())
-                                : static_cast<std::uint32_t>(b_->nets.size());
     }
   }
 
   /// The net or child of the current action (a child by its index in
   /// `children`, recurring children only).
-  [[nodiscard]] std::size_t unit() const noexcept { return n_->nets.empty() ? n_->recurring_at(unit_) : unit_; }
+  [[nodiscard]] std::size_t unit() const noexcept { return nets_ ? unit_ : n_->recurring_at(unit_); }
   [[nodiscard]] net_instance& net() const noexcept { return *b_->nets[unit_]; }
-
-  /// The net, child or concurrent iteration of the current action ended
-  /// well: the stop blob is checked at the next `next()`.
-  void unit_ended() noexcept {
-    ++unit_;
-    check_ = b_->stop != nullptr;
-  }
 
   /// Iterations this execution has started (for its observer event and
   /// the task's report).
-  [[nodiscard]] std::uint64_t started() const noexcept { return started_; }
+  [[nodiscard]] std::uint64_t started() const noexcept {
+    // Iterations end by incrementing i_; one is in progress while
+    // in_iteration_ (also when a stop ended it).
+    return static_cast<std::uint64_t>(i_) + (in_iteration_ ? 1 : 0);
+  }
   [[nodiscard]] const program_step& step() const noexcept { return *n_; }
   [[nodiscard]] const bound_step& bound() const noexcept { return *b_; }
 
  private:
+  [[nodiscard]] action unit_action() const noexcept { return nets_ ? action::run_net : action::run_child; }
+
   // Iteration i_ starts: below num_iter, or in stop-blob mode always, but
   // only iteration 0 with only_once (§1.4.3).
-  [[nodiscard]] bool iteration_starts() const noexcept {
-    return n_->stop() ? !(n_->only_once && i_ > 0) : i_ < n_->num_iter;
+  [[nodiscard]] bool iteration_starts() const noexcept { return stop_mode_ ? !(only_once_ && i_ > 0) : i_ < limit_; }
+
+  enum class boundary : std::uint8_t { go, done, cancelled, yield };
+
+  // Ends the current iteration (if any) and decides whether the next one
+  // starts: the end of the loop, the run's stop request, a due yield; a
+  // started iteration is counted.
+  boundary begin_iteration(const stop_query& stop, yield_clock& clock, step_stats* stats) noexcept {
+    if (in_iteration_) {
+      in_iteration_ = false;
+      ++i_;
+    }
+    if (!resume_) {
+      if (!iteration_starts()) return boundary::done;
+      if (stop.requested()) return boundary::cancelled;
+      if (clock.tick()) {
+        resume_ = true;
+        return boundary::yield;
+      }
+    }
+    resume_ = false;
+    if (counted_ && stats != nullptr) ++stats->iterations;
+    in_iteration_ = true;
+    unit_ = 0;
+    return boundary::go;
+  }
+
+  // A net, child or concurrent iteration has ended well: the stop check
+  // after it (§1.3: after every net, sequential child, concurrent
+  // iteration).
+  stop_verdict after_unit() noexcept {
+    ++unit_;
+    return b_->stop != nullptr ? verdict_of(*b_) : stop_verdict::go_on;
+  }
+
+  action next_iteration(const stop_query& stop, yield_clock& clock, step_stats* stats) noexcept {
+    for (;;) {
+      switch (begin_iteration(stop, clock, stats)) {
+        case boundary::go: break;
+        case boundary::done: return action::done;
+        case boundary::cancelled: return action::cancelled;
+        case boundary::yield: return action::yield;
+      }
+      if (concurrent_) return action::run_concurrent;
+      // An iteration with nothing to run (a root step without nets or
+      // children) ends at once; the loop goes on, its clock ticking.
+      if (units_ != 0) return unit_action();
+    }
   }
 
   const program_step* n_;
   const bound_step* b_;
-  std::int64_t i_ = 0;         // the current iteration
-  std::uint64_t started_ = 0;  // iterations started
-  std::uint32_t unit_ = 0;     // the net or recurring child within the iteration
-  std::uint32_t units_ = 0;    // nets or recurring children per iteration (1: concurrent)
+  std::int64_t i_ = 0;      // the current iteration
+  std::int64_t limit_;      // num_iter (unused in stop-blob mode)
+  std::uint32_t unit_ = 0;  // the net or recurring child within the iteration
+  std::uint32_t units_;     // nets or recurring children per iteration (1: concurrent)
+  bool stop_mode_;
+  bool only_once_;
+  bool concurrent_;
+  bool nets_;
+  bool counted_;
   bool in_iteration_ = false;
-  bool check_ = false;   // a stop check is due
   bool resume_ = false;  // a yield was taken before iteration i_: its checks are done
 };
 
-/// How a synchronous loop (`run_sync_loop`) left off.
-enum class loop_exit : std::uint8_t { end, yield, failed, cancelled };
-
-/// Runs a `has_only_sync_nets` step's machine on: nets called inline, each
-/// reported to `events` and counted in `stats`, until the execution ends
-/// (well: `end`; `failure` set: `failed`; `cancelled`) or a yield is due
+/// Runs a `has_only_sync_nets` step's machine on (`step_machine::run_nets`):
+/// nets called inline, each reported to `events` and counted in `stats`,
+/// until the execution ends (well: `end`; `failure` set, a stop blob of
+/// the wrong type included: `failed`; `cancelled`) or a yield is due
 /// (`yield`: call again after it). A plain function, its state in
 /// registers: the hot loop of both drivers.
 loop_exit run_sync_loop(step_machine& m, const step_path* path, const stop_query& stop, yield_clock& clock,
