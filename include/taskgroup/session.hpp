@@ -20,9 +20,9 @@
 // How a node runs its tasks: a task whose step tree is small and plain (at
 // most 256 net runs and substep executions, no deadline, report step,
 // concurrency or nested own workspace), whose asynchronous ops all have a
-// callback form (`op_kernel::start`, e.g. Sleep), and that runs without a
-// run observer, runs on the node's strand as a plain state machine, with
-// no coroutine of its own: synchronous nets are called inline, and at an
+// callback form (`op_kernel::start`, e.g. Sleep), runs on the node's strand
+// as a plain state machine, with no coroutine of its own (observed or not:
+// a run observer gets the same events from either driver): synchronous nets are called inline, and at an
 // asynchronous op the task waits holding only its state, its workspace and
 // the op's pending operation, resuming from its completion. Such tasks
 // start one after another, in group order, before the node's other tasks

@@ -24,7 +24,9 @@ std::uint32_t inline_cost(const program_step& n, bool root) {
   }
   constexpr std::uint64_t cap = std::numeric_limits<std::uint32_t>::max();
   body = std::min(std::max<std::uint64_t>(body, 1), cap);
-  return static_cast<std::uint32_t>(std::min(iterations * body, cap));
+  // A loop of zero iterations costs one step (its end check), not 0, which
+  // means "cannot run without suspending".
+  return static_cast<std::uint32_t>(std::min(std::max<std::uint64_t>(iterations * body, 1), cap));
 }
 
 program_step compile_tree(const execution_step& s, const execution_step* counted) {
