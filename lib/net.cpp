@@ -2,6 +2,8 @@
 
 #include <taskgroup/workspace.hpp>
 
+#include "detail/errors.hpp"
+
 #include <atomic>
 #include <exception>
 
@@ -148,28 +150,12 @@ error net_instance::op_error(std::size_t i, const error& e) const {
   return e.with_context(op_where(defs_->name, i, defs_->ops[i].type));
 }
 
-namespace {
-error from_exception(std::exception_ptr ep) {
-  try {
-    std::rethrow_exception(std::move(ep));
-  } catch (const system_error& e) {
-    return e.error();
-  } catch (const boost::system::system_error& e) {
-    return {e.code(), e.what()};
-  } catch (const std::exception& e) {
-    return {errc::op_failed, e.what()};
-  } catch (...) {
-    return {errc::op_failed, "unknown exception"};
-  }
-}
-}  // namespace
-
 [[gnu::cold, gnu::noinline]] status net_instance::op_failure(std::size_t i, const error& e) const {
   return op_error(i, e);
 }
 
 [[gnu::cold, gnu::noinline]] status net_instance::op_exception(std::size_t i) const {
-  return op_error(i, from_exception(std::current_exception()));
+  return op_error(i, detail::error_from_exception(std::current_exception()));
 }
 
 // Runs synchronous kernels from `i` until the end or the next asynchronous
@@ -186,7 +172,7 @@ status net_instance::run_from(std::size_t& i) noexcept {
       }
     }
   } catch (...) {
-    return op_error(i, from_exception(std::current_exception()));
+    return op_error(i, detail::error_from_exception(std::current_exception()));
   }
   return ok();
 }
@@ -245,7 +231,7 @@ boost::asio::awaitable<status> net_instance::run() {
     try {
       st = co_await ops_[i].kernel->run_async();
     } catch (...) {
-      st = from_exception(std::current_exception());
+      st = detail::error_from_exception(std::current_exception());
     }
     if (!st) co_return op_error(i, st.error());
     ++i;

@@ -1,7 +1,19 @@
 #include <taskgroup/error.hpp>
+#include <taskgroup/execution_step.hpp>
+#include <taskgroup/net.hpp>
+#include <taskgroup/step_runner.hpp>
+#include <taskgroup/workspace.hpp>
+
+#include "detail/errors.hpp"
+#include "support/run.hpp"
 
 #include <boost/asio/error.hpp>
+#include <boost/system/system_error.hpp>
 #include <catch2/catch.hpp>
+
+#include <exception>
+#include <stdexcept>
+#include <string>
 
 using namespace taskgroup;
 
@@ -51,4 +63,67 @@ TEST_CASE("a default-constructed result holds the no_result error", "[error]") {
   CHECK(r.error().code == errc::no_result);
   result<int> good = 3;
   CHECK(good.value() == 3);
+}
+
+namespace {
+
+[[noreturn]] void throw_aborted() { throw boost::system::system_error(boost::asio::error::operation_aborted); }
+
+// A net whose one op throws what a cancelled Asio operation throws:
+// synchronously, or from inside its coroutine.
+net aborting_net(bool async, const std::string& name) {
+  net n(name);
+  if (async) {
+    n.lambda("aborts", {}, {}, [](op_context&) -> boost::asio::awaitable<status> {
+      throw_aborted();
+      co_return ok();
+    });
+  } else {
+    n.lambda("aborts", {}, {}, [](op_context&) -> status { throw_aborted(); });
+  }
+  return n;
+}
+
+}  // namespace
+
+TEST_CASE("one conversion turns an exception into an error", "[error]") {
+  auto convert = [](auto ex) { return detail::error_from_exception(std::make_exception_ptr(ex)); };
+  error aborted = convert(boost::system::system_error(boost::asio::error::operation_aborted));
+  CHECK(aborted.code == errc::cancelled);
+  CHECK(aborted.message == "cancelled");
+  error other = convert(boost::system::system_error(boost::asio::error::connection_refused));
+  CHECK(other.code == boost::asio::error::connection_refused);
+  CHECK(convert(system_error(error(errc::bad_argument, "x"))).code == errc::bad_argument);
+  error std_ex = convert(std::runtime_error("bad thing"));
+  CHECK(std_ex.code == errc::op_failed);
+  CHECK(std_ex.message == "bad thing");
+  CHECK(convert(42).message == "unknown exception");
+}
+
+TEST_CASE("an op throwing Asio's operation_aborted fails its net with errc::cancelled", "[error]") {
+  auto ws = workspace::make("w");
+  status sync = ws->create_net(aborting_net(false, "sync")).value()->run_sync();
+  REQUIRE_FALSE(sync);
+  CHECK(sync.error().code == errc::cancelled);
+  CHECK(sync.error().message == "net \"sync\" op #0 (aborts): cancelled");
+
+  status async = test::run(ws->create_net(aborting_net(true, "async")).value()->run());
+  REQUIRE_FALSE(async);
+  CHECK(async.error().code == errc::cancelled);
+  CHECK(async.error().message == "net \"async\" op #0 (aborts): cancelled");
+}
+
+TEST_CASE("a step child throwing Asio's operation_aborted fails the step with errc::cancelled", "[error]") {
+  for (bool async : {false, true}) {
+    INFO((async ? "asynchronous op" : "synchronous op"));
+    auto ws = workspace::make("w");
+    execution_step plan = execution_step("plan")
+                              .substeps({execution_step("a").add_net(aborting_net(async, "a")),
+                                         execution_step("b").add_net(aborting_net(async, "b"))})
+                              .concurrent_substeps();
+    status st = test::run(run_step(plan, ws));
+    REQUIRE_FALSE(st);
+    INFO(st.error().message);
+    CHECK(st.error().code == errc::cancelled);
+  }
 }

@@ -19,6 +19,8 @@
 
 #include <taskgroup/error.hpp>
 
+#include "errors.hpp"
+
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/associated_cancellation_slot.hpp>
 #include <boost/asio/async_result.hpp>
@@ -42,9 +44,6 @@
 namespace taskgroup::detail {
 
 enum class join_mode { fail_fast, gather, race };
-
-/// Converts an exception escaping a child into an error.
-error error_from_exception(std::exception_ptr e);
 
 template <class Handler>
 class join_state : public std::enable_shared_from_this<join_state<Handler>> {

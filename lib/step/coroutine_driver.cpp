@@ -31,21 +31,6 @@ namespace taskgroup {
 
 namespace asio = boost::asio;
 
-error detail::error_from_exception(std::exception_ptr e) {
-  try {
-    std::rethrow_exception(std::move(e));
-  } catch (const system_error& ex) {
-    return ex.error();
-  } catch (const boost::system::system_error& ex) {
-    if (ex.code() == asio::error::operation_aborted) return {errc::cancelled, "cancelled"};
-    return {ex.code(), ex.what()};
-  } catch (const std::exception& ex) {
-    return {errc::op_failed, ex.what()};
-  } catch (...) {
-    return {errc::op_failed, "unknown exception"};
-  }
-}
-
 namespace {
 
 using namespace detail;
