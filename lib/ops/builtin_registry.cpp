@@ -1,0 +1,34 @@
+// taskgroup: the registration of the built-in operators, and the
+// process-wide registry that holds them. Defined here, beside the
+// built-ins, so that the registry itself (registry.cpp) knows none of them.
+#include "builtins.hpp"
+
+#include <utility>
+
+namespace taskgroup {
+
+void detail::builtin_table::add(operator_schema& schema) {
+  status st = registry_->add(std::move(schema));
+  if (!st && first_) first_ = std::move(st);
+}
+
+status register_builtin_ops(operator_registry& registry) {
+  detail::builtin_table table(registry);
+  detail::add_value_ops(table);
+  detail::add_arithmetic_ops(table);
+  detail::add_counter_ops(table);
+  detail::add_effect_ops(table);
+  detail::add_queue_ops(table);
+  return std::move(table).first_failure();
+}
+
+operator_registry& operator_registry::global() {
+  static operator_registry* instance = [] {
+    auto* r = new operator_registry;  // never destroyed: usable from static destructors
+    (void)register_builtin_ops(*r);
+    return r;
+  }();
+  return *instance;
+}
+
+}  // namespace taskgroup

@@ -1,0 +1,105 @@
+// taskgroup: the built-in Print, Sleep and Fail.
+#include "builtins.hpp"
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+#include <variant>
+#include <vector>
+
+namespace taskgroup::detail {
+
+namespace asio = boost::asio;
+
+namespace {
+
+kernel_result print_factory(op_context& ctx) {
+  TASKGROUP_TRY(std::string prefix, ctx.args().get_or<std::string>("prefix", ""));
+  std::vector<std::pair<const blob*, std::string>> items;
+  items.reserve(ctx.num_inputs());
+  for (std::size_t i = 0; i < ctx.num_inputs(); ++i) {
+    items.emplace_back(&ctx.input_blob(i), prefix + ctx.def().inputs[i] + ": ");
+  }
+  return make_kernel([items = std::move(items)]() -> status {
+    std::string line;
+    for (const auto& [b, head] : items) {
+      line.assign(head);
+      append_display(line, *b);
+      print_line(line);
+    }
+    return ok();
+  });
+}
+
+// Sleep has a callback form: a task waiting on it holds no coroutine
+// frame, only its entry in the context's queue of waits (sleep_until).
+class sleep_kernel final : public op_kernel {
+ public:
+  explicit sleep_kernel(std::chrono::steady_clock::duration d) noexcept : op_kernel(callback_form), duration_(d) {}
+
+  void start(const asio::any_io_executor& ex, op_completion done) noexcept override {
+    sleep_for(ex, duration_, std::move(done));
+  }
+
+ private:
+  std::chrono::steady_clock::duration duration_;
+};
+
+// Longest accepted Sleep: 10^12 ms (about 31 years) stays far from the
+// range of steady_clock::duration.
+constexpr double max_sleep_ms = 1e12;
+
+kernel_result sleep_factory(op_context& ctx) {
+  const argument* ms = ctx.args().find("ms");
+  if (ms == nullptr) return fail(errc::bad_argument, "missing required argument " + quote("ms"));
+  double value = 0;
+  if (const auto* i = std::get_if<std::int64_t>(ms)) {
+    value = static_cast<double>(*i);
+  } else if (const auto* d = std::get_if<double>(ms)) {
+    value = *d;
+  } else {
+    return fail(errc::bad_argument,
+                "argument " + quote("ms") + ": expected int64 or double, got " + std::string(to_string(kind_of(*ms))));
+  }
+  if (!(value >= 0 && value <= max_sleep_ms)) {  // also rejects NaN
+    return fail(errc::bad_argument,
+                "argument " + quote("ms") + " must be between 0 and 1e12 milliseconds, got " + number_text(value));
+  }
+  auto d =
+      std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double, std::milli>(value));
+  return std::unique_ptr<op_kernel>(std::make_unique<sleep_kernel>(d));
+}
+
+kernel_result fail_factory(op_context& ctx) {
+  TASKGROUP_TRY(std::string message, ctx.args().get_or<std::string>("message", "Fail operator"));
+  return make_kernel([message = std::move(message)]() -> status { return fail(errc::op_failed, message); });
+}
+
+}  // namespace
+
+void add_effect_ops(builtin_table& t) {
+  using k = argument_kind;
+  const auto unbounded = operator_schema::unbounded;
+  t.add(operator_schema("Print")
+            .inputs(1, unbounded)
+            .outputs(0)
+            .arg("prefix", k::string, "text written before each line")
+            .doc("one line `<prefix><blob>: <value>` per input to the print sink")
+            .factory(&print_factory));
+  t.add(operator_schema("Sleep")
+            .inputs(0)
+            .outputs(0)
+            .required_arg("ms", {k::int64, k::float64}, "milliseconds")
+            .doc("waits on a timer (asynchronous, cancellable)")
+            .factory(&sleep_factory, /*async=*/true));
+  t.add(operator_schema("Fail")
+            .inputs(0, unbounded)
+            .outputs(0)
+            .arg("message", k::string, "the error message (default \"Fail operator\")")
+            .doc("fails with errc::op_failed")
+            .factory(&fail_factory));
+}
+
+}  // namespace taskgroup::detail
