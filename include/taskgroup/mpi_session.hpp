@@ -12,27 +12,14 @@
 // run's error or with a report of every task's status and failure (the
 // outputs of their own tasks only: copies, taken once they were sent).
 //
-// Protocol of one run, all of it nonblocking MPI polled on the session's
-// strand, or on the calling thread for `run_blocking` (briefly after each
-// message, then from a timer: an idle rank wakes at most every `poll_max`;
-// no thread spins):
-//   rank 0 -> every rank: START (run number, a fingerprint of the group:
-//     nodes with their ranks, tasks with their nodes and outputs, and the
-//     run's deadline and policy); a rank whose group differs fails the run
-//     with `errc::group_mismatch` naming the rank and the first difference;
-//   every rank -> rank 0: STATUS when its tasks end (their reports and
-//     outputs, encoded by the codec registry, or the error); strings and
-//     numeric vectors of 32 KiB or more follow as messages of their own,
-//     sent straight from the node workspace's blob (no copy; a node with
-//     local exit work sends a copy taken before it) and received straight
-//     into the value on rank 0 (into the storage of the last run's value
-//     of that output when nothing but the output handle still holds it,
-//     else into that of such a value every holder has let go since: rank 0
-//     keeps one per type, freed with the session);
-//   rank 0 -> every rank: CTRL, exactly once per rank: CANCEL with the
-//     run's error as soon as there is one (the first failure on any rank,
-//     a cancellation of rank 0's run from outside, the deadline), or DONE
-//     with every task's status.
+// A run: rank 0 sends every rank the run's start, with a description of
+// its group (a rank whose group differs fails the run with
+// `errc::group_mismatch` naming the rank and the first difference); each
+// rank answers once its tasks end, with their reports and outputs; rank 0
+// then tells every rank how the run ended (cancelled with its first error,
+// or done). The messages, their encodings, and how they are polled with no
+// thread spinning: docs/mpi-protocol.md.
+//
 // Output types are checked as in strict codec mode (run_options::
 // strict_codecs): a typed output whose type has no codec fails the run at
 // its start; an untyped output fails its task when its value cannot be
@@ -217,9 +204,8 @@ class mpi_session {
   /// The local session that runs this rank's nodes (its node workspaces).
   [[nodiscard]] local_session& local() noexcept;
 
-  struct impl;
-
  private:
+  struct impl;
   [[nodiscard]] boost::asio::any_io_executor strand() const;
   boost::asio::awaitable<result<run_report>> run_on_strand(task_group group, run_options options);
   std::unique_ptr<boost::asio::thread_pool> pool_;  // when the session owns its threads

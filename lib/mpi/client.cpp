@@ -1,0 +1,290 @@
+// taskgroup: rank 0's part of a run of the MPI protocol: it starts the run
+// on every rank, gathers their STATUS and ends the run with CTRL
+// (docs/mpi-protocol.md).
+#include "fingerprint.hpp"
+#include "recycling.hpp"
+#include "run.hpp"
+#include "transport.hpp"
+#include "wire.hpp"
+
+#include <boost/asio/this_coro.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+// GCC 12 flags the coroutine ramps of this file, inlined into their
+// caller, with a false -Wmismatched-new-delete: Asio's frame operator new
+// (aligned_alloc through its recycling allocator) and its matching delete.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
+#endif
+
+namespace taskgroup::detail::mpi {
+
+namespace asio = boost::asio;
+
+namespace {
+
+// Fills the output handles of a task that ran on another rank.
+void set_outputs(const task& t, const task_report& rep) {
+  auto value_of = [&](const std::string& name) -> result<std::shared_ptr<const blob>> {
+    auto it = std::find_if(rep.outputs.begin(), rep.outputs.end(), [&](const auto& kv) { return kv.first == name; });
+    if (it == rep.outputs.end()) return fail(errc::output_not_set, "no value came from node " + quote(rep.node));
+    return it->second;
+  };
+  for (const auto& out : t.output_states()) detail::set_output(*out, rep.status == task_status::succeeded, value_of);
+}
+
+// Rank 0's side of decoding a rank's STATUS: receives its detached values
+// (into the storage of earlier ones when it can) and fills the output
+// handles of each task once decoded.
+class client_receiver final : public status_receiver {
+ public:
+  client_receiver(const state_ptr& s, int from, const task_group& group, const run_report& report,
+                  run_observer* observer)
+      : s_(s), from_(from), group_(group), report_(report), observer_(observer) {}
+
+  result<std::shared_ptr<const blob>> receive_detached(std::size_t task, const std::string& output,
+                                                       const std::string& tag, std::uint64_t size) override {
+    return mpi::receive_detached(s_, from_, tag, size, take_reusable(group_.tasks()[task], output));
+  }
+
+  void task_decoded(std::size_t task) override {
+    const task_report& t = report_.tasks[task];
+    set_outputs(group_.tasks()[task], t);
+    if (observer_ != nullptr) {
+      observer_->task_begin(t.name, t.node);
+      observer_->task_end(t);
+    }
+  }
+
+ private:
+  const state_ptr& s_;
+  int from_;
+  const task_group& group_;
+  const run_report& report_;
+  run_observer* observer_;
+};
+
+// Sends START to every rank: the run, or the error that keeps every rank
+// from starting it. Returns that error, if any.
+std::optional<error> send_start(const state_ptr& s, run_ctx& ctx, std::uint64_t run_id, const run_options& options,
+                                const result<std::shared_ptr<const group_description>>& described) {
+  start_message start;
+  start.run_id = run_id;
+  start.policy = options.policy;
+  start.timeout = options.timeout;
+  if (described) {
+    start.fingerprint = described.value()->text;
+  } else {
+    start.failure = described.error();
+  }
+  const std::string start_bytes = encode_start(start);
+  for (int r = 1; r < s->size; ++r) send(s, ctx, r, tag_start, start_bytes);
+  return start.failure;
+}
+
+// Waits until every send has completed (or MPI failed).
+asio::awaitable<void> flush_sends(const state_ptr& s, run_ctx& ctx) {
+  pacer pace(s->options);
+  while (!ctx.sends.empty() && !ctx.mpi_error) {
+    const bool progressed = progress_sends(ctx);
+    if (ctx.sends.empty()) break;
+    co_await pace.wait(ctx, progressed, std::nullopt);
+  }
+}
+
+// Rank 0's view of a run once started: who answered, who was told how it
+// ended, the run's first error and its clocks. Each step of the polling
+// loop returns true when it made progress.
+class client_run {
+ public:
+  client_run(state_ptr s, const task_group& group, const run_options& options, std::uint64_t run_id,
+             std::shared_ptr<run_ctx> ctx)
+      : s_(std::move(s)),
+        group_(group),
+        options_(options),
+        run_id_(run_id),
+        ctx_(std::move(ctx)),
+        answered_(static_cast<std::size_t>(s_->size), false),
+        told_(static_cast<std::size_t>(s_->size), false) {
+    answered_[0] = told_[0] = true;
+    if (options_.timeout) deadline_ = clock_type::now() + *options_.timeout;
+  }
+
+  // The report's frame, the observer's run_begin, and this rank's tasks.
+  void begin(const std::map<std::string, int>& where) {
+    report_.started = std::chrono::system_clock::now();
+    for (const auto& t : group_.tasks()) {
+      task_report& rep = report_.tasks.emplace_back();
+      rep.name = t.name();
+      rep.node = t.node_name();
+    }
+    if (options_.observer != nullptr) {
+      std::vector<std::pair<std::string, std::string>> names;
+      for (const auto& t : report_.tasks) names.emplace_back(t.name, t.node);
+      options_.observer->run_begin(names);
+    }
+    start_local(s_, ctx_, group_, where, options_);
+  }
+
+  // The run's error: CANCEL to every rank not yet told, this rank's tasks
+  // cancelled, and the grace period started. Only the first counts.
+  void fail_run(error e) {
+    if (first_) return;
+    first_ = std::move(e);
+    for (int r = 1; r < s_->size; ++r) {
+      if (!told_[static_cast<std::size_t>(r)]) {
+        send(s_, *ctx_, r, tag_ctrl, encode_ctrl(run_id_, first_));
+        told_[static_cast<std::size_t>(r)] = true;
+      }
+    }
+    cancel_local(*ctx_);
+    grace_until_ = clock_type::now() + s_->options.grace;
+  }
+
+  // Takes in this rank's own reports once its tasks have ended.
+  bool take_local() {
+    if (!ctx_->local_done || local_seen_) return false;
+    local_seen_ = true;
+    if (!ctx_->local) {
+      fail_run(ctx_->local.error().with_context("rank 0"));
+    } else {
+      for (std::size_t k = 0; k < report_.tasks.size(); ++k) {
+        const task_report& mine = ctx_->local.value().tasks[k];
+        if (mine.status != task_status::not_run) report_.tasks[k] = mine;
+      }
+    }
+    return true;
+  }
+
+  // Decodes every STATUS that has arrived.
+  bool receive_statuses() {
+    bool progressed = false;
+    int from = 0;
+    while (try_receive(s_, *ctx_, MPI_ANY_SOURCE, tag_status, bytes_, from)) {
+      progressed = true;
+      answered_[static_cast<std::size_t>(from)] = true;
+      detached_counts counts;
+      client_receiver receiver(s_, from, group_, report_, options_.observer);
+      auto got = decode_status(from, run_id_, bytes_, *s_->options.codecs, report_, receiver, counts);
+      if (counts.received < counts.announced) drain_detached(s_, from, counts.announced - counts.received);
+      if (!got) {
+        fail_run(got.error());
+      } else if (got.value().e) {
+        fail_run(*got.value().e);
+      }
+    }
+    return progressed;
+  }
+
+  // Once every rank answered and this rank's tasks ended: DONE to every
+  // rank not yet told. True when the run is over (every send completed).
+  bool send_done() {
+    const bool all_answered = std::all_of(answered_.begin(), answered_.end(), [](bool b) { return b; });
+    if (!ctx_->local_done || !all_answered || ctx_->mpi_error) return false;
+    std::string done;
+    for (int r = 1; r < s_->size; ++r) {
+      if (!told_[static_cast<std::size_t>(r)]) {
+        if (done.empty()) done = encode_ctrl(run_id_, std::nullopt, &report_);
+        send(s_, *ctx_, r, tag_ctrl, done);
+        told_[static_cast<std::size_t>(r)] = true;
+      }
+    }
+    // A short message usually completes at once: no extra poll.
+    progress_sends(*ctx_);
+    return ctx_->sends.empty() && !ctx_->mpi_error;
+  }
+
+  // Fails the run at its deadline; ends the job once the grace period
+  // after a failure has passed without every rank answering.
+  bool check_clocks() {
+    const auto now = clock_type::now();
+    bool progressed = false;
+    if (deadline_ && now >= *deadline_ && !first_) {
+      fail_run(error(errc::timeout, "run timed out after " + std::to_string(options_.timeout->count()) + " ms"));
+      progressed = true;
+    }
+    if (grace_until_ && now >= *grace_until_) {
+      std::string silent;
+      for (int r = 0; r < s_->size; ++r) {
+        if (!answered_[static_cast<std::size_t>(r)]) silent += (silent.empty() ? "" : ", ") + std::to_string(r);
+      }
+      abort_job(s_, "the run failed (" + first_->message + ") and " +
+                        (silent.empty() ? std::string("this rank's tasks") : "rank(s) " + silent) +
+                        " did not finish within " + std::to_string(s_->options.grace.count()) + " ms");
+    }
+    return progressed;
+  }
+
+  // When a sleeping poll must wake at the latest.
+  [[nodiscard]] std::optional<clock_type::time_point> until() const { return grace_until_ ? grace_until_ : deadline_; }
+
+  // What the run completes with.
+  result<run_report> end() {
+    report_.finished = std::chrono::system_clock::now();
+    if (ctx_->mpi_error) return *ctx_->mpi_error;
+    if (first_) return *first_;
+    return std::move(report_);
+  }
+
+ private:
+  state_ptr s_;
+  const task_group& group_;
+  const run_options& options_;
+  std::uint64_t run_id_;
+  std::shared_ptr<run_ctx> ctx_;
+  run_report report_;
+  std::vector<bool> answered_;
+  std::vector<bool> told_;
+  std::optional<error> first_;  // the run's error
+  std::optional<clock_type::time_point> deadline_;
+  std::optional<clock_type::time_point> grace_until_;
+  bool local_seen_ = false;
+  std::string bytes_;
+};
+
+}  // namespace
+
+asio::awaitable<result<run_report>> run_client(state_ptr s, task_group group, run_options options,
+                                               std::uint64_t run_id) {
+  auto ctx = std::make_shared<run_ctx>(co_await asio::this_coro::executor);
+  auto described = describe_group(*s, group);
+  if (auto failure = send_start(s, *ctx, run_id, options, described)) {
+    // Nobody starts: the other ranks end the run with this error on START.
+    co_await flush_sends(s, *ctx);
+    co_return std::move(*failure);
+  }
+  client_run run(s, group, options, run_id, ctx);
+  run.begin(described.value()->where);
+  bool cancelled_outside = false;
+  pacer pace(s->options);
+  for (;;) {
+    bool progressed = false;
+    if (!cancelled_outside && outside_cancelled(co_await asio::this_coro::cancellation_state)) {
+      cancelled_outside = true;
+      progressed = true;
+      run.fail_run(error(errc::cancelled, "run cancelled"));
+    }
+    progressed = run.take_local() || progressed;
+    progressed = run.receive_statuses() || progressed;
+    progressed = progress_sends(*ctx) || progressed;
+    if (ctx->mpi_error) {
+      cancel_local(*ctx);
+      if (ctx->local_done) break;
+    }
+    if (run.send_done()) break;
+    progressed = run.check_clocks() || progressed;
+    co_await pace.wait(*ctx, progressed, run.until());
+  }
+  co_return run.end();
+}
+
+}  // namespace taskgroup::detail::mpi

@@ -1,0 +1,76 @@
+// taskgroup: the description of a group that the ranks of an MPI session
+// compare before a run.
+#include "fingerprint.hpp"
+
+#include <algorithm>
+#include <utility>
+
+namespace taskgroup::detail::mpi {
+
+namespace {
+
+// The group as every rank must see it, one line per fact.
+std::vector<std::string> describe(const task_group& g, const std::map<std::string, int>& where, int size) {
+  std::vector<std::string> lines;
+  lines.push_back("ranks " + std::to_string(size));
+  for (const auto& n : g.used_nodes()) lines.push_back("node " + quote(n) + " on rank " + std::to_string(where.at(n)));
+  for (const auto& t : g.tasks()) {
+    std::string line = "task " + quote(t.name()) + " on node " + quote(t.node_name()) + ", outputs [";
+    bool first = true;
+    for (const auto& out : t.output_states()) {
+      for (const auto& b : out->blobs) {
+        line += (first ? "" : ", ") + quote(b);
+        first = false;
+      }
+      if (out->type != nullptr) line += ": " + detail::demangle(out->type->name());
+    }
+    lines.push_back(line + "]");
+  }
+  return lines;
+}
+
+std::string join_lines(const std::vector<std::string>& lines) {
+  std::string out;
+  for (const auto& l : lines) out += l + "\n";
+  return out;
+}
+
+}  // namespace
+
+std::vector<std::string> split_lines(std::string_view text) {
+  std::vector<std::string> out;
+  while (!text.empty()) {
+    auto nl = text.find('\n');
+    out.emplace_back(text.substr(0, nl));
+    text = nl == std::string_view::npos ? std::string_view() : text.substr(nl + 1);
+  }
+  return out;
+}
+
+error group_mismatch(int rank, const std::vector<std::string>& client, const std::vector<std::string>& mine) {
+  const std::size_t n = std::max(client.size(), mine.size());
+  for (std::size_t i = 0; i < n; ++i) {
+    const std::string a = i < client.size() ? client[i] : "(nothing)";
+    const std::string b = i < mine.size() ? mine[i] : "(nothing)";
+    if (a != b) {
+      return {errc::group_mismatch,
+              "built a different group: rank 0 has " + a + ", rank " + std::to_string(rank) + " has " + b};
+    }
+  }
+  return {errc::group_mismatch, "built a different group"};
+}
+
+result<std::shared_ptr<const group_description>> describe_group(session_state& s, const task_group& g) {
+  if (s.described && s.described->group == g.state().get() && !s.described->alive.expired()) return s.described;
+  TASKGROUP_TRY(auto where, s.place(g));
+  auto d = std::make_shared<group_description>();
+  d->group = g.state().get();
+  d->alive = g.state();
+  d->lines = describe(g, where, s.size);
+  d->text = join_lines(d->lines);
+  d->where = std::move(where);
+  if (g.used()) s.described = d;
+  return std::shared_ptr<const group_description>(std::move(d));
+}
+
+}  // namespace taskgroup::detail::mpi

@@ -1,0 +1,194 @@
+// taskgroup: the MPI session: its state from run to run, and the public
+// API, which runs one run of the protocol at a time (rank 0's part in
+// client.cpp, the others' in worker.cpp; docs/mpi-protocol.md).
+#include <taskgroup/mpi_session.hpp>
+
+#include "../detail/errors.hpp"
+#include "recycling.hpp"
+#include "run.hpp"
+#include "state.hpp"
+#include "transport.hpp"
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/asio/thread_pool.hpp>
+#include <boost/asio/use_awaitable.hpp>
+
+#include <algorithm>
+#include <exception>
+#include <string>
+#include <utility>
+
+// GCC 12 flags the coroutine ramps of this file, inlined into their
+// caller, with a false -Wmismatched-new-delete: Asio's frame operator new
+// (aligned_alloc through its recycling allocator) and its matching delete.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
+#endif
+
+namespace taskgroup {
+
+namespace asio = boost::asio;
+
+// ---- the session's state ------------------------------------------------------
+
+namespace detail::mpi {
+
+session_state::session_state(local_session& l, mpi_options o, bool threaded)
+    : local(&l), options(std::move(o)), recycler(std::make_shared<value_recycler>()) {
+  setup(threaded);
+}
+
+void session_state::setup(bool threaded) {
+  if (options.codecs == nullptr) options.codecs = &codec_registry::global();
+  if (options.poll_min.count() <= 0) options.poll_min = std::chrono::microseconds(1);
+  options.poll_max = std::max(options.poll_max, options.poll_min);
+  int initialized = 0;
+  MPI_Initialized(&initialized);
+  if (initialized == 0) {
+    init_error = error(errc::mpi_failed, "MPI is not initialized (construct a taskgroup::mpi_environment first)");
+    return;
+  }
+  MPI_Query_thread(&thread_level);
+  if (threaded && thread_level < MPI_THREAD_SERIALIZED) {
+    init_error = error(errc::mpi_failed, "MPI provides too low a thread level for a session with several threads");
+    return;
+  }
+  if (auto e = wrong_thread("the session is constructed")) {
+    init_error = std::move(e);
+    return;
+  }
+  if (auto st = check_mpi(MPI_Comm_dup(options.comm, &comm), "MPI_Comm_dup"); !st) {
+    init_error = st.error();
+    return;
+  }
+  MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
+  MPI_Comm_rank(comm, &rank);
+  MPI_Comm_size(comm, &size);
+}
+
+std::optional<error> session_state::wrong_thread(const char* what) const {
+  if (thread_level >= MPI_THREAD_SERIALIZED) return std::nullopt;
+  int is_main = 0;
+  MPI_Is_thread_main(&is_main);
+  if (is_main != 0) return std::nullopt;
+  return error(errc::mpi_failed,
+               std::string(what) + " on a thread other than the one that initialized MPI, and MPI provides only " +
+                   (thread_level == MPI_THREAD_FUNNELED ? "MPI_THREAD_FUNNELED" : "MPI_THREAD_SINGLE") +
+                   ": initialize MPI with MPI_THREAD_SERIALIZED (taskgroup::mpi_environment does), or make the "
+                   "session's MPI calls on that thread");
+}
+
+session_state::~session_state() {
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (comm != MPI_COMM_NULL && finalized == 0) MPI_Comm_free(&comm);
+}
+
+result<std::map<std::string, int>> session_state::place(const task_group& g) const {
+  for (const auto& [node, r] : options.placement) {
+    if (r < 0 || r >= size) {
+      return fail(errc::invalid_task, "mpi_options::placement puts node " + quote(node) + " on rank " +
+                                          std::to_string(r) + ", outside a job of " + std::to_string(size) + " ranks");
+    }
+  }
+  std::map<std::string, int> out;
+  int i = 0;
+  for (const auto& n : g.used_nodes()) {
+    auto it = options.placement.find(n);
+    out[n] = it != options.placement.end() ? it->second : i % size;
+    ++i;
+  }
+  return out;
+}
+
+}  // namespace detail::mpi
+
+struct mpi_session::impl : detail::mpi::session_state {
+  using session_state::session_state;
+};
+
+// ---- the session --------------------------------------------------------------
+
+namespace {
+
+asio::awaitable<result<run_report>> run_protocol(detail::mpi::state_ptr s, task_group group, run_options options) {
+  if (s->init_error) co_return *s->init_error;
+  // Every rank makes the same check before any message: all fail alike.
+  if (auto e = s->wrong_thread("the run's MPI protocol runs")) co_return std::move(*e);
+  if (s->running.exchange(true)) co_return error(errc::invalid_task, "a run is already in flight on this MPI session");
+  const std::uint64_t run_id = ++s->runs;
+  co_await asio::this_coro::throw_if_cancelled(false);
+  result<run_report> r = error(errc::no_result, "no result");
+  try {
+    if (s->rank == 0) {
+      r = co_await detail::mpi::run_client(s, std::move(group), options, run_id);
+    } else {
+      r = co_await detail::mpi::run_worker(s, std::move(group), options, run_id);
+    }
+  } catch (...) {
+    r = detail::error_from_exception(std::current_exception());
+  }
+  s->running.store(false);
+  co_return r;
+}
+
+}  // namespace
+
+mpi_session::mpi_session(asio::any_io_executor ex, mpi_options options)
+    : local_(std::make_unique<local_session>(std::move(ex))),
+      impl_(std::make_shared<impl>(*local_, std::move(options), false)) {}
+mpi_session::mpi_session(std::size_t threads, mpi_options options)
+    : pool_(std::make_unique<asio::thread_pool>(std::max<std::size_t>(threads, 1))),
+      local_(std::make_unique<local_session>(pool_->get_executor())),
+      impl_(std::make_shared<impl>(*local_, std::move(options), threads > 1)) {}
+
+// With an owned pool: wait for the work in flight, then drop the strand and
+// the local session while the pool (their execution context) still exists.
+mpi_session::~mpi_session() {
+  local_->close();
+  if (pool_) pool_->join();
+  impl_.reset();
+  local_.reset();
+}
+
+int mpi_session::rank() const noexcept { return impl_->rank; }
+int mpi_session::size() const noexcept { return impl_->size; }
+local_session& mpi_session::local() noexcept { return *local_; }
+asio::any_io_executor mpi_session::strand() const { return impl_->strand; }
+
+result<std::map<std::string, int>> mpi_session::placement(const task_group& group) const { return impl_->place(group); }
+
+asio::awaitable<result<run_report>> mpi_session::run(task_group group, run_options options) {
+  co_return co_await async_run(std::move(group), asio::use_awaitable, options);
+}
+
+asio::awaitable<result<run_report>> mpi_session::run_on_strand(task_group group, run_options options) {
+  return run_protocol(impl_, std::move(group), options);
+}
+
+result<run_report> mpi_session::run_blocking(task_group group, run_options options) {
+  if (impl_->strand.running_in_this_thread()) {
+    return fail(errc::invalid_task, "run_blocking called from the MPI session's own strand would deadlock");
+  }
+  // The protocol runs on this thread, which would otherwise only wait: no
+  // hand-off to a pool thread at the start of the run nor back at its end.
+  // The tasks run on the session's executor as with `run`.
+  std::unique_lock lock(impl_->blocking_mutex, std::try_to_lock);
+  if (!lock.owns_lock()) return fail(errc::invalid_task, "a run is already in flight on this MPI session");
+  auto& here = impl_->blocking_loop ? *impl_->blocking_loop : impl_->blocking_loop.emplace(1);
+  here.restart();
+  result<run_report> out = error(errc::no_result, "the run did not complete");
+  asio::co_spawn(here, run_protocol(impl_, std::move(group), options),
+                 [&out](const std::exception_ptr& ep, result<run_report> r) {
+                   out = ep ? detail::error_from_exception(ep) : std::move(r);
+                 });
+  try {
+    here.run();
+  } catch (...) {
+    return detail::error_from_exception(std::current_exception());
+  }
+  return out;
+}
+
+}  // namespace taskgroup

@@ -1,0 +1,75 @@
+// Internal: what an MPI session keeps from run to run (its communicator,
+// options, thread level, the last group described), shared by the parts of
+// the protocol (lib/mpi/*.cpp). The public mpi_session::impl is this.
+#pragma once
+
+#include <taskgroup/mpi_session.hpp>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/strand.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+
+namespace taskgroup::detail::mpi {
+
+using clock_type = std::chrono::steady_clock;
+
+class value_recycler;
+struct group_description;
+
+struct session_state {
+  /// Checks MPI (initialized, thread level, this thread) and duplicates
+  /// the communicator; a failure is kept in `init_error` for every run.
+  session_state(local_session& l, mpi_options o, bool threaded);
+  ~session_state();
+  session_state(const session_state&) = delete;
+  session_state& operator=(const session_state&) = delete;
+
+  /// Below MPI_THREAD_SERIALIZED only the thread that initialized MPI may
+  /// call it: the error for `what` happening on another thread, if so.
+  [[nodiscard]] std::optional<error> wrong_thread(const char* what) const;
+
+  /// Where the nodes of `g` run. Errors: `errc::invalid_task` when the
+  /// placement names a rank outside the job.
+  [[nodiscard]] result<std::map<std::string, int>> place(const task_group& g) const;
+
+  // Owned by the mpi_session, which outlives every run (see its destructor).
+  local_session* local;
+  mpi_options options;
+  boost::asio::strand<boost::asio::any_io_executor> strand{local->get_executor()};
+  MPI_Comm comm = MPI_COMM_NULL;
+  int rank = 0;
+  int size = 1;
+  int thread_level = MPI_THREAD_SINGLE;
+  std::optional<error> init_error;
+  // One run at a time, on the strand (run, async_run) or on the thread
+  // blocked in run_blocking: what follows belongs to the run that set it.
+  std::atomic<bool> running{false};
+  std::uint64_t runs = 0;
+
+  // run_blocking's event loop, kept from run to run (a new one would make
+  // its reactor again each time); one blocking caller at a time.
+  std::mutex blocking_mutex;
+  std::optional<boost::asio::io_context> blocking_loop;
+
+  // Rank 0: storage of large received values, for the next ones.
+  std::shared_ptr<value_recycler> recycler;
+
+  // The last used group described: a used group can no longer change, so
+  // its next runs skip placing and describing it again.
+  std::shared_ptr<const group_description> described;
+
+ private:
+  void setup(bool threaded);
+};
+
+using state_ptr = std::shared_ptr<session_state>;
+
+}  // namespace taskgroup::detail::mpi

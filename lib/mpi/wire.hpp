@@ -1,0 +1,123 @@
+// Internal: the messages of the MPI session's protocol (docs/mpi-protocol.md)
+// and their encodings, as plain functions over bytes: no MPI call, so that
+// tests and fuzz targets can call them without mpirun.
+//
+// Every decoder checks what it reads (byte_reader reports a truncated
+// message) and fails with an error naming what is wrong; none trusts a
+// count or an index it read before checking it against what it fills.
+#pragma once
+
+#include <taskgroup/codec.hpp>
+#include <taskgroup/error.hpp>
+#include <taskgroup/run_report.hpp>
+#include <taskgroup/session.hpp>
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace taskgroup::detail::mpi {
+
+/// The MPI tags of the four kinds of message.
+constexpr int tag_start = 7101;
+constexpr int tag_status = 7102;
+constexpr int tag_ctrl = 7103;
+constexpr int tag_payload = 7104;  // a value sent apart from its STATUS
+
+/// Output values at least this large travel as messages of their own,
+/// straight from and into their storage, when their codec allows it.
+constexpr std::size_t detach_threshold = 32 * 1024;
+
+/// An error: its category's name, its value and its message.
+void write_error(byte_writer& w, const error& e);
+/// Reads what write_error wrote into `out`. An error of a category other
+/// than taskgroup's, system's or generic's becomes `errc::op_failed`, its
+/// message saying the category and value. Errors: those of byte_reader.
+status read_error(byte_reader& r, error& out);
+
+/// START: rank 0 starts run `run_id` (or tells every rank not to).
+struct start_message {
+  std::uint64_t run_id = 0;
+  std::string fingerprint;  // the group's description (group_description::text)
+  run_policy policy = run_policy::join;
+  std::optional<std::chrono::milliseconds> timeout;
+  std::optional<error> failure;  // rank 0 could not start the run
+};
+std::string encode_start(const start_message& m);
+/// Errors: those of byte_reader (a truncated START).
+result<start_message> decode_start(std::string_view bytes);
+
+/// What a rank said: nothing wrong, or its error.
+struct verdict {
+  std::optional<error> e;
+  // On a DONE: every task's status and failure, in group order.
+  std::vector<std::pair<task_status, std::optional<error>>> tasks;
+};
+
+/// CTRL: CANCEL carries the run's error (`cancel`); DONE every task's
+/// status and failure (`done`'s tasks; none when `done` is null), so that
+/// each rank knows how the whole run went.
+std::string encode_ctrl(std::uint64_t run_id, const std::optional<error>& cancel, const run_report* done = nullptr);
+/// The CTRL of run `run_id` as a verdict. Errors: `errc::group_mismatch`
+/// for another run's CTRL or a task status out of range; those of
+/// byte_reader.
+result<verdict> decode_ctrl(std::string_view bytes, std::uint64_t run_id);
+
+/// A value sent apart from its STATUS message: the bytes of its storage,
+/// kept alive by `keep`.
+struct detached {
+  std::shared_ptr<const blob> keep;
+  std::string_view bytes;
+};
+
+/// A STATUS message and the values that follow it as messages of their own.
+struct status_message {
+  std::string bytes;
+  std::vector<detached> payloads;
+};
+
+/// The STATUS of a rank's part of run `run_id`: the reports of its tasks
+/// that ran, with their outputs encoded by `codecs` (large contiguous ones
+/// detached), or its error. An output that cannot be encoded makes the
+/// STATUS that error, naming the task and output.
+status_message encode_status(const codec_registry& codecs, std::uint64_t run_id, const result<run_report>& local);
+
+/// What decoding a STATUS needs besides its bytes: the receipt of each
+/// detached value (which follows the STATUS on the wire, in order), and a
+/// call once a task's report is complete.
+class status_receiver {
+ public:
+  /// The value of output `output` of task #`task`, sent apart: `size`
+  /// bytes of the contiguous codec `tag`.
+  virtual result<std::shared_ptr<const blob>> receive_detached(std::size_t task, const std::string& output,
+                                                               const std::string& tag, std::uint64_t size) = 0;
+  /// `report.tasks[task]` has been filled from the STATUS.
+  virtual void task_decoded(std::size_t task) = 0;
+
+ protected:
+  ~status_receiver() = default;
+};
+
+/// Counts of a STATUS's detached values: announced, and received so far
+/// (those left to drain from the wire when decoding stopped early).
+struct detached_counts {
+  std::uint32_t announced = 0;
+  std::uint32_t received = 0;
+};
+
+/// Decodes a STATUS from rank `from` into `report` (group order; `report`
+/// holds one entry per task of the group) with `codecs`. Returns the
+/// rank's error if it sent one, prefixed with `rank <from>`. Errors:
+/// `errc::group_mismatch` for another run's STATUS, a task index or status
+/// out of range, stray bytes; an output that cannot be decoded or received
+/// is the verdict's error; those of byte_reader.
+result<verdict> decode_status(int from, std::uint64_t run_id, std::string_view bytes, const codec_registry& codecs,
+                              run_report& report, status_receiver& receiver, detached_counts& counts);
+
+}  // namespace taskgroup::detail::mpi

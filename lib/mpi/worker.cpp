@@ -1,0 +1,224 @@
+// taskgroup: the part of a run of the MPI protocol on ranks other than 0:
+// START, this rank's tasks, STATUS, then CTRL (docs/mpi-protocol.md).
+#include "fingerprint.hpp"
+#include "run.hpp"
+#include "transport.hpp"
+#include "wire.hpp"
+
+#include <boost/asio/this_coro.hpp>
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+// GCC 12 flags the coroutine ramps of this file, inlined into their
+// caller, with a false -Wmismatched-new-delete: Asio's frame operator new
+// (aligned_alloc through its recycling allocator) and its matching delete.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
+#endif
+
+namespace taskgroup::detail::mpi {
+
+namespace asio = boost::asio;
+
+namespace {
+
+// While a worker runs its tasks, their outputs are fetched as the node
+// workspaces' blobs themselves (output_state::borrow), so that STATUS sends
+// them from there without a copy.
+class borrowed_outputs {
+ public:
+  borrowed_outputs(const task_group& g, const std::map<std::string, int>& where, int rank) {
+    for (const auto& t : g.tasks()) {
+      if (where.at(t.node_name()) != rank) continue;
+      for (const auto& out : t.output_states()) {
+        out->borrow = true;
+        states_.push_back(out);
+      }
+    }
+  }
+  ~borrowed_outputs() {
+    for (const auto& out : states_) out->borrow = false;
+  }
+  borrowed_outputs(const borrowed_outputs&) = delete;
+  borrowed_outputs& operator=(const borrowed_outputs&) = delete;
+
+ private:
+  std::vector<std::shared_ptr<detail::output_state>> states_;
+};
+
+// Once sent, borrowed values are copied for the worker's own report and
+// output handles (what a local run gives), so that those do not change
+// with the workspace in later runs. A value that cannot be copied leaves
+// its handle with the copy's error and the report without it.
+void keep_copies(const state_ptr& s, const task_group& group, run_report& report) {
+  for (std::size_t k = 0; k < report.tasks.size() && k < group.tasks().size(); ++k) {
+    task_report& rep = report.tasks[k];
+    if (rep.outputs.empty()) continue;
+    auto ws = s->local->node_workspace(rep.node);
+    std::map<const blob*, std::shared_ptr<const blob>> copies;
+    std::map<const blob*, error> failures;
+    for (auto& [name, value] : rep.outputs) {
+      if (value.get() != ws->find(name)) continue;  // a copy already
+      auto copy = value->clone();
+      if (copy) {
+        copies[value.get()] = std::make_shared<const blob>(std::move(copy).value());
+      } else {
+        failures.emplace(value.get(), copy.error());
+      }
+    }
+    if (copies.empty() && failures.empty()) continue;
+    for (const auto& out : group.tasks()[k].output_states()) {
+      for (std::size_t i = 0; i < out->values.size(); ++i) {
+        const blob* b = out->values[i].get();
+        if (auto it = failures.find(b); it != failures.end()) {
+          out->failure = it->second.with_context("task " + quote(out->task) + " output " + quote(out->blobs.at(i)));
+          out->set = false;
+          out->values.clear();
+          break;
+        }
+        if (auto it = copies.find(b); it != copies.end()) out->values[i] = it->second;
+      }
+    }
+    std::erase_if(rep.outputs, [&](const auto& kv) { return failures.count(kv.second.get()) != 0; });
+    for (auto& kv : rep.outputs) {
+      if (auto it = copies.find(kv.second.get()); it != copies.end()) kv.second = it->second;
+    }
+  }
+}
+
+// Waits for rank 0's START, noting a cancellation from outside meanwhile
+// (answered once the run is known). Ends the job when `watchdog` passes
+// first. Errors: a START that cannot be decoded, MPI's.
+asio::awaitable<result<start_message>> await_start(const state_ptr& s, run_ctx& ctx, pacer& pace,
+                                                   std::optional<clock_type::time_point> watchdog,
+                                                   bool& cancelled_outside) {
+  std::string bytes;
+  int from = 0;
+  for (;;) {
+    if (!cancelled_outside && outside_cancelled(co_await asio::this_coro::cancellation_state)) {
+      cancelled_outside = true;
+    }
+    if (try_receive(s, ctx, 0, tag_start, bytes, from)) {
+      auto m = decode_start(bytes);
+      if (!m) co_return m.error().with_context("rank " + std::to_string(s->rank) + ": the run's start from rank 0");
+      co_return std::move(m).value();
+    }
+    if (ctx.mpi_error) co_return *ctx.mpi_error;
+    if (watchdog && clock_type::now() >= *watchdog) abort_job(s, "rank 0 did not start the run in time");
+    co_await pace.wait(ctx, false, watchdog);
+  }
+}
+
+// Why this rank does not run what `start` asks for, if it does not: another
+// run, another group, an output type without a codec, a cancellation.
+std::optional<error> refusal(const state_ptr& s, const task_group& group, const start_message& start,
+                             std::uint64_t run_id, const result<std::shared_ptr<const group_description>>& described,
+                             bool cancelled_outside) {
+  if (start.run_id != run_id) {
+    return error(errc::group_mismatch,
+                 "is at run " + std::to_string(run_id) + ", rank 0 at run " + std::to_string(start.run_id));
+  }
+  if (!described) return described.error();
+  if (start.fingerprint != described.value()->text) {
+    return group_mismatch(s->rank, split_lines(start.fingerprint), described.value()->lines);
+  }
+  if (auto st = check_output_codecs(group, *s->options.codecs); !st) return st.error();
+  if (cancelled_outside) return error(errc::cancelled, "run cancelled");
+  return std::nullopt;
+}
+
+// The other ranks' tasks in this rank's report: their status and failure
+// from DONE (their outputs stay on rank 0).
+void merge_others(result<run_report>& local, std::vector<std::pair<task_status, std::optional<error>>>& others) {
+  if (!local || others.size() != local.value().tasks.size()) return;
+  for (std::size_t k = 0; k < others.size(); ++k) {
+    task_report& t = local.value().tasks[k];
+    if (t.status != task_status::not_run) continue;
+    t.status = others[k].first;
+    t.failure = std::move(others[k].second);
+  }
+}
+
+}  // namespace
+
+asio::awaitable<result<run_report>> run_worker(state_ptr s, task_group group, run_options options,
+                                               std::uint64_t run_id) {
+  auto ctx = std::make_shared<run_ctx>(co_await asio::this_coro::executor);
+  bool cancelled_outside = false;
+  pacer pace(s->options);
+  // A watchdog while waiting for rank 0: this rank's own deadline, if any.
+  std::optional<clock_type::time_point> watchdog;
+  if (options.timeout) watchdog = clock_type::now() + *options.timeout + s->options.grace;
+  auto start = co_await await_start(s, *ctx, pace, watchdog, cancelled_outside);
+  if (!start) co_return start.error();
+  if (start.value().failure) co_return *start.value().failure;  // rank 0 told everyone not to start
+
+  auto described = describe_group(*s, group);
+  std::optional<borrowed_outputs> borrowed;
+  if (auto refused = refusal(s, group, start.value(), run_id, described, cancelled_outside)) {
+    ctx->local_done = true;
+    ctx->local = *refused;
+  } else {
+    run_options local = options;
+    local.policy = start.value().policy;
+    borrowed.emplace(group, described.value()->where, s->rank);
+    start_local(s, ctx, group, described.value()->where, local);
+  }
+  watchdog.reset();
+  if (start.value().timeout) watchdog = clock_type::now() + *start.value().timeout + s->options.grace;
+
+  std::string bytes;
+  int from = 0;
+  bool status_sent = false;
+  std::optional<std::optional<error>> ctrl;                          // set once CTRL arrived
+  std::vector<std::pair<task_status, std::optional<error>>> others;  // from DONE
+  for (;;) {
+    bool progressed = false;
+    if (!cancelled_outside && outside_cancelled(co_await asio::this_coro::cancellation_state)) {
+      cancelled_outside = true;
+      progressed = true;
+      cancel_local(*ctx);
+    }
+    if (!ctrl && try_receive(s, *ctx, 0, tag_ctrl, bytes, from)) {
+      progressed = true;
+      auto c = decode_ctrl(bytes, run_id);
+      ctrl = c ? c.value().e : std::optional<error>(c.error());
+      if (c) others = std::move(c.value().tasks);
+      if (*ctrl) cancel_local(*ctx);
+    }
+    if (ctx->local_done && !status_sent) {
+      progressed = true;
+      status_sent = true;
+      status_message m = encode_status(*s->options.codecs, run_id, ctx->local);
+      send(s, *ctx, 0, tag_status, std::move(m.bytes));
+      for (auto& p : m.payloads) send_bytes(s, *ctx, 0, tag_payload, p.bytes, std::move(p.keep));
+    }
+    // Pending sends keep the loop polling closely: a large value only
+    // moves while this rank calls into MPI.
+    progressed = progress_sends(*ctx) || !ctx->sends.empty() || progressed;
+    if (ctx->mpi_error) {
+      cancel_local(*ctx);
+      if (ctx->local_done) {
+        if (ctx->local) keep_copies(s, group, ctx->local.value());
+        co_return *ctx->mpi_error;
+      }
+    }
+    if (status_sent && ctrl && ctx->sends.empty()) break;
+    if (watchdog && clock_type::now() >= *watchdog) {
+      abort_job(s, "no word from rank 0 within the run's deadline and the grace period");
+    }
+    co_await pace.wait(*ctx, progressed, watchdog);
+  }
+  if (ctx->local) keep_copies(s, group, ctx->local.value());
+  if (*ctrl) co_return **ctrl;
+  merge_others(ctx->local, others);
+  co_return ctx->local;
+}
+
+}  // namespace taskgroup::detail::mpi

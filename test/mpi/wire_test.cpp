@@ -1,0 +1,212 @@
+// The MPI session's message encodings (lib/mpi/wire.hpp), called directly:
+// plain functions over bytes, run without mpirun.
+#include "mpi/wire.hpp"
+
+#include <taskgroup/codec.hpp>
+
+#include <boost/system/errc.hpp>
+#include <catch2/catch.hpp>
+
+#include <chrono>
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+using namespace taskgroup;
+using namespace taskgroup::detail::mpi;
+using namespace std::chrono_literals;
+
+namespace {
+
+// Plays the transport's part: a detached value arrives as the payload of
+// the same index, adopted into a fresh blob as rank 0 would receive it.
+class loopback final : public status_receiver {
+ public:
+  explicit loopback(const status_message& sent) : sent_(sent) {}
+
+  result<std::shared_ptr<const blob>> receive_detached(std::size_t task, const std::string& output,
+                                                       const std::string& tag, std::uint64_t size) override {
+    asked.push_back(std::to_string(task) + "/" + output);
+    auto codec = codec_registry::global().find(tag);
+    REQUIRE(codec);
+    REQUIRE(next_ < sent_.payloads.size());
+    const std::string_view bytes = sent_.payloads[next_++].bytes;
+    REQUIRE(bytes.size() == size);
+    auto b = std::make_shared<blob>();
+    char* where = codec->adopt(*b, static_cast<std::size_t>(size));
+    std::memcpy(where, bytes.data(), bytes.size());
+    return std::shared_ptr<const blob>(std::move(b));
+  }
+  void task_decoded(std::size_t task) override { decoded.push_back(task); }
+
+  std::vector<std::string> asked;
+  std::vector<std::size_t> decoded;
+
+ private:
+  const status_message& sent_;
+  std::size_t next_ = 0;
+};
+
+run_report two_tasks() {
+  run_report r;
+  for (const char* name : {"n1/a", "n2/b"}) {
+    task_report& t = r.tasks.emplace_back();
+    t.name = name;
+    t.node = std::string(name).substr(0, 2);
+  }
+  return r;
+}
+
+}  // namespace
+
+TEST_CASE("START round-trips, with or without a failure", "[mpi_wire]") {
+  start_message m;
+  m.run_id = 7;
+  m.fingerprint = "ranks 3\nnode \"n1\" on rank 1\n";
+  m.policy = run_policy::gather;
+  m.timeout = 250ms;
+  auto back = decode_start(encode_start(m));
+  REQUIRE(back);
+  CHECK(back.value().run_id == 7);
+  CHECK(back.value().fingerprint == m.fingerprint);
+  CHECK(back.value().policy == run_policy::gather);
+  REQUIRE(back.value().timeout);
+  CHECK(*back.value().timeout == 250ms);
+  CHECK_FALSE(back.value().failure);
+
+  m.timeout = 0ms;  // zero is a deadline, not "none"
+  m.failure = error(errc::invalid_task, "placement outside the job");
+  back = decode_start(encode_start(m));
+  REQUIRE(back);
+  REQUIRE(back.value().timeout);
+  CHECK(back.value().timeout->count() == 0);
+  REQUIRE(back.value().failure);
+  CHECK(back.value().failure->code == errc::invalid_task);
+  CHECK(back.value().failure->message == "placement outside the job");
+
+  const std::string bytes = encode_start(m);
+  auto cut = decode_start(std::string_view(bytes).substr(0, bytes.size() - 1));
+  REQUIRE_FALSE(cut);
+  CHECK(cut.error().code == errc::not_serializable);
+}
+
+TEST_CASE("CTRL carries CANCEL's error or DONE's statuses, for its own run only", "[mpi_wire]") {
+  auto cancel = decode_ctrl(encode_ctrl(3, error(errc::timeout, "run timed out")), 3);
+  REQUIRE(cancel);
+  REQUIRE(cancel.value().e);
+  CHECK(cancel.value().e->code == errc::timeout);
+
+  run_report done = two_tasks();
+  done.tasks[0].status = task_status::succeeded;
+  done.tasks[1].status = task_status::failed;
+  done.tasks[1].failure = error(errc::op_failed, "disk on fire");
+  auto v = decode_ctrl(encode_ctrl(3, std::nullopt, &done), 3);
+  REQUIRE(v);
+  CHECK_FALSE(v.value().e);
+  REQUIRE(v.value().tasks.size() == 2);
+  CHECK(v.value().tasks[0].first == task_status::succeeded);
+  CHECK_FALSE(v.value().tasks[0].second);
+  CHECK(v.value().tasks[1].first == task_status::failed);
+  REQUIRE(v.value().tasks[1].second);
+  CHECK(v.value().tasks[1].second->message == "disk on fire");
+
+  auto other = decode_ctrl(encode_ctrl(2, std::nullopt, &done), 3);
+  REQUIRE_FALSE(other);
+  CHECK(other.error().code == errc::group_mismatch);
+  CHECK(other.error().message == "rank 0 ended run 2 during run 3");
+}
+
+TEST_CASE("an error of a foreign category reads back as op_failed naming it", "[mpi_wire]") {
+  std::string bytes;
+  byte_writer w(bytes);
+  error e(boost::system::errc::make_error_code(boost::system::errc::io_error), "read failed");
+  write_error(w, e);
+  byte_reader r(bytes);
+  error back;
+  REQUIRE(read_error(r, back));
+  CHECK(back.code == e.code);  // generic: known on every rank
+
+  bytes.clear();
+  w.string("no-such-category");
+  w.i64(5);
+  w.string("odd");
+  byte_reader r2(bytes);
+  REQUIRE(read_error(r2, back));
+  CHECK(back.code == errc::op_failed);
+  CHECK(back.message == "odd (no-such-category error 5)");
+}
+
+TEST_CASE("STATUS round-trips reports and outputs, large values detached", "[mpi_wire]") {
+  const codec_registry& codecs = codec_registry::global();
+  run_report mine = two_tasks();
+  task_report& a = mine.tasks[0];
+  a.status = task_status::succeeded;
+  a.iterations = 12;
+  a.started = std::chrono::system_clock::time_point(std::chrono::seconds(1000));
+  a.finished = a.started + 5ms;
+  a.outputs.emplace_back("small", std::make_shared<const blob>(std::int64_t{42}));
+  const std::string big(detach_threshold, 'x');
+  a.outputs.emplace_back("big", std::make_shared<const blob>(big));
+  // Task 1 did not run here: it is not in the STATUS.
+
+  status_message m = encode_status(codecs, 9, mine);
+  REQUIRE(m.payloads.size() == 1);
+  CHECK(m.payloads[0].bytes.size() == big.size());
+
+  run_report got = two_tasks();
+  loopback rx(m);
+  detached_counts counts;
+  auto v = decode_status(2, 9, m.bytes, codecs, got, rx, counts);
+  REQUIRE(v);
+  CHECK_FALSE(v.value().e);
+  CHECK(counts.announced == 1);
+  CHECK(counts.received == 1);
+  CHECK(rx.asked == std::vector<std::string>{"0/big"});
+  CHECK(rx.decoded == std::vector<std::size_t>{0});
+  const task_report& t = got.tasks[0];
+  CHECK(t.status == task_status::succeeded);
+  CHECK(t.iterations == 12);
+  CHECK(t.started == a.started);
+  CHECK(t.finished == a.finished);
+  REQUIRE(t.outputs.size() == 2);
+  CHECK(*t.outputs[0].second->try_get<std::int64_t>() == 42);
+  CHECK(*t.outputs[1].second->try_get<std::string>() == big);
+  CHECK(got.tasks[1].status == task_status::not_run);
+}
+
+TEST_CASE("STATUS: a rank's error, another run, stray bytes, a bad index", "[mpi_wire]") {
+  const codec_registry& codecs = codec_registry::global();
+  const result<run_report> failure = error(errc::op_failed, "boom");
+  status_message failed = encode_status(codecs, 4, failure);
+  run_report got = two_tasks();
+  status_message none;
+  loopback rx(none);
+  detached_counts counts;
+  auto v = decode_status(1, 4, failed.bytes, codecs, got, rx, counts);
+  REQUIRE(v);
+  REQUIRE(v.value().e);
+  CHECK(v.value().e->message == "rank 1: boom");
+
+  v = decode_status(1, 5, failed.bytes, codecs, got, rx, counts);
+  REQUIRE(v);
+  REQUIRE(v.value().e);
+  CHECK(v.value().e->code == errc::group_mismatch);
+  CHECK(v.value().e->message == "rank 1 answered for run 4, rank 0 is at run 5");
+
+  run_report mine = two_tasks();
+  mine.tasks[1].status = task_status::cancelled;
+  status_message ok_msg = encode_status(codecs, 4, mine);
+  std::string stray = ok_msg.bytes + "zz";
+  auto s = decode_status(1, 4, stray, codecs, got, rx, counts);
+  REQUIRE_FALSE(s);
+  CHECK(s.error().code == errc::group_mismatch);
+  CHECK(s.error().message == "rank 1 sent 2 stray bytes");
+
+  run_report one;  // rank 0 knows one task; the STATUS names task #1
+  one.tasks.emplace_back();
+  auto bad = decode_status(1, 4, ok_msg.bytes, codecs, one, rx, counts);
+  REQUIRE_FALSE(bad);
+  CHECK(bad.error().message == "rank 1 reported task #1");
+}
