@@ -38,6 +38,8 @@ class generator {
 
   int pick(int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng_); }
   bool coin(double p = 0.5) { return std::bernoulli_distribution(p)(rng_); }
+  // 0 .. weights.size()-1 with the given relative weights.
+  int weighted(std::initializer_list<double> weights) { return std::discrete_distribution<int>(weights)(rng_); }
 
   gnode leaf() {
     gnode g;
@@ -65,13 +67,13 @@ class generator {
     gnode g;
     g.k = k;
     g.id = next_id_++;
-    g.n = pick(0, 3);
+    g.n = weighted({15, 35, 30, 20});  // 0..3
     g.cond_net = coin();
     const bool concurrent_kind = k == kind::do_parallel || ((k == kind::raw_iter || k == kind::raw_stop) && coin(0.3));
     g.concurrent = concurrent_kind && k != kind::do_parallel;
     g.create_ws = (k == kind::raw_iter || k == kind::raw_stop) && coin(0.25);
     // Mostly one or two children: iteration counts multiply down the tree.
-    const int fan = coin(0.5) ? 1 : coin(0.7) ? 2 : 3;
+    const int fan = 1 + weighted({55, 30, 15});
     for (int i = 0; i < fan; ++i) g.kids.push_back(tree(depth - 1, safe || concurrent_kind));
     g.direct_nets = k == kind::raw_iter &&
                     std::all_of(g.kids.begin(), g.kids.end(), [](const gnode& c) { return c.k == kind::leaf; }) &&
@@ -292,7 +294,7 @@ group_spec generate(std::uint64_t seed) {
   s.seed = seed;
   s.global = gen.coin();
   s.runs = gen.pick(2, 3);
-  const int tasks = gen.pick(1, 3);
+  const int tasks = 1 + gen.weighted({60, 25, 15});
   const int nodes = gen.pick(1, tasks);
   s.nodes.resize(static_cast<std::size_t>(nodes));
   s.tasks.resize(static_cast<std::size_t>(tasks));
@@ -304,7 +306,9 @@ group_spec generate(std::uint64_t seed) {
   for (auto& t : s.tasks) {
     t.instances = gen.coin(0.7) ? 1 : gen.pick(2, 3);
     const bool safe = per_node[static_cast<std::size_t>(t.node)] > 1 || t.instances > 1;
-    t.root = gen.tree(gen.coin(0.2) ? 4 : gen.pick(1, 3), safe);
+    // Mostly small trees, some of the full depth: the test's time goes
+    // into running them, and iteration counts multiply down a tree.
+    t.root = gen.tree(1 + gen.weighted({45, 30, 17, 8}), safe);
     t.init = gen.leaves(0.3);
     t.exit = gen.leaves(0.3);
     t.inst_init = gen.leaves(0.2);
