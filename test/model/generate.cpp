@@ -29,6 +29,9 @@ std::string counter(int i) { return "c" + std::to_string(i); }
 std::string konst(int k) { return "k" + std::to_string(k); }
 std::string gname(const gnode& g) { return "g" + std::to_string(g.id); }
 std::string gblob(const gnode& g, const char* what) { return gname(g) + "/" + what; }
+// The generator's own nets and steps: `g<id>:what`, apart from the
+// `<name>/...` nets the helpers make.
+std::string gnet(const gnode& g, const char* what) { return gname(g) + ":" + what; }
 
 // --- generation -------------------------------------------------------------
 
@@ -144,7 +147,7 @@ body kids_body(const gnode& g, std::size_t from, std::size_t to, bool marker, bo
 
 // Helpers that need blobs of their own set first: [init net, helper].
 body::item with_init(const gnode& g, net init, execution_step helper) {
-  return do_(gname(g) + "/w", body{body(std::move(init)), body(std::move(helper))});
+  return do_(gnet(g, "w"), body{body(std::move(init)), body(std::move(helper))});
 }
 
 execution_step raw_step(const gnode& g) {
@@ -159,18 +162,18 @@ execution_step raw_step(const gnode& g) {
 
 body::item emit_loop_like(const gnode& g) {
   const std::string i = gblob(g, "i"), n = gblob(g, "n"), c = gblob(g, "c");
-  net init(gblob(g, "init"));
+  net init(gnet(g, "init"));
   init.op("ConstantFill", {}, {i}, {{"value", i64{0}}}).op("ConstantFill", {}, {n}, {{"value", i64{g.n}}});
   const bool stop_when_done = g.k == kind::until || g.k == kind::do_until || g.k == kind::loop_stop;
   const char* cmp = stop_when_done ? "GE" : "LT";
-  net inc(gblob(g, "inc"));
+  net inc(gnet(g, "inc"));
   inc.op("Add", {i, konst(1)}, {i});
   const bool by_net = g.cond_net || g.k == kind::loop_stop;
   if (!by_net) {
     init.op(cmp, {i, n}, {c});
     inc.op(cmp, {i, n}, {c});
   }
-  net cond_n(gblob(g, "cond"));
+  net cond_n(gnet(g, "cond"));
   cond_n.op(cmp, {i, n}, {c});
   condition cond = by_net ? condition(cond_n) : condition(c);
   body b = kids_body(g, 0, g.kids.size(), false);
@@ -188,13 +191,13 @@ body::item emit_loop_like(const gnode& g) {
 
 condition if_condition(const gnode& g) {
   if (g.cond == 2) {
-    net n(gblob(g, "cond"));
+    net n(gnet(g, "cond"));
     n.op("GE", {counter(g.cond_counter), konst(2)}, {gblob(g, "c")});
     return n;
   }
   const char* blob = g.cond == 0 ? "T" : "F";
   if (!g.cond_net) return blob;
-  net n(gblob(g, "cond"));
+  net n(gnet(g, "cond"));
   n.op("Or", {blob, "F"}, {gblob(g, "c")});
   return n;
 }
@@ -207,16 +210,16 @@ body::item emit_raw(const gnode& g) {
     if (g.create_ws) st.create_workspace();
     return st;
   }
-  net init(gblob(g, "init"));
+  net init(gnet(g, "init"));
   init.op("ConstantFill", {}, {s}, {{"value", false}});
   execution_step st(gname(g));
   if (g.k == kind::raw_stop) {
     const std::string i = gblob(g, "i"), n = gblob(g, "n");
     init.op("ConstantFill", {}, {i}, {{"value", i64{0}}}).op("ConstantFill", {}, {n}, {{"value", i64{g.n}}});
     append_body(st, kids_body(g, 0, g.kids.size(), false));
-    net tick(gblob(g, "tick"));
+    net tick(gnet(g, "tick"));
     tick.op("Add", {i, konst(1)}, {i}).op("GE", {i, n}, {s});
-    st.add_substep(execution_step(gblob(g, "tick")).add_net(tick)).should_stop_blob(s);
+    st.add_substep(execution_step(gnet(g, "tick")).add_net(tick)).should_stop_blob(s);
     if (g.concurrent) st.concurrent_substeps();
     if (g.create_ws) st.create_workspace();
     return with_init(g, init, st);
@@ -224,9 +227,9 @@ body::item emit_raw(const gnode& g) {
   // raw_once: the stopper (if any) at stop_at.
   for (std::size_t k = 0; k <= g.kids.size(); ++k) {
     if (g.stop_at == static_cast<int>(k)) {
-      net stopper(gblob(g, "stopper"));
+      net stopper(gnet(g, "stopper"));
       stopper.op("ConstantFill", {}, {s}, {{"value", g.stop_true}});
-      st.add_substep(execution_step(gblob(g, "stopper")).add_net(stopper));
+      st.add_substep(execution_step(gnet(g, "stopper")).add_net(stopper));
     }
     if (k < g.kids.size()) append_body(st, body(to_body(emit(g.kids[k]))));
   }
@@ -245,9 +248,15 @@ body::item emit(const gnode& g) {
     case kind::loop_n: return loop(name, g.n, kids_body(g, 0, size, true));
     case kind::loop_blob: {
 #if TASKGROUP_MODEL_COUNT_BLOB
-      net init(gblob(g, "init"));
+      net init(gnet(g, "init"));
       init.op("ConstantFill", {}, {gblob(g, "count")}, {{"value", i64{g.n}}});
-      return with_init(g, init, loop(name, gblob(g, "count"), kids_body(g, 0, size, false)));
+      body b = kids_body(g, 0, size, false);
+      if (g.cond_net) {  // the count is read once per entry: this changes the next one only
+        net more(gnet(g, "more"));
+        more.op("Add", {gblob(g, "count"), konst(1)}, {gblob(g, "count")});
+        append(b, more);
+      }
+      return with_init(g, init, loop(name, gblob(g, "count"), b));
 #else
       return loop(name, g.n, kids_body(g, 0, size, false));
 #endif

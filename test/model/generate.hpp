@@ -26,7 +26,7 @@
 // The counted loop whose count is read from a blob at run time
 // (`loop(name, count_blob, body)`): generated only when the library has it.
 #ifndef TASKGROUP_MODEL_COUNT_BLOB
-#define TASKGROUP_MODEL_COUNT_BLOB 0
+#define TASKGROUP_MODEL_COUNT_BLOB 1
 #endif
 
 namespace taskgroup::model {
