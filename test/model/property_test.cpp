@@ -23,13 +23,14 @@
 // Not covered: timing (report steps run every hour, so exactly once at the
 // end; periodic report counts and timeouts are not generated), failures and
 // cancellation (no generated op fails), asynchronous ops, setup objects
-// shared between tasks, the MPI session.
+// shared between tasks, the order of events across tasks and nodes (only
+// within each), the MPI session.
 //
 // TASKGROUP_MODEL_TREES=N (default 10000) and TASKGROUP_MODEL_SEED=S (first
 // seed, default 1) choose the seeds; TASKGROUP_MODEL_VERBOSE=1 prints every
-// failing seed's first difference as it is found. Every failing seed is counted by kind;
-// the first of each kind is shrunk greedily and printed with its first
-// difference and the group's plan JSON (or the spec dump).
+// failing seed's first difference as it is found. Failing seeds are counted
+// by kind; the first of each kind is shrunk greedily (while it fails the same
+// way) and printed: the spec dump, the first difference and the plan JSON.
 #include "detail/test_hooks.hpp"
 #include "model/generate.hpp"
 #include "model/model.hpp"
