@@ -1,5 +1,7 @@
 #include <taskgroup/execution_step.hpp>
 
+#include "detail/limits.hpp"
+
 #include <map>
 
 namespace taskgroup {
@@ -150,14 +152,14 @@ status validate_one(const execution_step& s, const std::string& path, const std:
   if (s.num_iter() && s.stop_blob()) return bad("cannot set both should_stop_blob and num_iter");
   if (s.is_only_once() && !s.stop_blob()) return bad("only_once is not supported without should_stop_blob");
   if (s.num_iter() && *s.num_iter() < 0) return bad("num_iter must be >= 0, got " + std::to_string(*s.num_iter()));
-  if (s.num_concurrent_instances() < 1) {
-    return bad("num_concurrent_instances must be >= 1, got " + std::to_string(s.num_concurrent_instances()));
+  if (auto f = detail::instances_fault(s.num_concurrent_instances()); !f.empty()) {
+    return bad("num_concurrent_instances " + f);
   }
-  if (s.report_interval() && s.report_interval()->count() <= 0) {
-    return bad("run_every_ms must be > 0, got " + std::to_string(s.report_interval()->count()));
+  if (s.report_interval()) {
+    if (auto f = detail::duration_fault(s.report_interval()->count()); !f.empty()) return bad("run_every_ms " + f);
   }
-  if (s.deadline() && s.deadline()->count() <= 0) {
-    return bad("timeout must be > 0 ms, got " + std::to_string(s.deadline()->count()));
+  if (s.deadline()) {
+    if (auto f = detail::duration_fault(s.deadline()->count()); !f.empty()) return bad("timeout " + f);
   }
   if (s.stop_blob() && s.stop_blob()->empty()) return bad("should_stop_blob must name a blob");
   return ok();

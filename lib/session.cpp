@@ -3,6 +3,7 @@
 #include <taskgroup/codec.hpp>
 
 #include "detail/join.hpp"
+#include "detail/limits.hpp"
 #include "detail/runner.hpp"
 #include "detail/task_misuse.hpp"
 #include "detail/test_hooks.hpp"
@@ -107,6 +108,10 @@ result<std::shared_ptr<const compiled_group>> compile_group(const task_group& g)
     if (!node_index.count(r.node)) {
       return fail(errc::invalid_task,
                   "report step " + quote(r.step.name()) + " on node " + quote(r.node) + ", which has no task");
+    }
+    if (auto f = detail::duration_fault(r.interval.count()); !f.empty()) {
+      return fail(errc::invalid_task,
+                  "report step " + quote(r.step.name()) + " on node " + quote(r.node) + ": interval " + f);
     }
     out->nodes[index_of(r.node)].reports.emplace_back(r.step, r.interval);
   }
@@ -773,6 +778,10 @@ asio::awaitable<status> deadline(std::chrono::milliseconds limit, bool& expired)
 
 // Runs on the coordinator strand: every join state lives there.
 asio::awaitable<result<run_report>> local_session::run_here(task_group group, run_options options) {
+  // Only the upper bound: a deadline of 0 (or less) expires at once.
+  if (options.timeout && *options.timeout > max_duration) {
+    co_return fail(errc::invalid_task, "run_options::timeout " + detail::duration_fault(options.timeout->count()));
+  }
   TASKGROUP_CO_TRY(auto compiled, impl_->compile(group));
   TASKGROUP_CO_TRY(auto active, active_nodes(*compiled, options));
   if (options.strict_codecs != nullptr) {

@@ -1,5 +1,6 @@
 #include <taskgroup/task.hpp>
 
+#include "detail/limits.hpp"
 #include "detail/task_misuse.hpp"
 
 #include <atomic>
@@ -204,9 +205,13 @@ std::vector<std::string> task::output_names() const {
 
 status task::validate() const {
   if (data_->misuse) return fail(errc::invalid_task, "task " + quote(name()) + ": " + *data_->misuse);
-  if (data_->instances < 1) {
-    return fail(errc::invalid_task,
-                "task " + quote(name()) + ": num_instances must be >= 1, got " + std::to_string(data_->instances));
+  if (auto f = detail::instances_fault(data_->instances); !f.empty()) {
+    return fail(errc::invalid_task, "task " + quote(name()) + ": num_instances " + f);
+  }
+  for (const auto& [s, every] : data_->reports) {
+    if (auto f = detail::duration_fault(every.count()); !f.empty()) {
+      return fail(errc::invalid_task, "task " + quote(name()) + ": report step " + quote(s.name()) + ": interval " + f);
+    }
   }
   return ok();
 }

@@ -1,5 +1,7 @@
 #include <taskgroup/task_group.hpp>
 
+#include "detail/limits.hpp"
+
 #include <algorithm>
 #include <set>
 
@@ -140,7 +142,6 @@ std::pair<std::vector<body>, std::vector<body>> task_group::local_work(const std
   return {std::move(inits), std::move(exits)};
 }
 
-
 result<task_group> task_group::tasks_by_node(std::function<std::string(std::string_view)> remap) {
   data_->used = true;
   std::map<std::string, std::string> node_map;
@@ -162,6 +163,10 @@ result<task_group> task_group::tasks_by_node(std::function<std::string(std::stri
     if (!by_node.count(node_map[r.node])) {
       return fail(errc::invalid_task, "report step " + quote(r.step.name()) + " on node " + quote(r.node) +
                                           ", which has no task");
+    }
+    if (auto f = detail::duration_fault(r.interval.count()); !f.empty()) {
+      return fail(errc::invalid_task,
+                  "report step " + quote(r.step.name()) + " on node " + quote(r.node) + ": interval " + f);
     }
   }
 

@@ -38,10 +38,26 @@
 
 namespace taskgroup {
 
+/// The longest duration accepted anywhere: a step's `timeout` and
+/// `run_every`, a report step's interval (`task::report`,
+/// `task_group::report_step`), `run_options::timeout`, and the `_ms` keys
+/// of plan files. 2^40 ms, about 34.8 years: far inside
+/// `std::chrono::steady_clock`'s range, so `now() + d` never overflows.
+/// Longer durations are refused with an error naming the field and this
+/// limit (`errc::invalid_step`, `errc::invalid_task`, `errc::invalid_plan`).
+inline constexpr std::chrono::milliseconds max_duration{std::int64_t{1} << 40};
+
+/// The most concurrent instances of a step (`concurrent_instances`) or of a
+/// task (`task::num_instances`). Every instance holds a workspace and its
+/// own run state, so larger counts exhaust memory instead of running; they
+/// are refused with an error naming the step or task and this limit.
+inline constexpr std::int64_t max_instances = 65536;
+
 /// The deepest step tree that runs: levels of nested steps, the root step
 /// being level 1. `validate` (and so every run) and the plan reader refuse a
-/// deeper tree with `errc::invalid_step` naming this limit. Building,
-/// copying and destroying a deeper tree is safe (no recursion).
+/// deeper tree with `errc::invalid_step` (`errc::invalid_plan` in a plan)
+/// naming this limit. Building, copying and destroying a deeper tree is
+/// safe (no recursion).
 inline constexpr std::size_t max_step_depth = 1000;
 
 /// A node of a step tree (a Caffe2 ExecutionStep).
@@ -69,14 +85,16 @@ class execution_step {
   /// Run substeps concurrently (a barrier at the end of each iteration).
   execution_step& concurrent_substeps(bool on = true);
   /// Makes this step a report substep of its parent, run every `interval`
-  /// while the parent runs and once more after it ends. Must be > 0.
+  /// while the parent runs and once more after it ends. Must be > 0 and at
+  /// most `max_duration`.
   execution_step& run_every(std::chrono::milliseconds interval);
   /// Run every execution of this step in a fresh child workspace.
   execution_step& create_workspace(bool on = true);
-  /// Run `n` concurrent copies of the children (n >= 1).
+  /// Run `n` concurrent copies of the children (1 <= n <= max_instances).
   execution_step& concurrent_instances(std::int64_t n);
   /// A deadline for one execution of this step: when it expires the step is
-  /// cancelled and fails with `errc::timeout`. Must be > 0.
+  /// cancelled and fails with `errc::timeout`. Must be > 0 and at most
+  /// `max_duration`.
   execution_step& timeout(std::chrono::milliseconds d);
 
   // --- observers ---------------------------------------------------------
@@ -109,10 +127,11 @@ class execution_step {
 
   /// Checks this step and its subtree: misuse recorded by builder calls
   /// (mutating a frozen step, both nets and substeps, num_iter with a stop
-  /// blob, only_once without a stop blob, out-of-range values, a tree
-  /// deeper than `max_step_depth`) and two different nets sharing a name.
-  /// Errors: `errc::invalid_step` or `errc::duplicate_net`, naming the step
-  /// path. Iterative: safe at any depth.
+  /// blob, only_once without a stop blob, out-of-range values, durations
+  /// beyond `max_duration`, instances beyond `max_instances`, a tree deeper
+  /// than `max_step_depth`) and two different nets sharing a name. Errors:
+  /// `errc::invalid_step` or `errc::duplicate_net`, naming the step path.
+  /// Iterative: safe at any depth.
   [[nodiscard]] status validate() const;
 
  private:

@@ -58,7 +58,9 @@ class run_observer {
 struct run_options {
   run_policy policy = run_policy::join;
   /// A deadline for the whole run: on expiry every task is cancelled and
-  /// the run fails with `errc::timeout`.
+  /// the run fails with `errc::timeout`. At most `taskgroup::max_duration`
+  /// (execution_step.hpp): a longer one fails the run at its start with
+  /// `errc::invalid_task` naming the limit.
   std::optional<std::chrono::milliseconds> timeout{};
   /// Told of the run's progress when not null (see run_observer).
   run_observer* observer = nullptr;

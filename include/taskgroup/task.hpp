@@ -186,7 +186,8 @@ class task {
   task& step(net n);
   /// The node the task runs on (default `local`).
   task& node(taskgroup::node n);
-  /// Concurrent instances, each in its own workspace (>= 1).
+  /// Concurrent instances, each in its own workspace (1 <= n <=
+  /// `max_instances`; `validate` reports others).
   task& num_instances(std::int64_t n);
   /// PRIVATE or GLOBAL; unset takes the group's type, or PRIVATE.
   task& workspace_type(taskgroup::workspace_type t);
@@ -196,7 +197,8 @@ class task {
   task& instance_init(body b);
   task& instance_exit(body b);
   /// A report step run during each instance every `interval` (default: the
-  /// step's own `run_every`, else 1000 ms), and once more at its end.
+  /// step's own `run_every`, else 1000 ms), and once more at its end. The
+  /// interval must be in (0, max_duration]; `validate` reports others.
   task& report(execution_step s, std::optional<std::chrono::milliseconds> interval = std::nullopt);
   /// Attaches a setup object (contributes once per run, see setup_object).
   task& setup(std::shared_ptr<setup_object> obj, setup_scope scope = setup_scope::task);
@@ -240,7 +242,9 @@ class task {
   /// returning an invalid body.
   [[nodiscard]] result<execution_step> get_step() const;
 
-  /// Reports a recorded misuse, naming the task (`errc::invalid_task`).
+  /// Reports a recorded misuse, an instance count outside [1,
+  /// max_instances] or a report interval outside (0, max_duration], naming
+  /// the task (and report step) and the limit (`errc::invalid_task`).
   [[nodiscard]] status validate() const;
 
   /// The node-local init and exit work of setup objects attached with

@@ -76,7 +76,8 @@ class task_group {
 
   /// A report step on `on` (default `local`), every `interval` (default:
   /// the step's `run_every`, else 1000 ms). A report step on a node with no
-  /// task fails the run: "report step on node "x", which has no task".
+  /// task fails the run: "report step on node "x", which has no task"; so
+  /// does an interval outside (0, max_duration] (`errc::invalid_task`).
   task_group& report_step(execution_step s, node on = {}, std::optional<std::chrono::milliseconds> interval = {});
   /// Local setup of node `on`: init before all its tasks, exit after.
   task_group& local_init(node on, body b);
