@@ -11,6 +11,14 @@
 // `/nets/1/ops/0: unknown operator type "Ad"`, or for malformed JSON
 // `line 3, column 14: syntax error`. A bad plan never crashes the reader.
 //
+// Plans are strict (docs/plan-format.md, Errors): UTF-8 without a BOM, at
+// most `max_plan_size` bytes, no duplicate keys, finite numbers, integers
+// within 64 bits, names without control characters, durations within
+// `max_duration`, instance counts within `max_instances`, step trees
+// within `max_step_depth` levels (execution_step.hpp). Reading and writing
+// use explicit stacks, not recursion per level: the deepest plan reads and
+// writes on a 256 KiB stack.
+//
 // Threading: pure functions (reentrant); the registry is thread-safe.
 #pragma once
 
@@ -20,6 +28,7 @@
 
 #include <boost/json/value.hpp>
 
+#include <cstddef>
 #include <filesystem>
 #include <string>
 #include <string_view>
@@ -29,11 +38,17 @@ namespace taskgroup {
 /// The plan format version written and accepted.
 inline constexpr int plan_format_version = 1;
 
+/// The largest plan text accepted, in bytes (256 MiB): `read_plan` and
+/// `read_plan_file` refuse longer text with `errc::invalid_plan` naming the
+/// size and this limit (the file before it is read).
+inline constexpr std::size_t max_plan_size = std::size_t{256} << 20;
+
 /// `group` as a JSON plan. Errors: `errc::not_serializable` naming an
 /// inline operator (`task "local/t": net "n" op #2 (halve): an inline
-/// operator cannot be written to a plan`) or a blob argument that JSON
-/// cannot hold; `errc::duplicate_net` for two different nets sharing a
-/// name.
+/// operator cannot be written to a plan`) or an argument or node option
+/// that JSON cannot hold (a non-finite double: `... op #0 (ConstantFill):
+/// argument "value": not a finite number (inf), which JSON cannot hold`);
+/// `errc::duplicate_net` for two different nets sharing a name.
 result<boost::json::value> plan_to_json(const task_group& group);
 
 /// `group` as JSON text, pretty-printed. Errors: those of `plan_to_json`.
@@ -45,14 +60,19 @@ result<std::string> write_plan(const task_group& group);
 result<task_group> read_plan(const boost::json::value& plan,
                              const operator_registry& registry = operator_registry::global());
 
-/// Same, from JSON text (malformed JSON reports line and column).
+/// Same, from JSON text. Malformed or out-of-limit text reports line and
+/// column (`line 3, column 2: duplicate key "tasks"`, `invalid UTF-8 at
+/// line 2, column 23 (byte 0xFF)`); text longer than `max_plan_size` is
+/// refused before it is parsed.
 result<task_group> read_plan(std::string_view text, const operator_registry& registry = operator_registry::global());
 
-/// Same, from a file. Errors also: the file cannot be read (naming it).
+/// Same, from a file. Errors also: the file cannot be read, or is larger
+/// than `max_plan_size` (naming it; checked before reading).
 result<task_group> read_plan_file(const std::filesystem::path& path,
                                   const operator_registry& registry = operator_registry::global());
 
-/// Pretty-prints JSON (two-space indent), as `write_plan` does.
+/// Pretty-prints JSON (two-space indent), as `write_plan` does, without
+/// recursion. A non-finite double, which JSON cannot hold, prints as null.
 std::string pretty_json(const boost::json::value& v);
 
 }  // namespace taskgroup

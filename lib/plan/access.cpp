@@ -1,0 +1,139 @@
+// JSON pointers and typed access to plan values, each failure naming the
+// pointer of the fault.
+#include "internal.hpp"
+
+#include "../detail/limits.hpp"
+
+#include <algorithm>
+
+namespace taskgroup::plan_detail {
+
+std::string printable(std::string_view s) {
+  static constexpr char hex[] = "0123456789ABCDEF";
+  std::string out;
+  out.reserve(s.size());
+  for (char c : s) {
+    const auto u = static_cast<unsigned char>(c);
+    if (u < 0x20 || u == 0x7F) {
+      out += "\\u00";
+      out += hex[u >> 4];
+      out += hex[u & 15];
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+std::string child(const std::string& ptr, std::string_view key) {
+  std::string out = ptr + "/";
+  for (char c : printable(key)) {
+    if (c == '~') {
+      out += "~0";
+    } else if (c == '/') {
+      out += "~1";
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+std::string child(const std::string& ptr, std::size_t i) { return ptr + "/" + std::to_string(i); }
+
+error bad(const std::string& ptr, const std::string& what) {
+  return {errc::invalid_plan, (ptr.empty() ? std::string("/") : ptr) + ": " + what};
+}
+
+std::string_view kind_name(const json::value& v) {
+  switch (v.kind()) {
+    case json::kind::null: return "null";
+    case json::kind::bool_: return "bool";
+    case json::kind::int64:
+    case json::kind::uint64: return "integer";
+    case json::kind::double_: return "number";
+    case json::kind::string: return "string";
+    case json::kind::array: return "array";
+    case json::kind::object: return "object";
+  }
+  return "value";
+}
+
+result<const json::object*> get_object(const json::value& v, const std::string& ptr) {
+  if (!v.is_object()) return bad(ptr, "expected an object, got " + std::string(kind_name(v)));
+  return &v.get_object();
+}
+
+result<const json::array*> get_array(const json::value& v, const std::string& ptr) {
+  if (!v.is_array()) return bad(ptr, "expected an array, got " + std::string(kind_name(v)));
+  return &v.get_array();
+}
+
+result<std::string> get_string(const json::value& v, const std::string& ptr) {
+  if (!v.is_string()) return bad(ptr, "expected a string, got " + std::string(kind_name(v)));
+  return std::string(v.get_string());
+}
+
+result<std::string> get_name(const json::value& v, const std::string& ptr) {
+  TASKGROUP_TRY(auto s, get_string(v, ptr));
+  auto it = std::find_if(s.begin(), s.end(), [](char c) {
+    const auto u = static_cast<unsigned char>(c);
+    return u < 0x20 || u == 0x7F;
+  });
+  if (it != s.end()) {
+    return bad(ptr, "a name cannot hold control characters, got " + quote(printable(s)));
+  }
+  return s;
+}
+
+result<std::vector<std::string>> get_names(const json::value& v, const std::string& ptr) {
+  TASKGROUP_TRY(auto arr, get_array(v, ptr));
+  std::vector<std::string> out;
+  out.reserve(arr->size());
+  for (std::size_t i = 0; i < arr->size(); ++i) {
+    TASKGROUP_TRY(auto s, get_name((*arr)[i], child(ptr, i)));
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
+result<std::int64_t> get_integer(const json::value& v, const std::string& ptr) {
+  if (v.is_int64()) return v.get_int64();
+  if (v.is_uint64()) {
+    if (v.get_uint64() <= static_cast<std::uint64_t>(INT64_MAX)) return static_cast<std::int64_t>(v.get_uint64());
+    return bad(ptr, "integer out of range (at most 9223372036854775807), got " + std::to_string(v.get_uint64()));
+  }
+  return bad(ptr, "expected an integer, got " + std::string(kind_name(v)));
+}
+
+result<bool> get_bool(const json::value& v, const std::string& ptr) {
+  if (!v.is_bool()) return bad(ptr, "expected true or false, got " + std::string(kind_name(v)));
+  return v.get_bool();
+}
+
+result<std::chrono::milliseconds> get_duration(const json::value& v, const std::string& ptr) {
+  TASKGROUP_TRY(auto ms, get_integer(v, ptr));
+  if (auto f = detail::duration_fault(ms); !f.empty()) return bad(ptr, f);
+  return std::chrono::milliseconds(ms);
+}
+
+result<std::int64_t> get_instances(const json::value& v, const std::string& ptr) {
+  TASKGROUP_TRY(auto n, get_integer(v, ptr));
+  if (auto f = detail::instances_fault(n); !f.empty()) return bad(ptr, f);
+  return n;
+}
+
+status known_keys(const json::object& o, const std::string& ptr, std::span<const std::string_view> keys) {
+  for (const auto& [k, v] : o) {
+    if (std::find(keys.begin(), keys.end(), std::string_view(k)) == keys.end()) {
+      return bad(child(ptr, k), "unknown key " + quote(printable(k)));
+    }
+  }
+  return ok();
+}
+
+status known_keys(const json::object& o, const std::string& ptr, std::initializer_list<std::string_view> keys) {
+  return known_keys(o, ptr, std::span<const std::string_view>(keys.begin(), keys.size()));
+}
+
+}  // namespace taskgroup::plan_detail

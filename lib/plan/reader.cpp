@@ -1,0 +1,341 @@
+// Reading plans: JSON to a task group, every fault named by its JSON pointer.
+#include "internal.hpp"
+
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+namespace taskgroup {
+
+namespace json = boost::json;
+using namespace plan_detail;
+
+namespace {
+
+// Concatenates parts pairwise (a body copies its parts' items: joining them
+// one by one would take quadratic time for a long body).
+body join_bodies(std::vector<body> parts) {
+  if (parts.empty()) return body{};
+  while (parts.size() > 1) {
+    std::vector<body> next;
+    next.reserve((parts.size() + 1) / 2);
+    for (std::size_t i = 0; i + 1 < parts.size(); i += 2) next.push_back(body{parts[i], parts[i + 1]});
+    if (parts.size() % 2 == 1) next.push_back(std::move(parts.back()));
+    parts = std::move(next);
+  }
+  return std::move(parts.front());
+}
+
+class reader {
+ public:
+  explicit reader(const operator_registry& r) : registry_(r) {}
+
+  result<task_group> plan(const json::value& v);
+
+ private:
+  result<op_def> op(const json::value& v, const std::string& opp) {
+    TASKGROUP_TRY(auto o, get_object(v, opp));
+    TASKGROUP_TRY(known_keys(*o, opp, {"type", "inputs", "outputs", "args"}));
+    if (!o->contains("type")) return bad(opp, "an op needs a \"type\"");
+    op_def def;
+    TASKGROUP_TRY(def.type, get_string(o->at("type"), child(opp, "type")));
+    if (const auto* x = o->if_contains("inputs")) {
+      TASKGROUP_TRY(def.inputs, get_names(*x, child(opp, "inputs")));
+    }
+    if (const auto* x = o->if_contains("outputs")) {
+      TASKGROUP_TRY(def.outputs, get_names(*x, child(opp, "outputs")));
+    }
+    if (const auto* x = o->if_contains("args")) {
+      const std::string ap = child(opp, "args");
+      TASKGROUP_TRY(auto args, get_object(*x, ap));
+      for (const auto& [k, a] : *args) {
+        TASKGROUP_TRY(auto value, argument_from_json(a, child(ap, k)));
+        def.args.set(std::string(k), std::move(value));
+      }
+    }
+    auto schema = registry_.find(def.type);
+    if (!schema) return bad(opp, "unknown operator type " + quote(printable(def.type)));
+    if (auto st = schema->validate(def); !st) {
+      std::string where = opp;
+      // Point at the argument when the message names one.
+      for (const auto& [k, x] : def.args) {
+        if (st.error().message.find(quote(k)) != std::string::npos) where = child(child(opp, "args"), k);
+      }
+      return bad(where, def.type + ": " + st.error().message);
+    }
+    return def;
+  }
+
+  status nets(const json::value& v, const std::string& ptr) {
+    TASKGROUP_TRY(auto arr, get_array(v, ptr));
+    for (std::size_t i = 0; i < arr->size(); ++i) {
+      const std::string np = child(ptr, i);
+      TASKGROUP_TRY(auto o, get_object((*arr)[i], np));
+      TASKGROUP_TRY(known_keys(*o, np, {"name", "ops"}));
+      if (!o->contains("name")) return bad(np, "a net needs a \"name\"");
+      TASKGROUP_TRY(auto name, get_name(o->at("name"), child(np, "name")));
+      if (nets_.count(name)) return bad(child(np, "name"), "duplicate net name " + quote(name));
+      net n(name);
+      if (const auto* x = o->if_contains("ops")) {
+        const std::string opsp = child(np, "ops");
+        TASKGROUP_TRY(auto ops, get_array(*x, opsp));
+        for (std::size_t j = 0; j < ops->size(); ++j) {
+          TASKGROUP_TRY(auto def, op((*ops)[j], child(opsp, j)));
+          n.add(std::move(def));
+        }
+      }
+      nets_.emplace(name, n);
+    }
+    return ok();
+  }
+
+  result<body> body_of(const json::value& v, const std::string& ptr) {
+    TASKGROUP_TRY(auto arr, get_array(v, ptr));
+    std::vector<body> parts;
+    parts.reserve(arr->size());
+    for (std::size_t i = 0; i < arr->size(); ++i) {
+      const std::string ip = child(ptr, i);
+      TASKGROUP_TRY(auto o, get_object((*arr)[i], ip));
+      if (o->contains("net") && o->size() == 1) {
+        const std::string np = child(ip, "net");
+        TASKGROUP_TRY(auto name, get_name(o->at("net"), np));
+        auto it = nets_.find(name);
+        if (it == nets_.end()) return bad(np, "unknown net " + quote(name));
+        parts.emplace_back(it->second);
+      } else {
+        TASKGROUP_TRY(auto s, read_step_tree((*arr)[i], ip, nets_));
+        parts.emplace_back(std::move(s));
+      }
+    }
+    return join_bodies(std::move(parts));
+  }
+
+  result<std::chrono::milliseconds> interval(const json::object& o, const std::string& ptr) {
+    if (!o.contains("interval_ms")) return std::chrono::milliseconds(1000);
+    return get_duration(o.at("interval_ms"), child(ptr, "interval_ms"));
+  }
+
+  result<workspace_type> ws_type(const json::value& v, const std::string& ptr) {
+    TASKGROUP_TRY(auto s, get_string(v, ptr));
+    if (s == "global") return workspace_type::global;
+    if (s == "private") return workspace_type::private_;
+    return bad(ptr, "expected \"global\" or \"private\", got " + quote(printable(s)));
+  }
+
+  // The node named at `o["node"]` ("local" when absent).
+  result<std::string> node_name(const json::object& o, const std::string& ptr) {
+    if (!o.contains("node")) return std::string("local");
+    return get_name(o.at("node"), child(ptr, "node"));
+  }
+
+  status node_list(const json::value& v);
+  status task_setup(task& t, const json::object& to, const std::string& tp);
+  result<task> task_of(const json::value& v, const std::string& tp);
+  status report_steps(task_group& g, const json::value& v, const std::set<std::string>& task_nodes);
+  status local_setups(task_group& g, const json::object& o, const std::set<std::string>& task_nodes);
+
+  const operator_registry& registry_;
+  net_table nets_;
+  std::map<std::string, arguments> node_options_;
+};
+
+status reader::node_list(const json::value& v) {
+  TASKGROUP_TRY(auto arr, get_array(v, "/nodes"));
+  for (std::size_t i = 0; i < arr->size(); ++i) {
+    const std::string np = child("/nodes", i);
+    TASKGROUP_TRY(auto n, get_object((*arr)[i], np));
+    TASKGROUP_TRY(known_keys(*n, np, {"name", "options"}));
+    if (!n->contains("name")) return bad(np, "a node needs a \"name\"");
+    TASKGROUP_TRY(auto name, get_name(n->at("name"), child(np, "name")));
+    arguments opts;
+    if (const auto* x = n->if_contains("options")) {
+      const std::string op = child(np, "options");
+      TASKGROUP_TRY(auto oo, get_object(*x, op));
+      for (const auto& [k, a] : *oo) {
+        TASKGROUP_TRY(auto value, argument_from_json(a, child(op, k)));
+        opts.set(std::string(k), std::move(value));
+      }
+    }
+    node_options_[name] = std::move(opts);
+  }
+  return ok();
+}
+
+status reader::task_setup(task& t, const json::object& to, const std::string& tp) {
+  for (const char* key : {"init", "exit", "instance_init", "instance_exit"}) {
+    if (!to.contains(key)) continue;
+    TASKGROUP_TRY(auto b, body_of(to.at(key), child(tp, key)));
+    const std::string_view k = key;
+    if (k == "init") t.init(std::move(b));
+    if (k == "exit") t.exit(std::move(b));
+    if (k == "instance_init") t.instance_init(std::move(b));
+    if (k == "instance_exit") t.instance_exit(std::move(b));
+  }
+  if (const auto* x = to.if_contains("reports")) {
+    const std::string rp = child(tp, "reports");
+    TASKGROUP_TRY(auto reps, get_array(*x, rp));
+    for (std::size_t j = 0; j < reps->size(); ++j) {
+      const std::string p = child(rp, j);
+      TASKGROUP_TRY(auto r, get_object((*reps)[j], p));
+      TASKGROUP_TRY(known_keys(*r, p, {"step", "interval_ms"}));
+      if (!r->contains("step")) return bad(p, "a report needs a \"step\"");
+      TASKGROUP_TRY(auto s, read_step_tree(r->at("step"), child(p, "step"), nets_));
+      TASKGROUP_TRY(auto every, interval(*r, p));
+      t.report(std::move(s), every);
+    }
+  }
+  return ok();
+}
+
+result<task> reader::task_of(const json::value& v, const std::string& tp) {
+  TASKGROUP_TRY(auto to, get_object(v, tp));
+  TASKGROUP_TRY(known_keys(*to, tp,
+                           {"name", "node", "num_instances", "workspace_type", "step", "outputs", "init", "exit",
+                            "instance_init", "instance_exit", "reports"}));
+  std::string name;
+  if (const auto* x = to->if_contains("name")) {
+    TASKGROUP_TRY(name, get_name(*x, child(tp, "name")));
+  }
+  task t(name);
+  TASKGROUP_TRY(auto where, node_name(*to, tp));
+  auto opts = node_options_.find(where);
+  t.node(node(where, opts != node_options_.end() ? opts->second : arguments{}));
+  if (const auto* x = to->if_contains("num_instances")) {
+    TASKGROUP_TRY(auto n, get_instances(*x, child(tp, "num_instances")));
+    t.num_instances(n);
+  }
+  if (const auto* x = to->if_contains("workspace_type")) {
+    TASKGROUP_TRY(auto wt, ws_type(*x, child(tp, "workspace_type")));
+    t.workspace_type(wt);
+  }
+  if (const auto* x = to->if_contains("step")) {
+    TASKGROUP_TRY(auto s, read_step_tree(*x, child(tp, "step"), nets_));
+    t.step(std::move(s));
+  }
+  if (const auto* x = to->if_contains("outputs")) {
+    const std::string op = child(tp, "outputs");
+    TASKGROUP_TRY(auto outs, get_array(*x, op));
+    for (std::size_t j = 0; j < outs->size(); ++j) {
+      if ((*outs)[j].is_array()) {
+        TASKGROUP_TRY(auto names, get_names((*outs)[j], child(op, j)));
+        t.declare_output(std::move(names), true);
+      } else {
+        TASKGROUP_TRY(auto b, get_name((*outs)[j], child(op, j)));
+        t.declare_output({std::move(b)});
+      }
+    }
+  }
+  TASKGROUP_TRY(task_setup(t, *to, tp));
+  return t;
+}
+
+status reader::report_steps(task_group& g, const json::value& v, const std::set<std::string>& task_nodes) {
+  TASKGROUP_TRY(auto arr, get_array(v, "/report_steps"));
+  for (std::size_t i = 0; i < arr->size(); ++i) {
+    const std::string rp = child("/report_steps", i);
+    TASKGROUP_TRY(auto r, get_object((*arr)[i], rp));
+    TASKGROUP_TRY(known_keys(*r, rp, {"node", "step", "interval_ms"}));
+    TASKGROUP_TRY(auto where, node_name(*r, rp));
+    if (!task_nodes.count(where)) return bad(rp, "report step on node " + quote(where) + ", which has no task");
+    if (!r->contains("step")) return bad(rp, "a report step needs a \"step\"");
+    TASKGROUP_TRY(auto s, read_step_tree(r->at("step"), child(rp, "step"), nets_));
+    TASKGROUP_TRY(auto every, interval(*r, rp));
+    g.report_step(std::move(s), node(where), every);
+  }
+  return ok();
+}
+
+status reader::local_setups(task_group& g, const json::object& o, const std::set<std::string>& task_nodes) {
+  for (const char* key : {"local_init", "local_exit"}) {
+    if (!o.contains(key)) continue;
+    const std::string lp = child("", key);
+    TASKGROUP_TRY(auto arr, get_array(o.at(key), lp));
+    for (std::size_t i = 0; i < arr->size(); ++i) {
+      const std::string ip = child(lp, i);
+      TASKGROUP_TRY(auto e, get_object((*arr)[i], ip));
+      TASKGROUP_TRY(known_keys(*e, ip, {"node", "body"}));
+      TASKGROUP_TRY(auto where, node_name(*e, ip));
+      if (!task_nodes.count(where)) return bad(ip, "local setup on node " + quote(where) + ", which has no task");
+      if (!e->contains("body")) return bad(ip, "local setup needs a \"body\"");
+      TASKGROUP_TRY(auto b, body_of(e->at("body"), child(ip, "body")));
+      if (std::string_view(key) == "local_init") {
+        g.local_init(node(where), std::move(b));
+      } else {
+        g.local_exit(node(where), std::move(b));
+      }
+    }
+  }
+  return ok();
+}
+
+result<task_group> reader::plan(const json::value& v) {
+  TASKGROUP_TRY(auto o, get_object(v, ""));
+  TASKGROUP_TRY(known_keys(
+      *o, "",
+      {"taskgroup_plan", "workspace_type", "nodes", "nets", "tasks", "report_steps", "local_init", "local_exit"}));
+  if (!o->contains("taskgroup_plan")) return bad("", "not a taskgroup plan (no \"taskgroup_plan\" version)");
+  TASKGROUP_TRY(auto version, get_integer(o->at("taskgroup_plan"), "/taskgroup_plan"));
+  if (version != plan_format_version) {
+    return bad("/taskgroup_plan", "unsupported plan version " + std::to_string(version) + " (this reader knows " +
+                                      std::to_string(plan_format_version) + ")");
+  }
+  if (const auto* x = o->if_contains("nets")) {
+    TASKGROUP_TRY(nets(*x, "/nets"));
+  }
+  std::optional<workspace_type> type;
+  if (const auto* x = o->if_contains("workspace_type")) {
+    TASKGROUP_TRY(type, ws_type(*x, "/workspace_type"));
+  }
+  task_group g(type);
+  if (const auto* x = o->if_contains("nodes")) {
+    TASKGROUP_TRY(node_list(*x));
+  }
+  if (const auto* x = o->if_contains("tasks")) {
+    TASKGROUP_TRY(auto arr, get_array(*x, "/tasks"));
+    for (std::size_t i = 0; i < arr->size(); ++i) {
+      const std::string tp = child("/tasks", i);
+      TASKGROUP_TRY(auto t, task_of((*arr)[i], tp));
+      if (auto added = g.add(std::move(t)); !added) return bad(tp, added.error().message);
+    }
+  }
+  std::set<std::string> task_nodes;
+  for (const auto& t : g.tasks()) task_nodes.insert(t.node_name());
+  if (const auto* x = o->if_contains("report_steps")) {
+    TASKGROUP_TRY(report_steps(g, *x, task_nodes));
+  }
+  TASKGROUP_TRY(local_setups(g, *o, task_nodes));
+  return g;
+}
+
+}  // namespace
+
+result<task_group> read_plan(const json::value& plan, const operator_registry& registry) {
+  reader r(registry);
+  return r.plan(plan);
+}
+
+result<task_group> read_plan(std::string_view text, const operator_registry& registry) {
+  TASKGROUP_TRY(auto parsed, parse_text(text));
+  const flat_value doc(std::move(parsed));
+  return read_plan(doc.v, registry);
+}
+
+result<task_group> read_plan_file(const std::filesystem::path& path, const operator_registry& registry) {
+  std::error_code ec;
+  const auto size = std::filesystem::file_size(path, ec);
+  // Checked before reading, so that a huge file is not read in whole.
+  if (!ec && size > max_plan_size) {
+    return fail(errc::invalid_plan, quote(path.string()) + " is " + std::to_string(size) + " bytes, more than " +
+                                        std::to_string(max_plan_size) + " (taskgroup::max_plan_size, 256 MiB)");
+  }
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return fail(errc::invalid_plan, "cannot open plan file " + quote(path.string()));
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  auto g = read_plan(ss.str(), registry);
+  if (!g) return g.error().with_context(path.string());
+  return g;
+}
+
+}  // namespace taskgroup

@@ -1,0 +1,236 @@
+// Step trees in plans. One table of step fields serves the writer, the
+// reader and the check for unknown keys; the trees are walked with explicit
+// stacks, so that a tree of max_step_depth levels needs no deep recursion.
+#include "internal.hpp"
+
+#include <array>
+#include <vector>
+
+namespace taskgroup::plan_detail {
+
+namespace {
+
+struct step_field {
+  std::string_view key;
+  // Null for the fields the walkers handle themselves (name, nets,
+  // substeps): they shape the tree.
+  status (*read)(const json::value& v, const std::string& ptr, execution_step& s);
+  void (*write)(const execution_step& s, json::object& o);
+};
+
+// In written order.
+const step_field fields[] = {
+    {"name", nullptr, nullptr},
+    {"nets", nullptr, nullptr},
+    {"substeps", nullptr, nullptr},
+    {"num_iter",
+     [](const json::value& v, const std::string& ptr, execution_step& s) -> status {
+       TASKGROUP_TRY(auto n, get_integer(v, ptr));
+       if (n < 0) return bad(ptr, "must be >= 0, got " + std::to_string(n));
+       s.iterations(n);
+       return ok();
+     },
+     [](const execution_step& s, json::object& o) {
+       if (s.num_iter()) o["num_iter"] = *s.num_iter();
+     }},
+    {"should_stop_blob",
+     [](const json::value& v, const std::string& ptr, execution_step& s) -> status {
+       TASKGROUP_TRY(auto b, get_name(v, ptr));
+       if (b.empty()) return bad(ptr, "must name a blob");
+       s.should_stop_blob(std::move(b));
+       return ok();
+     },
+     [](const execution_step& s, json::object& o) {
+       if (s.stop_blob()) o["should_stop_blob"] = *s.stop_blob();
+     }},
+    {"only_once",
+     [](const json::value& v, const std::string& ptr, execution_step& s) -> status {
+       TASKGROUP_TRY(auto b, get_bool(v, ptr));
+       s.only_once(b);
+       return ok();
+     },
+     [](const execution_step& s, json::object& o) {
+       if (s.is_only_once()) o["only_once"] = true;
+     }},
+    {"concurrent_substeps",
+     [](const json::value& v, const std::string& ptr, execution_step& s) -> status {
+       TASKGROUP_TRY(auto b, get_bool(v, ptr));
+       s.concurrent_substeps(b);
+       return ok();
+     },
+     [](const execution_step& s, json::object& o) {
+       if (s.has_concurrent_substeps()) o["concurrent_substeps"] = true;
+     }},
+    {"run_every_ms",
+     [](const json::value& v, const std::string& ptr, execution_step& s) -> status {
+       TASKGROUP_TRY(auto ms, get_duration(v, ptr));
+       s.run_every(ms);
+       return ok();
+     },
+     [](const execution_step& s, json::object& o) {
+       if (s.report_interval()) o["run_every_ms"] = s.report_interval()->count();
+     }},
+    {"create_workspace",
+     [](const json::value& v, const std::string& ptr, execution_step& s) -> status {
+       TASKGROUP_TRY(auto b, get_bool(v, ptr));
+       s.create_workspace(b);
+       return ok();
+     },
+     [](const execution_step& s, json::object& o) {
+       if (s.creates_workspace()) o["create_workspace"] = true;
+     }},
+    {"num_concurrent_instances",
+     [](const json::value& v, const std::string& ptr, execution_step& s) -> status {
+       TASKGROUP_TRY(auto n, get_instances(v, ptr));
+       s.concurrent_instances(n);
+       return ok();
+     },
+     [](const execution_step& s, json::object& o) {
+       if (s.num_concurrent_instances() != 1) o["num_concurrent_instances"] = s.num_concurrent_instances();
+     }},
+    {"timeout_ms",
+     [](const json::value& v, const std::string& ptr, execution_step& s) -> status {
+       TASKGROUP_TRY(auto ms, get_duration(v, ptr));
+       s.timeout(ms);
+       return ok();
+     },
+     [](const execution_step& s, json::object& o) {
+       if (s.deadline()) o["timeout_ms"] = s.deadline()->count();
+     }},
+};
+
+constexpr std::size_t field_count = std::size(fields);
+
+// A step being read: its fields are set, its substeps follow.
+struct read_frame {
+  execution_step s;
+  const json::array* subs = nullptr;
+  std::size_t next = 0;
+  std::size_t path_len = 0;  // of the reader's path while this step is on top
+};
+
+result<read_frame> begin_step(const json::value& v, const std::string& ptr, const net_table& nets) {
+  TASKGROUP_TRY(auto o, get_object(v, ptr));
+  TASKGROUP_TRY(known_keys(*o, ptr, step_keys()));
+  if (o->contains("nets") && o->contains("substeps")) return bad(ptr, "both \"nets\" and \"substeps\"");
+  if (o->contains("num_iter") && o->contains("should_stop_blob")) {
+    return bad(ptr, "both \"num_iter\" and \"should_stop_blob\"");
+  }
+  std::string name = "step";
+  if (const auto* n = o->if_contains("name")) {
+    TASKGROUP_TRY(name, get_name(*n, child(ptr, "name")));
+  }
+  read_frame f{execution_step(std::move(name))};
+  if (const auto* list = o->if_contains("nets")) {
+    const std::string np = child(ptr, "nets");
+    TASKGROUP_TRY(auto arr, get_array(*list, np));
+    for (std::size_t i = 0; i < arr->size(); ++i) {
+      TASKGROUP_TRY(auto net_name, get_name((*arr)[i], child(np, i)));
+      auto it = nets.find(net_name);
+      if (it == nets.end()) return bad(child(np, i), "unknown net " + quote(net_name));
+      f.s.add_net(it->second);
+    }
+  }
+  for (const auto& field : fields) {
+    if (field.read == nullptr) continue;
+    if (const auto* x = o->if_contains(field.key)) {
+      TASKGROUP_TRY(field.read(*x, child(ptr, field.key), f.s));
+    }
+  }
+  if (f.s.is_only_once() && !f.s.stop_blob()) return bad(child(ptr, "only_once"), "needs \"should_stop_blob\"");
+  if (const auto* subs = o->if_contains("substeps")) {
+    TASKGROUP_TRY(f.subs, get_array(*subs, child(ptr, "substeps")));
+  }
+  return f;
+}
+
+}  // namespace
+
+std::span<const std::string_view> step_keys() {
+  static const auto keys = [] {
+    std::array<std::string_view, field_count> k;
+    for (std::size_t i = 0; i < field_count; ++i) k[i] = fields[i].key;
+    return k;
+  }();
+  return keys;
+}
+
+result<execution_step> read_step_tree(const json::value& v, const std::string& ptr, const net_table& nets) {
+  // One path, extended and cut back as the walk goes down and up.
+  std::string path = ptr;
+  std::vector<read_frame> stack;
+  TASKGROUP_TRY(auto root, begin_step(v, path, nets));
+  root.path_len = path.size();
+  stack.push_back(std::move(root));
+  for (;;) {
+    read_frame& top = stack.back();
+    if (top.subs != nullptr && top.next < top.subs->size()) {
+      const std::size_t i = top.next++;
+      const json::value& c = (*top.subs)[i];
+      path = child(child(path, "substeps"), i);
+      if (stack.size() == max_step_depth) {
+        return bad(path,
+                   "steps nest deeper than taskgroup::max_step_depth (" + std::to_string(max_step_depth) + " levels)");
+      }
+      TASKGROUP_TRY(auto f, begin_step(c, path, nets));
+      f.path_len = path.size();
+      stack.push_back(std::move(f));
+      continue;
+    }
+    execution_step done = std::move(top.s);
+    stack.pop_back();
+    // No validate() here: begin_step and the depth check above apply each
+    // of its rules with the pointer of the fault (and nets come from the
+    // plan's table, so two different nets never share a name); the tree is
+    // validated again when it runs.
+    if (stack.empty()) return done;
+    path.resize(stack.back().path_len);
+    stack.back().s.add_substep(std::move(done));
+  }
+}
+
+result<json::value> write_step_tree(const execution_step& root, const std::function<status(const net&)>& add_net) {
+  struct frame {
+    const execution_step* s;
+    json::array nets;
+    json::array subs;
+    std::size_t next = 0;
+  };
+  std::vector<frame> stack;
+  // Nets are added as their step is reached, so that they are listed in
+  // order of first use.
+  auto push = [&](const execution_step& s) -> status {
+    frame f{&s, {}, {}};
+    for (const auto& n : s.nets()) {
+      TASKGROUP_TRY(add_net(n));
+      f.nets.emplace_back(json::string(n.name()));
+    }
+    stack.push_back(std::move(f));
+    return ok();
+  };
+  TASKGROUP_TRY(push(root));
+  for (;;) {
+    frame& top = stack.back();
+    if (top.next < top.s->substeps().size()) {
+      TASKGROUP_TRY(push(top.s->substeps()[top.next++]));
+      continue;
+    }
+    json::object o;
+    for (const auto& field : fields) {
+      if (field.write != nullptr) {
+        field.write(*top.s, o);
+      } else if (field.key == "name") {
+        o["name"] = top.s->name();
+      } else if (field.key == "nets") {
+        if (!top.nets.empty()) o["nets"] = std::move(top.nets);
+      } else if (!top.subs.empty()) {
+        o["substeps"] = std::move(top.subs);
+      }
+    }
+    stack.pop_back();
+    if (stack.empty()) return json::value(std::move(o));
+    stack.back().subs.emplace_back(std::move(o));
+  }
+}
+
+}  // namespace taskgroup::plan_detail

@@ -1,0 +1,284 @@
+// Plan files within documented limits: strict JSON (no duplicate keys,
+// UTF-8, finite numbers, 64-bit integers), bounded durations, instance
+// counts, names, sizes and depths, each refused with a clear error.
+#include <taskgroup/plan.hpp>
+
+#include <taskgroup/session.hpp>
+
+#include "fuzz/plan_round_trip.hpp"
+#include "support/steps.hpp"
+
+#include <boost/json.hpp>
+#include <catch2/catch.hpp>
+
+#include <pthread.h>
+#include <sys/mman.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <string>
+
+using namespace taskgroup;
+using namespace taskgroup::test;
+
+namespace {
+
+std::string read_error(std::string_view text) {
+  auto g = read_plan(text);
+  REQUIRE_FALSE(g);
+  CHECK(g.error().code == errc::invalid_plan);
+  return g.error().message;
+}
+
+bool reads(std::string_view text) { return static_cast<bool>(read_plan(text)); }
+
+// A plan of one task on `local` whose step is `step_json`, with net "n".
+std::string with_step(const std::string& step_json) {
+  return R"({"taskgroup_plan": 1, "nets": [{"name": "n", "ops": []}], "tasks": [{"name": "t", "step": )" + step_json +
+         "}]}";
+}
+
+std::string with_arg(const std::string& value_json) {
+  return R"({"taskgroup_plan": 1, "nets": [{"name": "n", "ops": [{"type": "ConstantFill", "outputs": ["x"], "args": {"value": )" +
+         value_json + "}}]}]}";
+}
+
+net fill_double(const std::string& name, double d) {
+  net n(name);
+  n.op("ConstantFill", {}, {"x"}, {{"value", d}});
+  return n;
+}
+
+// A chain of `levels` nested steps, the innermost running a net.
+execution_step chain(std::size_t levels) {
+  execution_step s = step("leaf").add_net(fill_int("leaf", "x", 1));
+  for (std::size_t i = 1; i < levels; ++i) s = step("l" + std::to_string(i)).add_substep(s);
+  return s;
+}
+
+// Runs `f` on a thread with a stack of `bytes`.
+template <class F>
+void on_small_stack(std::size_t bytes, F f) {
+  pthread_attr_t attr;
+  REQUIRE(pthread_attr_init(&attr) == 0);
+  REQUIRE(pthread_attr_setstacksize(&attr, bytes) == 0);
+  pthread_t th;
+  auto body = [](void* p) -> void* {
+    (*static_cast<F*>(p))();
+    return nullptr;
+  };
+  REQUIRE(pthread_create(&th, &attr, body, &f) == 0);
+  pthread_join(th, nullptr);
+  pthread_attr_destroy(&attr);
+}
+
+}  // namespace
+
+TEST_CASE("plan durations beyond max_duration are refused, naming the key and the limit", "[plan]") {
+  const std::string limit = "must be at most 1099511627776 ms (taskgroup::max_duration, about 34.8 years)";
+  CHECK(read_error(with_step(R"({"nets": ["n"], "timeout_ms": 10000000000000})")) ==
+        "/tasks/0/step/timeout_ms: " + limit + ", got 10000000000000");
+  CHECK(read_error(
+            with_step(R"({"substeps": [{"nets": ["n"]}, {"nets": ["n"], "run_every_ms": 4611686018427387904}]})")) ==
+        "/tasks/0/step/substeps/1/run_every_ms: " + limit + ", got 4611686018427387904");
+  CHECK(read_error(R"({"taskgroup_plan": 1, "nets": [{"name": "n"}], "tasks": [{"step": {"nets": ["n"]},
+      "reports": [{"interval_ms": 9223372036854775807, "step": {"nets": ["n"]}}]}]})") ==
+        "/tasks/0/reports/0/interval_ms: " + limit + ", got 9223372036854775807");
+  CHECK(read_error(R"({"taskgroup_plan": 1, "nets": [{"name": "n"}], "tasks": [{"step": {"nets": ["n"]}}],
+      "report_steps": [{"interval_ms": 1099511627777, "step": {"nets": ["n"]}}]})") ==
+        "/report_steps/0/interval_ms: " + limit + ", got 1099511627777");
+  CHECK(reads(with_step(R"({"nets": ["n"], "timeout_ms": 1099511627776})")));
+  CHECK(read_error(with_step(R"({"nets": ["n"], "timeout_ms": 0})")) ==
+        "/tasks/0/step/timeout_ms: must be > 0 ms, got 0");
+}
+
+TEST_CASE("plan instance counts beyond max_instances are refused, naming the key and the limit", "[plan]") {
+  CHECK(read_error(with_step(R"({"nets": ["n"], "num_concurrent_instances": 1000000})")) ==
+        "/tasks/0/step/num_concurrent_instances: must be at most 65536 (taskgroup::max_instances), got 1000000");
+  CHECK(read_error(R"({"taskgroup_plan": 1, "tasks": [{"num_instances": 4611686018427387904}]})") ==
+        "/tasks/0/num_instances: must be at most 65536 (taskgroup::max_instances), got 4611686018427387904");
+  CHECK(reads(R"({"taskgroup_plan": 1, "tasks": [{"num_instances": 65536}]})"));
+}
+
+TEST_CASE("duplicate keys are refused, naming the key and its place", "[plan]") {
+  CHECK(read_error(R"({"taskgroup_plan":2,"taskgroup_plan":1})") ==
+        "line 1, column 21: duplicate key \"taskgroup_plan\"");
+  CHECK(read_error("{\"taskgroup_plan\": 1,\n \"tasks\": [{\"name\": \"a\"}],\n \"tasks\": []}") ==
+        "line 3, column 2: duplicate key \"tasks\"");
+  // The same key in different objects is fine.
+  CHECK(reads(R"({"taskgroup_plan": 1, "tasks": [{"name": "a"}, {"name": "b"}]})"));
+}
+
+TEST_CASE("integers beyond 64 bits are refused as out of range", "[plan]") {
+  CHECK(read_error(with_step(R"({"nets": ["n"], "num_iter": 18446744073709551615})")) ==
+        "/tasks/0/step/num_iter: integer out of range (at most 9223372036854775807), got 18446744073709551615");
+  CHECK(read_error(with_step(R"({"nets": ["n"], "num_iter": 99999999999999999999})")) ==
+        "line 1, column 119: integer out of range (integers fit in 64 bits): 99999999999999999999");
+  CHECK(read_error(with_arg("9223372036854775808")) ==
+        "/nets/0/ops/0/args/value: integer out of range (at most 9223372036854775807), got 9223372036854775808");
+  CHECK(read_error(with_arg("[1, 9223372036854775808]")) ==
+        "/nets/0/ops/0/args/value/1: integer out of range (at most 9223372036854775807), got 9223372036854775808");
+  CHECK(read_error(with_arg(R"({"type": "int64", "value": 1e3})")) ==
+        "/nets/0/ops/0/args/value/value: expected an integer, got number");
+  CHECK(reads(with_arg("-9223372036854775808")));
+}
+
+TEST_CASE("non-finite numbers are refused when read and never written", "[plan]") {
+  CHECK(read_error(with_arg("1e999")) == "line 1, column 115: number out of range (not a finite double): 1e999");
+  CHECK(read_error(with_arg(R"({"type": "list<double>", "value": [1.5, -1e400]})")) ==
+        "line 1, column 155: number out of range (not a finite double): -1e400");
+  // Underflow reads as zero, which is finite.
+  CHECK(reads(with_arg("1e-400")));
+
+  task_group g;
+  REQUIRE(g.add(task("t", step("s").add_net(fill_double("inf_net", std::numeric_limits<double>::infinity())))));
+  auto w = write_plan(g);
+  REQUIRE_FALSE(w);
+  CHECK(w.error().code == errc::not_serializable);
+  CHECK(w.error().message ==
+        "task \"local/t\": net \"inf_net\" op #0 (ConstantFill): argument \"value\": not a finite number (inf), "
+        "which JSON cannot hold");
+  task_group h;
+  net nan_list("nan_net");
+  nan_list.op("ConstantFill", {}, {"x"}, {{"value", std::vector<double>{1.0, std::nan("")}}});
+  REQUIRE(h.add(task("t", step("s").add_net(nan_list))));
+  CHECK_THAT(write_plan(h).error().message, Catch::Contains("net \"nan_net\" op #0 (ConstantFill): argument "
+                                                            "\"value\": not a finite number (nan)"));
+  task_group k;
+  REQUIRE(k.add(task("t", step("s").add_net(fill_int("a", "x", 1))),
+                node("n1", {{"scale", -std::numeric_limits<double>::infinity()}})));
+  CHECK(write_plan(k).error().message ==
+        "node \"n1\": option \"scale\": not a finite number (-inf), which JSON cannot hold");
+  // A document built in C++ may hold one: the reader refuses it there too.
+  auto doc = boost::json::parse(with_arg("1.5"));
+  doc.at("nets").at(0).at("ops").at(0).at("args").at("value") = std::numeric_limits<double>::infinity();
+  auto r = read_plan(doc);
+  REQUIRE_FALSE(r);
+  CHECK(r.error().message == "/nets/0/ops/0/args/value: not a finite number");
+}
+
+TEST_CASE("doubles of any magnitude are written and read back exactly", "[plan]") {
+  for (double d : {9.3e18, -9.3e18, 1e300, 0.1, 5e-324, -0.0, 9007199254740993.0, 1.7976931348623157e308}) {
+    task_group g;
+    REQUIRE(g.add(task("t", step("s").add_net(fill_double("d", d)))));
+    auto text = write_plan(g).value();
+    auto back = read_plan(text).value();
+    const double arg = back.tasks().at(0).user_step()->nets().at(0).ops().at(0).args.get<double>("value").value();
+    CHECK(std::signbit(arg) == std::signbit(d));
+    CHECK(arg == d);
+    CHECK(write_plan(back).value() == text);
+  }
+}
+
+TEST_CASE("invalid UTF-8 and a byte order mark are named as such", "[plan]") {
+  CHECK(read_error("{\"taskgroup_plan\": 1,\n \"tasks\": [{\"name\": \"a\xff\"}]}") ==
+        "invalid UTF-8 at line 2, column 23 (byte 0xFF)");
+  CHECK(read_error("{\"taskgroup_plan\": 1, \"tasks\": [{\"name\": \"\xc3\xa9\xc0\xaf\"}]}") ==
+        "invalid UTF-8 at line 1, column 44 (byte 0xC0)");  // an overlong '/'
+  CHECK(read_error("{\"taskgroup_plan\": 1, \"tasks\": [{\"name\": \"\xed\xa0\x80\"}]}") ==
+        "invalid UTF-8 at line 1, column 43 (byte 0xED)");  // a surrogate
+  CHECK(read_error("\xef\xbb\xbf{\"taskgroup_plan\": 1}") ==
+        "line 1, column 1: a byte order mark (BOM) starts the text; plans are UTF-8 without one");
+  // Columns count characters, not bytes.
+  CHECK(read_error("{\"tasks\": [{\"name\": \"\xc3\xa9\xc3\xa9\"}], }") == "line 1, column 29: syntax error");
+  CHECK(reads("{\"taskgroup_plan\": 1, \"tasks\": [{\"name\": \"caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80\"}]}"));
+}
+
+TEST_CASE("names with control characters are refused", "[plan]") {
+  CHECK(read_error(R"({"taskgroup_plan": 1, "tasks": [{"name": "a\u0000b"}]})") ==
+        "/tasks/0/name: a name cannot hold control characters, got \"a\\u0000b\"");
+  CHECK(read_error(with_step(R"({"name": "s\n", "nets": ["n"]})")) ==
+        "/tasks/0/step/name: a name cannot hold control characters, got \"s\\u000A\"");
+  CHECK(read_error(R"({"taskgroup_plan": 1, "nets": [{"name": "\u001f"}]})") ==
+        "/nets/0/name: a name cannot hold control characters, got \"\\u001F\"");
+  CHECK(read_error(R"({"taskgroup_plan": 1, "tasks": [{"node": "x\u007f"}]})") ==
+        "/tasks/0/node: a name cannot hold control characters, got \"x\\u007F\"");
+  // Keys are shown escaped in pointers and messages.
+  CHECK(read_error(R"({"taskgroup_plan": 1, "t\u0001": 1})") == "/t\\u0001: unknown key \"t\\u0001\"");
+  // String arguments are data: any character is fine.
+  CHECK(reads(with_arg(R"("tab\there \u0000")")));
+}
+
+TEST_CASE("plans larger than max_plan_size are refused before parsing", "[plan]") {
+  CHECK(max_plan_size == 268435456);
+  // Untouched anonymous pages: the check must not read them.
+  const std::size_t size = max_plan_size + 1;
+  void* p = mmap(nullptr, size, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  REQUIRE(p != MAP_FAILED);
+  CHECK(read_error(std::string_view(static_cast<const char*>(p), size)) ==
+        "the plan is 268435457 bytes, more than 268435456 (taskgroup::max_plan_size, 256 MiB)");
+  munmap(p, size);
+  const auto file = std::filesystem::temp_directory_path() / ("taskgroup_big_plan_" + std::to_string(::getpid()));
+  std::ofstream(file).put(' ');
+  std::filesystem::resize_file(file, size);  // sparse
+  auto g = read_plan_file(file);
+  std::filesystem::remove(file);
+  REQUIRE_FALSE(g);
+  CHECK(g.error().message ==
+        "\"" + file.string() + "\" is 268435457 bytes, more than 268435456 (taskgroup::max_plan_size, 256 MiB)");
+}
+
+TEST_CASE("a group max_step_depth levels deep is written and read back", "[plan]") {
+  task_group g;
+  REQUIRE(g.add(task("deep", chain(max_step_depth))));
+  auto text = write_plan(g).value();
+  auto back = read_plan(text);
+  REQUIRE(back);
+  CHECK(write_plan(back.value()).value() == text);
+  // And in a task's report step, the deepest place of the format.
+  task_group r;
+  task t("t", step("s").add_net(fill_int("a", "x", 1)));
+  t.report(chain(max_step_depth), std::chrono::milliseconds(10));
+  REQUIRE(r.add(t));
+  auto rtext = write_plan(r).value();
+  REQUIRE(read_plan(rtext));
+  CHECK(write_plan(read_plan(rtext).value()).value() == rtext);
+}
+
+TEST_CASE("a step tree deeper than max_step_depth is refused, naming the limit and the pointer", "[plan]") {
+  std::string step_json = R"({"nets": ["n"]})";
+  for (std::size_t i = 1; i <= max_step_depth; ++i) step_json = R"({"substeps": [)" + step_json + "]}";
+  std::string pointer = "/tasks/0/step";
+  for (std::size_t i = 1; i <= max_step_depth; ++i) pointer += "/substeps/0";
+  CHECK(read_error(with_step(step_json)) ==
+        pointer + ": steps nest deeper than taskgroup::max_step_depth (1000 levels)");
+  // Far deeper JSON stops in the parser, which says what the limit is.
+  std::string deep(5000, '[');
+  CHECK_THAT(read_error(R"({"taskgroup_plan": 1, "x": )" + deep),
+             Catch::Contains("nested deeper than 2008 levels (a step tree holds at most taskgroup::max_step_depth = "
+                             "1000 levels)"));
+}
+
+TEST_CASE("reading and writing the deepest plan fits a 256 KiB stack", "[plan]") {
+  task_group g;
+  REQUIRE(g.add(task("deep", chain(max_step_depth))));
+  std::string text, again;
+  std::optional<task_group> back;
+  on_small_stack(256 * 1024, [&] {
+    text = write_plan(g).value();
+    auto r = read_plan(text);
+    if (r) {
+      again = write_plan(r.value()).value();
+      back = std::move(r).value();  // destroyed on this thread's caller
+    }
+  });
+  REQUIRE(back);
+  CHECK(again == text);
+}
+
+TEST_CASE("the regression corpus keeps the round-trip property", "[.plan_corpus]") {
+  const char* dir = std::getenv("TASKGROUP_PLAN_CORPUS");
+  REQUIRE(dir != nullptr);
+  std::size_t inputs = 0;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) {
+    std::ifstream in(e.path(), std::ios::binary);
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    INFO(e.path().string());
+    CHECK(plan_round_trip_fault(text).empty());
+    ++inputs;
+  }
+  CHECK(inputs > 0);
+}
