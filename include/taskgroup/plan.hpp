@@ -15,9 +15,10 @@
 // most `max_plan_size` bytes, no duplicate keys, finite numbers, integers
 // within 64 bits, names without control characters, durations within
 // `max_duration`, instance counts within `max_instances`, step trees
-// within `max_step_depth` levels (execution_step.hpp). Reading and writing
-// use explicit stacks, not recursion per level: the deepest plan reads and
-// writes on a 256 KiB stack.
+// within `max_step_depth` levels (execution_step.hpp). Step trees and
+// documents are walked with explicit stacks; only Boost.JSON's parser
+// recurses, once per nesting level with small frames: the deepest plan
+// reads and writes on a 256 KiB stack (optimized build).
 //
 // Threading: pure functions (reentrant); the registry is thread-safe.
 #pragma once
