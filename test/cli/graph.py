@@ -37,7 +37,8 @@ for text in ["step loop\\nstop when \\\"drained\\\"", "num_iter 20", "report eve
     cli.check(text in p.stdout, f"pipeline graph shows {text!r}", p.stdout)
 
 p = cli.run("graph", cli.plan("weird_names.json"))
-cli.check('node \\"one\\"' in p.stdout and "in\\nner" in p.stdout and "outer \\\\ \\\"step\\\"" in p.stdout,
-          "graph: quotes, backslashes and newlines are escaped", p.stdout)
+# (Plans refuse control characters in names: no newline to escape here.)
+cli.check('node \\"one\\"' in p.stdout and "in/ner" in p.stdout and "outer \\\\ \\\"step\\\"" in p.stdout,
+          "graph: quotes and backslashes are escaped", p.stdout)
 
 cli.done()
