@@ -17,6 +17,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <exception>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -712,22 +713,34 @@ TEST_CASE("async_run_step honours the token's cancellation slot", "[step][cancel
 
 namespace {
 
-// Runs `fn` on a thread with a 256 KiB stack.
+// Runs `fn` on a thread with a 256 KiB stack and waits for it. Catch2's
+// assertions are not thread-safe: `fn` only records results (no REQUIRE,
+// no run_tree, which asserts), and every assertion is made on this thread,
+// after the join.
 template <class F>
 void on_small_stack(F fn) {
   pthread_attr_t attr;
   pthread_attr_init(&attr);
   pthread_attr_setstacksize(&attr, 256 * 1024);
   pthread_t thread;
-  auto* heap_fn = new F(std::move(fn));
+  struct job {
+    F fn;
+    std::exception_ptr thrown;  // rethrown on this thread
+  } j{std::move(fn), nullptr};
   auto trampoline = [](void* p) -> void* {
-    std::unique_ptr<F> f(static_cast<F*>(p));
-    (*f)();
+    auto* jp = static_cast<job*>(p);
+    try {
+      jp->fn();
+    } catch (...) {
+      jp->thrown = std::current_exception();
+    }
     return nullptr;
   };
-  REQUIRE(pthread_create(&thread, &attr, trampoline, heap_fn) == 0);
-  pthread_join(thread, nullptr);
+  const int created = pthread_create(&thread, &attr, trampoline, &j);
+  if (created == 0) pthread_join(thread, nullptr);
   pthread_attr_destroy(&attr);
+  REQUIRE(created == 0);
+  if (j.thrown) std::rethrow_exception(j.thrown);
 }
 
 }  // namespace
@@ -737,10 +750,12 @@ TEST_CASE("a million iterations keep a flat stack", "[step][stack]") {
   ws->set("x", i64{0});
   std::optional<status> got;
   step_stats stats;
+  auto s = step("loop").add_net(incr("inc", "x")).iterations(1'000'000);
+  check_plan_round_trip(s);
   on_small_stack([&] {
     run_step_options o;
     o.stats = &stats;
-    got.emplace(run_tree(step("loop").add_net(incr("inc", "x")).iterations(1'000'000), ws, o));
+    got.emplace(run(run_step(s, ws, o)));
   });
   REQUIRE(got);
   CHECK(got->has_value());
@@ -755,11 +770,10 @@ TEST_CASE("a million-iteration stop-blob loop keeps a flat stack", "[step][stack
   net check("check");
   check.op("GE", {"x", "limit"}, {"stop"});
   std::optional<status> got;
-  on_small_stack([&] {
-    auto s = step("loop").add_substep(step("check").add_net(check)).add_substep(step("inc").add_net(incr("inc", "x")))
-                 .should_stop_blob("stop");
-    got.emplace(run_tree(s, ws));
-  });
+  auto s = step("loop").add_substep(step("check").add_net(check)).add_substep(step("inc").add_net(incr("inc", "x")))
+               .should_stop_blob("stop");
+  check_plan_round_trip(s);
+  on_small_stack([&] { got.emplace(run(run_step(s, ws))); });
   REQUIRE(got);
   CHECK(got->has_value());
   CHECK(ws->read<i64>("x").value() == 1'000'000);
