@@ -277,7 +277,7 @@ bool local_session::closed() const noexcept {
 }
 
 asio::any_io_executor local_session::get_executor() const { return impl_->ex; }
-strand_t local_session::coordinator() const { return impl_->coord; }
+strand_t local_session::coordinator(const impl& state) { return state.coord; }
 
 void local_session::set_registry(const operator_registry& registry) {
   std::lock_guard lock(impl_->mutex);
@@ -776,13 +776,16 @@ asio::awaitable<status> deadline(std::chrono::milliseconds limit, bool& expired)
 
 }  // namespace
 
-// Runs on the coordinator strand: every join state lives there.
-asio::awaitable<result<run_report>> local_session::run_here(task_group group, run_options options) {
+// Runs on the coordinator strand: every join state lives there. Holds the
+// session's state, which the session may have dropped meanwhile (a closed
+// session fails the run in compile()).
+asio::awaitable<result<run_report>> local_session::run_here(std::shared_ptr<impl> state, task_group group,
+                                                            run_options options) {
   // Only the upper bound: a deadline of 0 (or less) expires at once.
   if (options.timeout && *options.timeout > max_duration) {
     co_return fail(errc::invalid_task, "run_options::timeout " + detail::duration_fault(options.timeout->count()));
   }
-  TASKGROUP_CO_TRY(auto compiled, impl_->compile(group));
+  TASKGROUP_CO_TRY(auto compiled, state->compile(group));
   TASKGROUP_CO_TRY(auto active, active_nodes(*compiled, options));
   if (options.strict_codecs != nullptr) {
     TASKGROUP_CO_TRY(check_output_codecs(group, *options.strict_codecs));
@@ -792,9 +795,9 @@ asio::awaitable<result<run_report>> local_session::run_here(task_group group, ru
   rs->options = options;
   rs->nodes.resize(compiled->nodes.size(), nullptr);
   {
-    std::lock_guard lock(impl_->mutex);
-    rs->registry = impl_->registry;
-    for (std::size_t i : active) rs->nodes[i] = &impl_->node(compiled->nodes[i].name);
+    std::lock_guard lock(state->mutex);
+    rs->registry = state->registry;
+    for (std::size_t i : active) rs->nodes[i] = &state->node(compiled->nodes[i].name);
   }
   rs->records.resize(compiled->tasks.size());
   rs->outputs.resize(compiled->nodes.size());
@@ -806,7 +809,7 @@ asio::awaitable<result<run_report>> local_session::run_here(task_group group, ru
     options.observer->run_begin(names);
   }
 
-  auto coord = impl_->coord;
+  auto coord = state->coord;
   const auto mode = options.policy == run_policy::gather ? detail::join_mode::gather : detail::join_mode::fail_fast;
   auto all_nodes = [rs, coord, mode, &active]() -> asio::awaitable<status> {
     co_return co_await detail::join(
@@ -860,7 +863,7 @@ result<run_report> local_session::run_blocking(task_group group, run_options opt
     return fail(errc::invalid_task, "run_blocking called from the session's own coordinator would deadlock");
   }
   std::future<result<run_report>> f =
-      asio::co_spawn(impl_->coord, run_here(std::move(group), options), asio::use_future);
+      asio::co_spawn(impl_->coord, run_here(impl_, std::move(group), options), asio::use_future);
   try {
     return f.get();
   } catch (...) {

@@ -16,6 +16,7 @@
 
 #include <atomic>
 #include <functional>
+#include <future>
 #include <memory>
 #include <optional>
 #include <string>
@@ -1100,4 +1101,60 @@ TEST_CASE("abandoning the event loop with frame-free tasks waiting tears the run
     }
   }
   SUCCEED("no crash, no leak");
+}
+
+TEST_CASE("a session destroyed with runs queued completes them with session_closed", "[session][lifetime]") {
+  asio::io_context io;
+  task_group g;
+  REQUIRE(g.add(task("t", step("s").add_net(sleepy("nap", "n", 0)))));
+  auto session = std::make_unique<local_session>(io.get_executor());
+  std::optional<result<run_report>> by_callback;
+  session->async_run(g, [&](result<run_report> r) { by_callback.emplace(std::move(r)); });
+  std::future<result<run_report>> by_future = session->async_run(g, asio::use_future);
+  session.reset();  // neither run has started: the io_context has not run
+  io.run();
+  REQUIRE(by_callback);
+  REQUIRE_FALSE(*by_callback);
+  CHECK(by_callback->error().code == errc::session_closed);
+  CHECK(by_callback->error().message == "Session is closed.");
+  auto r = by_future.get();
+  REQUIRE_FALSE(r);
+  CHECK(r.error().code == errc::session_closed);
+}
+
+TEST_CASE("a run in flight when its session is destroyed goes on to its end", "[session][lifetime]") {
+  asio::io_context io;
+  task_group g;
+  REQUIRE(g.add(task("t", step("s").add_net(sleepy("nap", "n", 1)).iterations(3)), node("n1")));
+  auto session = std::make_unique<local_session>(io.get_executor());
+  auto ws = session->node_workspace("n1");
+  std::optional<result<run_report>> got;
+  session->async_run(g, [&](result<run_report> r) { got.emplace(std::move(r)); });
+  // Single-threaded: the node workspace may be read between handlers.
+  while (!ws->has("n")) REQUIRE(io.run_one() == 1);
+  session.reset();
+  io.run();
+  REQUIRE(got);
+  REQUIRE(*got);
+  REQUIRE(got->value().tasks.size() == 1);
+  CHECK(got->value().tasks[0].iterations == 3);
+}
+
+TEST_CASE("the io_context is destroyed after its session, with runs queued or in flight", "[session][lifetime]") {
+  // The documented order (session first): whatever the run's state, the
+  // io_context's destruction drops it without touching the session.
+  task_group g;
+  REQUIRE(g.add(task("t", step("s").add_net(sleepy("nap", "n", 1)).iterations(3)), node("n1")));
+  for (int handlers : {0, 1, 4}) {
+    bool completed = false;
+    {
+      asio::io_context io;
+      {
+        local_session session(io.get_executor());
+        session.async_run(g, [&](result<run_report>) { completed = true; });
+        for (int i = 0; i < handlers; ++i) REQUIRE(io.run_one() == 1);
+      }
+    }
+    CHECK_FALSE(completed);
+  }
 }

@@ -91,10 +91,21 @@ std::shared_ptr<boost::asio::cancellation_signal> forward_cancellation(boost::as
 class local_session {
  public:
   /// A session on `ex` (e.g. an io_context's executor or a thread pool's).
+  /// Lifetime: `ex`'s execution context (the io_context, the pool) must
+  /// outlive the session and every strand it handed out (`node_strand`):
+  /// the session's strands belong to that context's services. Destroy the
+  /// session first; the context may then be run (queued runs complete) or
+  /// destroyed (queued and in-flight runs are dropped without completing,
+  /// as every handler of a destroyed io_context is).
   explicit local_session(boost::asio::any_io_executor ex);
   /// A session owning a thread pool of `threads` threads (>= 1).
   explicit local_session(std::size_t threads);
   /// Closes the session; with an owned pool, waits for runs in flight.
+  /// On an executor of its caller's: runs queued but not started (e.g.
+  /// `async_run` called, the io_context not yet run) complete with
+  /// `errc::session_closed` when the executor runs them; runs in flight go
+  /// on to their end. Neither touches the destroyed object: they hold the
+  /// session's state, which lives until the last of them ends.
   ~local_session();
   local_session(const local_session&) = delete;
   local_session& operator=(const local_session&) = delete;
@@ -117,11 +128,14 @@ class local_session {
   /// the run.
   template <class CompletionToken>
   auto async_run(task_group group, CompletionToken&& token, run_options options = {}) {
-    auto init = [this](auto handler, task_group g, run_options o) {
-      auto cancel = detail::forward_cancellation(boost::asio::get_associated_cancellation_slot(handler), coordinator());
-      auto handler_ex = boost::asio::get_associated_executor(handler, coordinator());
+    // The initiation holds the session's state, not `this`: a run queued
+    // when the session is destroyed starts later and fails cleanly.
+    auto init = [state = impl_](auto handler, task_group g, run_options o) {
+      auto coord = coordinator(*state);
+      auto cancel = detail::forward_cancellation(boost::asio::get_associated_cancellation_slot(handler), coord);
+      auto handler_ex = boost::asio::get_associated_executor(handler, coord);
       boost::asio::co_spawn(
-          coordinator(), run_here(std::move(g), o),
+          coord, run_here(state, std::move(g), o),
           boost::asio::bind_cancellation_slot(
               cancel->slot(),
               boost::asio::bind_executor(
@@ -162,8 +176,9 @@ class local_session {
   struct impl;
 
  private:
-  [[nodiscard]] boost::asio::strand<boost::asio::any_io_executor> coordinator() const;
-  boost::asio::awaitable<result<run_report>> run_here(task_group group, run_options options);
+  [[nodiscard]] static boost::asio::strand<boost::asio::any_io_executor> coordinator(const impl& state);
+  static boost::asio::awaitable<result<run_report>> run_here(std::shared_ptr<impl> state, task_group group,
+                                                             run_options options);
   std::shared_ptr<impl> impl_;
 };
 
