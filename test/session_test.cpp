@@ -1124,7 +1124,7 @@ TEST_CASE("a session destroyed with runs queued completes them with session_clos
 
 TEST_CASE("a run in flight when its session is destroyed goes on to its end", "[session][lifetime]") {
   asio::io_context io;
-  task_group g;
+  task_group g(workspace_type::global);  // the Iter counter is in the node workspace
   REQUIRE(g.add(task("t", step("s").add_net(sleepy("nap", "n", 1)).iterations(3)), node("n1")));
   auto session = std::make_unique<local_session>(io.get_executor());
   auto ws = session->node_workspace("n1");
