@@ -14,45 +14,71 @@ blob_queue::blob_queue(std::size_t capacity) : capacity_(std::max<std::size_t>(c
 
 blob_queue::~blob_queue() = default;
 
-void blob_queue::wake(waiters& list) noexcept {
-  for (asio::steady_timer* t : list) t->cancel();
+void blob_queue::wake_one(waiters& list) noexcept {
+  if (list.empty()) return;
+  const waiter w = list.front();
+  list.pop_front();
+  *w.woken = true;
+  w.timer->cancel();
 }
 
-// Waits until woken by `wake` (or cancelled). The caller re-checks its
-// condition, so a spurious wake-up is harmless.
-asio::awaitable<status> blob_queue::wait(waiters& list) {
+void blob_queue::wake_all(waiters& list) noexcept {
+  while (!list.empty()) wake_one(list);
+}
+
+bool blob_queue::hand_over(blob& value) noexcept {
+  if (not_empty_.empty()) return false;
+  *not_empty_.front().slot = std::move(value);
+  wake_one(not_empty_);
+  return true;
+}
+
+// Waits until woken (or cancelled), in arrival order among the waiters of
+// `list`. The caller re-checks its condition.
+asio::awaitable<status> blob_queue::wait(waiters& list, std::optional<blob>* slot) {
   asio::steady_timer timer(co_await asio::this_coro::executor, asio::steady_timer::time_point::max());
-  auto it = list.insert(list.end(), &timer);
+  bool woken = false;
+  auto it = list.insert(list.end(), waiter{&timer, slot, &woken});
   (void)co_await timer.async_wait(asio::as_tuple(asio::use_awaitable));
-  list.erase(it);
+  if (!woken) list.erase(it);  // a woken waiter was removed by its waker
   asio::cancellation_state state = co_await asio::this_coro::cancellation_state;
   if (state.cancelled() != asio::cancellation_type::none) {
+    // A producer woken for room it will not use passes the wake-up on.
+    if (woken && slot == nullptr) wake_one(list);
     co_return fail(errc::cancelled, "cancelled while waiting on a queue");
   }
   co_return ok();
 }
 
 asio::awaitable<status> blob_queue::push(blob value) {
-  while (!closed_ && items_.size() >= capacity_) {
-    if (status st = co_await wait(not_full_); !st) co_return st;
+  while (!closed_ && not_empty_.empty() && items_.size() >= capacity_) {
+    if (status st = co_await wait(not_full_, nullptr); !st) co_return st;
   }
   if (closed_) co_return fail(errc::queue_closed, "the queue is closed");
-  items_.push_back(std::move(value));
-  wake(not_empty_);
+  if (!hand_over(value)) items_.push_back(std::move(value));
   co_return ok();
 }
 
 asio::awaitable<result<std::optional<blob>>> blob_queue::pop() {
-  while (items_.empty() && !closed_) {
-    if (status st = co_await wait(not_empty_); !st) co_return st.error();
+  for (;;) {
+    // Values wait in the queue only while no consumer does.
+    if (!items_.empty() || closed_) co_return try_pop();
+    std::optional<blob> handed;
+    status st = co_await wait(not_empty_, &handed);
+    if (handed) {
+      if (st) co_return std::move(handed);
+      // Cancelled after a producer handed it a value: give it back.
+      if (!hand_over(*handed)) items_.push_front(std::move(*handed));
+    }
+    if (!st) co_return st.error();
   }
-  co_return try_pop();
 }
 
 bool blob_queue::try_push(blob& value) {
-  if (closed_ || items_.size() >= capacity_) return false;
+  if (closed_) return false;
+  if (hand_over(value)) return true;
+  if (items_.size() >= capacity_) return false;
   items_.push_back(std::move(value));
-  wake(not_empty_);
   return true;
 }
 
@@ -60,14 +86,14 @@ std::optional<blob> blob_queue::try_pop() {
   if (items_.empty()) return std::nullopt;
   blob b = std::move(items_.front());
   items_.pop_front();
-  wake(not_full_);
+  wake_one(not_full_);
   return b;
 }
 
 void blob_queue::close() {
   closed_ = true;
-  wake(not_empty_);
-  wake(not_full_);
+  wake_all(not_empty_);
+  wake_all(not_full_);
 }
 
 }  // namespace taskgroup

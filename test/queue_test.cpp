@@ -11,6 +11,9 @@
 #include <boost/asio/cancellation_signal.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/asio/use_awaitable.hpp>
 
 #include <cstdint>
 #include <exception>
@@ -383,4 +386,77 @@ TEST_CASE("close is idempotent and keeps queued values poppable", "[queue]") {
   CHECK(q.size() == 1);
   CHECK(q.try_pop()->as<i64>() == 1);
   CHECK_FALSE(q.try_pop().has_value());
+}
+
+// A consumer that records what it pops until the queue is closed and
+// drained (its state in the coroutine's parameters, not in a lambda's
+// captures, which would die with the lambda).
+asio::awaitable<void> consume_all(queue_ptr q, std::vector<i64>* out) {
+  for (;;) {
+    pop_result r = co_await q->pop();
+    if (!r || !r.value()) co_return;
+    out->push_back(*r.value()->try_get<i64>());
+  }
+}
+
+// Pushes 0 .. n-1, letting the strand in after each, then closes.
+asio::awaitable<void> produce_with_yields(queue_ptr q, i64 n, bool* all_pushed) {
+  *all_pushed = true;
+  for (i64 v = 0; v < n; ++v) {
+    if (!co_await q->push(int_blob(v))) *all_pushed = false;
+    co_await asio::post(co_await asio::this_coro::executor, asio::use_awaitable);
+  }
+  q->close();
+}
+
+TEST_CASE("waiting consumers are served in arrival order", "[queue][fairness]") {
+  // Four consumers wait on one queue; a producer pushes 60 values, letting
+  // the strand in after each. Each value goes to the consumer that has
+  // waited longest, so the four take turns: 15 each, in order.
+  asio::io_context io;
+  auto q = std::make_shared<blob_queue>(4);
+  std::vector<std::vector<i64>> got(4);
+  for (auto& out : got) asio::co_spawn(io, consume_all(q, &out), rethrow);
+  bool all_pushed = false;
+  asio::co_spawn(io, produce_with_yields(q, 60, &all_pushed), rethrow);
+  io.run();
+  CHECK(all_pushed);
+  for (std::size_t c = 0; c < got.size(); ++c) {
+    INFO("consumer " << c);
+    REQUIRE(got[c].size() == 15);
+    for (std::size_t k = 0; k < got[c].size(); ++k) CHECK(got[c][k] == static_cast<i64>(4 * k + c));
+  }
+}
+
+TEST_CASE("a consumer cancelled after a value was handed to it gives the value back", "[queue][fairness]") {
+  asio::io_context io;
+  auto q = std::make_shared<blob_queue>(2);
+  asio::cancellation_signal cancel_first;
+  std::optional<pop_result> first, second;
+  asio::co_spawn(io, q->pop(),
+                 asio::bind_cancellation_slot(cancel_first.slot(), [&](std::exception_ptr e, pop_result r) {
+                   rethrow(e);
+                   first = std::move(r);
+                 }));
+  asio::co_spawn(io, q->pop(), [&](std::exception_ptr e, pop_result r) {
+    rethrow(e);
+    second = std::move(r);
+  });
+  io.poll();  // both wait, the first one first
+  // On the io_context's thread, so that the cancellation reaches the first
+  // consumer before it resumes with the value handed to it.
+  asio::post(io, [&] {
+    blob v = int_blob(7);
+    REQUIRE(q->try_push(v));
+    cancel_first.emit(asio::cancellation_type::terminal);
+  });
+  io.poll();
+  REQUIRE(first);
+  REQUIRE_FALSE(*first);
+  CHECK(first->error().code == errc::cancelled);
+  REQUIRE(second);
+  REQUIRE(*second);
+  REQUIRE(second->value());
+  CHECK(*second->value()->try_get<i64>() == 7);
+  CHECK(q->size() == 0);
 }

@@ -7,6 +7,14 @@
 // everyone: later pushes fail with `errc::queue_closed`, pops drain what is
 // left and then complete with no value.
 //
+// Fairness: waiting consumers are served in arrival order. A value pushed
+// while consumers wait is handed to the one that has waited longest (it
+// never passes through the queue, so a consumer arriving later cannot take
+// it first); a waiting producer is woken, oldest first, each time a value
+// leaves. A consumer cancelled after a value was handed to it gives the
+// value back to the front of the queue (or to the next waiting consumer):
+// nothing is lost.
+//
 // Cancellation: a waiting push or pop honours the awaiting coroutine's
 // cancellation (terminal, partial or total) and completes with
 // `errc::cancelled`; the queue is unchanged.
@@ -62,9 +70,21 @@ class blob_queue {
   [[nodiscard]] std::size_t capacity() const noexcept { return capacity_; }
 
  private:
-  using waiters = std::list<boost::asio::steady_timer*>;
-  boost::asio::awaitable<status> wait(waiters& list);
-  static void wake(waiters& list) noexcept;
+  // A suspended push or pop: its wake-up timer and, for a pop, where a
+  // producer hands it a value. `woken` is set (and the entry removed) by
+  // whoever wakes it.
+  struct waiter {
+    boost::asio::steady_timer* timer;
+    std::optional<blob>* slot;
+    bool* woken;
+  };
+  using waiters = std::list<waiter>;
+  boost::asio::awaitable<status> wait(waiters& list, std::optional<blob>* slot);
+  static void wake_one(waiters& list) noexcept;
+  static void wake_all(waiters& list) noexcept;
+  // Hands `value` to the oldest waiting consumer; false (value untouched)
+  // when none waits.
+  bool hand_over(blob& value) noexcept;
 
   std::size_t capacity_;
   bool closed_ = false;
