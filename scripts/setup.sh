@@ -6,7 +6,7 @@ set -euo pipefail
 
 packages=(
   build-essential g++ clang clang-format clang-tidy libclang-rt-14-dev
-  meson ninja-build pkg-config cmake
+  meson ninja-build pkg-config cmake ccache
   libboost1.81-dev libboost-json1.81-dev
   catch2 libbenchmark-dev libtbb-dev
   libcli11-dev graphviz
