@@ -254,12 +254,13 @@ TEST_CASE("a step tree deeper than max_step_depth is refused, naming the limit a
 
 // Boost.JSON's parser recurses once per nesting level (2 per step level):
 // about 100 bytes a level when optimized, several times that in an
-// unoptimized AddressSanitizer build, which gets a larger stack here. The
-// taskgroup code itself walks step trees and documents with explicit stacks.
-#if defined(__SANITIZE_ADDRESS__)
+// unoptimized AddressSanitizer build or a ThreadSanitizer build, which get a
+// larger stack here. The taskgroup code itself walks step trees and
+// documents with explicit stacks.
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
 constexpr std::size_t small_stack = 2048 * 1024;
 #elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
 constexpr std::size_t small_stack = 2048 * 1024;
 #else
 constexpr std::size_t small_stack = 256 * 1024;
