@@ -11,8 +11,9 @@ from cli_support import Cli, SIGINT_EXIT, SIGTERM_EXIT
 cli = Cli()
 
 
-def wait_for_line(proc, needle, limit=20.0):
-    """Reads stderr until a line containing `needle` (plain progress mode)."""
+def wait_for_lines(proc, needles, limit=20.0):
+    """Reads stderr until it holds every one of `needles` (plain progress mode;
+    tasks of different nodes start in parallel, so in any order)."""
     seen = ""
     deadline = time.monotonic() + limit
     fd = proc.stderr.fileno()
@@ -23,7 +24,7 @@ def wait_for_line(proc, needle, limit=20.0):
             if not chunk:
                 break
             seen += chunk
-            if needle in seen:
+            if all(needle in seen for needle in needles):
                 return seen
     return seen
 
@@ -34,7 +35,7 @@ def interrupt(sig, expected, *extra):
     env.pop("TERM", None)
     proc = subprocess.Popen([cli.exe, "run", cli.plan("long_sleep.json"), "--trace", trace, *extra],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
-    seen = wait_for_line(proc, "task n1/counter started")
+    seen = wait_for_lines(proc, ["task local/sleeper started", "task n1/counter started"])
     cli.check("task local/sleeper started" in seen and "task n1/counter started" in seen,
               f"{sig.name}: both tasks started", seen)
     start = time.monotonic()
