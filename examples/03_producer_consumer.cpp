@@ -27,8 +27,10 @@
 //   tasks every interval, then once more after they finish, so the last
 //   line always shows the final count.
 //
-// The run is started with the token form, `session.async_run(group,
-// asio::use_future)`, on a session that owns its threads.
+// The run is started with the token form, `session.async_run(group, {},
+// asio::use_future)`, on a session that owns its threads: the future's
+// `get()` returns the report, or throws `boost::system::system_error` when
+// the run failed.
 #include <taskgroup/taskgroup.hpp>
 
 #include <boost/asio/use_future.hpp>
@@ -102,20 +104,23 @@ int main() {
   group.report_step(tg::step("progress").add_net(show), "local", 5ms);
 
   tg::local_session session(2);
-  std::future<tg::result<tg::run_report>> done = session.async_run(group, asio::use_future);
-  tg::result<tg::run_report> r = done.get();
-  tg::set_print_sink({});  // back to stdout; `progress` is ours again
-  if (!r) {
-    std::cerr << "run failed: " << r.error().message << '\n';
+  std::future<tg::run_report> done = session.async_run(group, {}, asio::use_future);
+  tg::run_report report;
+  try {
+    report = done.get();
+  } catch (const boost::system::system_error& e) {
+    tg::set_print_sink({});
+    std::cerr << "run failed: " << e.what() << '\n';
     return 1;
   }
+  tg::set_print_sink({});  // back to stdout; `progress` is ours again
 
-  for (const auto& t : r.value().tasks) {
+  for (const auto& t : report.tasks) {
     std::cout << t.name << ": " << tg::to_string(t.status) << ", " << t.iterations << " iterations\n";
   }
   const i64 expected_total = producers * per_producer * (per_producer + 1) / 2;
-  std::cout << "total = " << total.get().value() << " (expected " << expected_total << "), consumed = "
-            << consumed.get().value() << ", progress lines = " << progress.size() << '\n';
+  std::cout << "total = " << total.get(report).value() << " (expected " << expected_total
+            << "), consumed = " << consumed.get(report).value() << ", progress lines = " << progress.size() << '\n';
 
   int failures = 0;
   auto check = [&](bool ok, const char* what) {
@@ -124,9 +129,9 @@ int main() {
       ++failures;
     }
   };
-  check(r.value().ok(), "every task succeeded");
-  check(total.get().value() == expected_total, "total");
-  check(consumed.get().value() == producers * per_producer, "consumed");
+  check(report.ok(), "every task succeeded");
+  check(total.get(report).value() == expected_total, "total");
+  check(consumed.get(report).value() == producers * per_producer, "consumed");
   // At least one periodic report (the producers alone take 20 ms) and the final one.
   check(progress.size() >= 2, "the report step ran during the tasks");
   check(!progress.empty() && progress.back() == "progress: consumed: " + std::to_string(producers * per_producer),

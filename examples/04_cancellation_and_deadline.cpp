@@ -6,11 +6,12 @@
 // cleanly: each task is cancelled, every coroutine returns, and only then
 // does the run complete, with an error saying why.
 //
-// 1. From outside: `session.async_run(group, token)` takes any completion
-//    token; a token with a cancellation slot (here a callback bound to a
-//    `cancellation_signal` with `asio::bind_cancellation_slot`) cancels the
-//    whole run when the signal is emitted. A timer emits it after 20 ms.
-//    The run completes with `errc::cancelled`.
+// 1. From outside: `session.async_run(group, options, token)` takes any
+//    completion token; a token with a cancellation slot (here a callback
+//    bound to a `cancellation_signal` with `asio::bind_cancellation_slot`)
+//    cancels the whole run when the signal is emitted. A timer emits it
+//    after 20 ms. The handler gets `errc::cancelled` and the report, which
+//    says that every task was cancelled.
 // 2. A deadline for the whole run: `run_options{.timeout = 30ms}`. The
 //    run completes with `errc::timeout` ("run timed out after 30 ms").
 // 3. A deadline for one step: `execution_step::timeout(25ms)`. Only that
@@ -60,16 +61,19 @@ long long ms_since(clock_type::time_point t0) {
 }
 
 // Prints how a run ended and checks it ended with `expected`, promptly.
+void expect_error(const char* part, const tg::error& e, tg::errc expected, long long elapsed_ms) {
+  std::cout << part << ": " << e.code.message() << " after " << elapsed_ms << " ms\n  " << e.message << '\n';
+  check(e.code == expected, std::string(part) + ": error code");
+  check(elapsed_ms < 1000, std::string(part) + ": completed promptly");
+}
+
 void expect_error(const char* part, const tg::result<tg::run_report>& r, tg::errc expected, long long elapsed_ms) {
   if (r) {
     std::cout << part << ": unexpectedly succeeded\n";
     check(false, std::string(part) + ": the run should fail");
     return;
   }
-  std::cout << part << ": " << r.error().code.message() << " after " << elapsed_ms << " ms\n  "
-            << r.error().message << '\n';
-  check(r.error().code == expected, std::string(part) + ": error code");
-  check(elapsed_ms < 1000, std::string(part) + ": completed promptly");
+  expect_error(part, r.error(), expected, elapsed_ms);
 }
 
 tg::task_group make_forever() {
@@ -135,15 +139,27 @@ int main() {
     signal.emit(asio::cancellation_type::terminal);
   });
   const auto t0 = clock_type::now();
-  std::optional<tg::result<tg::run_report>> outcome;
+  std::optional<tg::run_report> outcome;
+  boost::system::error_code code;
   long long elapsed = 0;
-  session.async_run(forever, asio::bind_cancellation_slot(signal.slot(), [&](tg::result<tg::run_report> r) {
+  session.async_run(forever, {},
+                    asio::bind_cancellation_slot(signal.slot(), [&](boost::system::error_code ec, tg::run_report r) {
                       elapsed = ms_since(t0);
+                      code = ec;
                       outcome = std::move(r);
                     }));
   io.run();
   check(outcome.has_value(), "1. the handler ran");
-  if (outcome) expect_error("1. cancelled from outside", *outcome, tg::errc::cancelled, elapsed);
+  if (outcome) {
+    check(code == tg::errc::cancelled && outcome->failure && outcome->failure->code == code,
+          "1. the code is the report's failure");
+    // The report is there even though the run failed: every task cancelled.
+    for (const auto& t : outcome->tasks) {
+      std::cout << "1. " << t.name << ": " << tg::to_string(t.status) << '\n';
+      check(t.status == tg::task_status::cancelled, "1. each task cancelled");
+    }
+    expect_error("1. cancelled from outside", *outcome->failure, tg::errc::cancelled, elapsed);
+  }
 
   // Parts 2 to 4 on the same io_context.
   io.restart();

@@ -33,6 +33,7 @@ class category final : public boost::system::error_category {
       case errc::no_result: return "no result";
       case errc::group_mismatch: return "ranks built different groups";
       case errc::mpi_failed: return "MPI failed";
+      case errc::invalid_feed: return "invalid feed";
     }
     return "unknown taskgroup error";
   }

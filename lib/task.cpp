@@ -3,6 +3,7 @@
 #include "detail/limits.hpp"
 #include "detail/task_misuse.hpp"
 
+#include <algorithm>
 #include <atomic>
 
 namespace taskgroup {
@@ -25,25 +26,36 @@ error detail::output_not_set(const output_state& s) {
                                     ": Output value not set yet."};
 }
 
-void detail::set_output(output_state& s, bool succeeded, const output_source& value_of) {
+result<std::vector<std::shared_ptr<const blob>>> detail::output_values(const output_state& s, const task_report* r) {
+  const std::string what = "task " + quote(s.task) + " output " + quote(s.blobs.empty() ? "" : s.blobs[0]);
+  if (r == nullptr) return fail(errc::output_not_set, what + ": the task was not in the run");
+  if (r->status != task_status::succeeded) return fail(errc::output_not_set, what + ": the task did not succeed");
+  std::vector<std::shared_ptr<const blob>> values;
+  values.reserve(s.blobs.size());
+  for (const auto& name : s.blobs) {
+    auto is = [&](const auto& kv) { return kv.first == name; };
+    if (auto e = std::find_if(r->output_errors.begin(), r->output_errors.end(), is); e != r->output_errors.end()) {
+      return e->second.with_context("task " + quote(s.task) + " output " + quote(name));
+    }
+    auto v = std::find_if(r->outputs.begin(), r->outputs.end(), is);
+    if (v == r->outputs.end()) {
+      return fail(errc::output_not_set, "task " + quote(s.task) + " output " + quote(name) + ": no value in the run");
+    }
+    values.push_back(v->second);
+  }
+  return values;
+}
+
+void detail::set_output(output_state& s, const task_report& r) {
   s.values.clear();
   s.failure.reset();
   s.set = false;
-  if (!succeeded) {
-    s.failure =
-        error(errc::output_not_set, "task " + quote(s.task) + " output " + quote(s.blobs.empty() ? "" : s.blobs[0]) +
-                                        ": the task did not succeed");
+  auto values = output_values(s, &r);
+  if (!values) {
+    s.failure = values.error();
     return;
   }
-  for (const auto& name : s.blobs) {
-    auto value = value_of(name);
-    if (!value) {
-      s.failure = value.error().with_context("task " + quote(s.task) + " output " + quote(name));
-      s.values.clear();
-      return;
-    }
-    s.values.push_back(std::move(value).value());
-  }
+  s.values = std::move(values).value();
   s.set = true;
 }
 

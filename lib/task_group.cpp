@@ -18,7 +18,8 @@ std::string_view to_string(task_status s) noexcept {
 }
 
 bool run_report::ok() const noexcept {
-  return std::all_of(tasks.begin(), tasks.end(), [](const task_report& t) { return t.status == task_status::succeeded; });
+  return std::all_of(tasks.begin(), tasks.end(),
+                     [](const task_report& t) { return t.status == task_status::succeeded; });
 }
 
 const task_report* run_report::find(std::string_view name) const noexcept {
@@ -42,7 +43,6 @@ struct local_entry {
   std::shared_ptr<setup_object> obj;
 };
 
-
 }  // namespace
 
 struct task_group::data {
@@ -52,6 +52,8 @@ struct task_group::data {
   taskgroup::cluster nodes;
   std::vector<group_report_step> reports;
   std::vector<local_entry> locals;
+  std::vector<group_input> inputs;
+  std::set<std::pair<std::string, std::string>> input_keys;  // (node, blob) of `inputs`
   mutable bool used = false;
   // tasks_by_node cache: the node map it was computed for, and the result.
   std::optional<std::map<std::string, std::string>> remap_used;
@@ -107,6 +109,21 @@ bool task_group::used() const noexcept { return data_->used; }
 void task_group::mark_used() const noexcept { data_->used = true; }
 const std::vector<group_report_step>& task_group::report_steps() const noexcept { return data_->reports; }
 
+status task_group::declare_input(std::string blob, node on, bool required, const std::type_info* type,
+                                 std::string type_name) {
+  const std::string where = quote(on.name() + "/" + blob);
+  if (data_->used) return fail(errc::invalid_task, "Cannot add input " + where + " to an already used TaskGroup.");
+  if (blob.empty()) return fail(errc::invalid_task, "an input on node " + quote(on.name()) + " has an empty blob name");
+  if (!data_->input_keys.emplace(on.name(), blob).second) {
+    return fail(errc::invalid_task, "input " + where + " declared twice");
+  }
+  if (type != nullptr && type_name.empty()) type_name = detail::demangle(type->name());
+  data_->inputs.push_back(group_input{on.name(), std::move(blob), type, std::move(type_name), required});
+  return ok();
+}
+
+const std::vector<group_input>& task_group::inputs() const noexcept { return data_->inputs; }
+
 task_group& task_group::report_step(execution_step s, node on, std::optional<std::chrono::milliseconds> interval) {
   auto every = interval.value_or(s.report_interval().value_or(std::chrono::milliseconds(1000)));
   data_->reports.push_back({std::move(s), on.name(), every});
@@ -161,8 +178,8 @@ result<task_group> task_group::tasks_by_node(std::function<std::string(std::stri
   }
   for (const auto& r : data_->reports) {
     if (!by_node.count(node_map[r.node])) {
-      return fail(errc::invalid_task, "report step " + quote(r.step.name()) + " on node " + quote(r.node) +
-                                          ", which has no task");
+      return fail(errc::invalid_task,
+                  "report step " + quote(r.step.name()) + " on node " + quote(r.node) + ", which has no task");
     }
     if (auto f = detail::duration_fault(r.interval.count()); !f.empty()) {
       return fail(errc::invalid_task,
@@ -176,7 +193,8 @@ result<task_group> task_group::tasks_by_node(std::function<std::string(std::stri
     execution_step body_step(m + ":body");
     std::vector<std::string> outputs;
     for (const auto& r : data_->reports) {
-      if (node_map[r.node] == m) body_step.add_substep(execution_step(r.step.name()).add_substep(r.step).run_every(r.interval));
+      if (node_map[r.node] == m)
+        body_step.add_substep(execution_step(r.step.name()).add_substep(r.step).run_every(r.interval));
     }
     std::vector<execution_step> steps;
     for (const task* t : by_node[m]) {

@@ -77,7 +77,10 @@ TEST_CASE("tasks of different nodes run in parallel, with or without waits", "[s
       local_session session(io.get_executor());
       auto r = std::make_shared<rendezvous>(2);
       std::optional<result<run_report>> out;
-      session.async_run(meeting(2, r), [&](result<run_report> rr) { out = std::move(rr); });
+      session.async_run(meeting(2, r), {}, [&](boost::system::error_code ec, run_report rr) {
+        CHECK(!ec);
+        out = std::move(rr);
+      });
       std::thread other([&] { io.run(); });
       io.run();
       other.join();

@@ -72,15 +72,17 @@ enum class errc {
   group_mismatch,
   /// An MPI call failed, or a rank stopped answering.
   mpi_failed,
+  /// A run's feeds do not match the inputs its group declares (an unknown
+  /// node or blob, a wrong type, a missing required input, a blob fed
+  /// twice).
+  invalid_feed,
 };
 
 /// The `taskgroup` error category (name "taskgroup"). Thread-safe.
 const boost::system::error_category& error_category() noexcept;
 
 /// Makes an error_code of the `taskgroup` category.
-inline boost::system::error_code make_error_code(errc e) noexcept {
-  return {static_cast<int>(e), error_category()};
-}
+inline boost::system::error_code make_error_code(errc e) noexcept { return {static_cast<int>(e), error_category()}; }
 
 /// An error: a code plus a message naming what failed.
 ///
@@ -159,7 +161,7 @@ class result : public basic_result_t<T> {
  public:
   using base::base;
   result() : base(error(errc::no_result, "no result")) {}
-  result(const base& b) : base(b) {}       // NOLINT(google-explicit-constructor)
+  result(const base& b) : base(b) {}        // NOLINT(google-explicit-constructor)
   result(base&& b) : base(std::move(b)) {}  // NOLINT(google-explicit-constructor)
 };
 
@@ -170,7 +172,9 @@ using status = result<void>;
 inline status ok() noexcept { return BOOST_OUTCOME_V2_NAMESPACE::success(); }
 
 /// Makes a failed result from a code and a message.
-inline auto fail(errc e, std::string message) { return BOOST_OUTCOME_V2_NAMESPACE::failure(error(e, std::move(message))); }
+inline auto fail(errc e, std::string message) {
+  return BOOST_OUTCOME_V2_NAMESPACE::failure(error(e, std::move(message)));
+}
 inline auto fail(error e) { return BOOST_OUTCOME_V2_NAMESPACE::failure(std::move(e)); }
 
 /// Quotes a name for messages: `"x"`.

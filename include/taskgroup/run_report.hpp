@@ -30,6 +30,49 @@ enum class run_policy {
 struct task_report;
 class codec_registry;
 
+/// Values for the inputs of one run, by node and blob name (the feeds of
+/// a TensorFlow or ONNX Runtime session, on Caffe2's blobs). A run places
+/// each value, copied, in its own workspace of the node before any task
+/// starts; tasks read it as an ordinary blob. Every feed must name an
+/// input the group declares (`task_group::input`), of its type when the
+/// input is typed; each required input must be fed; a blob may be fed once
+/// per run. The run checks this before it starts anything and fails with
+/// `errc::invalid_feed` naming the node, the blob and what is wrong.
+///
+/// A run takes its feeds by value when it is called: changing or
+/// destroying this object afterwards does not change a run in flight.
+/// Values are shared (not copied) between copies of a `feeds`.
+/// Threading: a value type (reentrant).
+class feeds {
+ public:
+  struct entry {
+    std::string node;
+    std::string blob;
+    std::shared_ptr<const taskgroup::blob> value;
+  };
+
+  /// Feeds `value` (a `T`) to blob `blob_name` on node `node_name`.
+  template <class T>
+  feeds& set(std::string node_name, std::string blob_name, T value) {
+    return set_blob(std::move(node_name), std::move(blob_name),
+                    std::make_shared<const taskgroup::blob>(taskgroup::blob(std::move(value))));
+  }
+  /// Feeds a prepared value (it must be copyable with `blob::clone`, which
+  /// the run does; a value that is not fails the run naming the feed).
+  feeds& set_blob(std::string node_name, std::string blob_name, std::shared_ptr<const taskgroup::blob> value) {
+    entries_.push_back({std::move(node_name), std::move(blob_name), std::move(value)});
+    return *this;
+  }
+
+  /// Every feed, in the order set.
+  [[nodiscard]] const std::vector<entry>& entries() const noexcept { return entries_; }
+  [[nodiscard]] bool empty() const noexcept { return entries_.empty(); }
+  [[nodiscard]] std::size_t size() const noexcept { return entries_.size(); }
+
+ private:
+  std::vector<entry> entries_;
+};
+
 /// Receives what happens during a run: tasks beginning and ending, and,
 /// with their task and node, step executions, net runs and report-step
 /// runs (for traces and progress displays). `task` is empty for work that
@@ -76,6 +119,8 @@ struct run_options {
   /// `errc::invalid_task` naming a node the group does not use. (The MPI
   /// session runs each rank's own nodes this way.)
   std::optional<std::vector<std::string>> only_nodes{};
+  /// The run's input values (see `feeds`).
+  taskgroup::feeds feeds{};
 };
 
 /// How a task ended.
@@ -94,8 +139,12 @@ struct task_report {
   std::chrono::system_clock::time_point finished{};
   /// Iterations run by the task's own step (summed over instances).
   std::uint64_t iterations = 0;
-  /// Declared outputs after the run: blob name and a copy of its value.
+  /// Declared outputs after the run: blob name and a copy of its value
+  /// (this run's own: never shared with another run).
   std::vector<std::pair<std::string, std::shared_ptr<const blob>>> outputs;
+  /// Declared outputs of a task that succeeded but could not be fetched:
+  /// blob name and why (e.g. "blob "x" has no value in node "n1"").
+  std::vector<std::pair<std::string, error>> output_errors;
 
   [[nodiscard]] std::chrono::nanoseconds duration() const noexcept { return finished - started; }
 };
@@ -105,6 +154,11 @@ struct run_report {
   std::vector<task_report> tasks;  ///< in the group's task order
   std::chrono::system_clock::time_point started{};
   std::chrono::system_clock::time_point finished{};
+  /// Why the run failed, when it did: the error of `local_session::run`,
+  /// whose code `async_run` completes with. A failed run's report still
+  /// lists every task with its status (`not_run` for a run refused before
+  /// it started).
+  std::optional<error> failure;
 
   /// True when every task succeeded.
   [[nodiscard]] bool ok() const noexcept;

@@ -1,21 +1,31 @@
 // taskgroup: the local session, which runs task groups in this process.
 //
 // A session gives every node one workspace and one strand over its
-// executor: tasks of a node share the node's workspace (GLOBAL tasks run
-// in it; PRIVATE tasks in a child made when the task starts and dropped
-// when it ends), nodes share nothing, and different nodes run in parallel
-// on the executor's threads. Node workspaces live as long as the session,
-// so GLOBAL blobs accumulate across runs. A group is compiled on its first
-// run and the compilation is reused; the group is frozen from then on.
+// executor: nodes share nothing, and different nodes run in parallel on
+// the executor's threads. Node workspaces live as long as the session.
+// Each run has a workspace of its own on each of its nodes, a child of the
+// node workspace (so it sees what the node keeps), made when the node
+// starts and dropped with the run: its feeds, its declared outputs, and
+// what its tasks create live there, never seen by another run. PRIVATE
+// tasks run in a child of the run's workspace, dropped when the task
+// ends. A blob the node workspace already has (state the node keeps
+// across runs) is read and written in place, by every run on the node, on
+// purpose, even when it is a declared output (the run's report still gets
+// its own copy of the value); a feed always shadows it. A node
+// with a GLOBAL task is the exception: there the run's workspace is the
+// node workspace itself (GLOBAL blobs accumulate across runs), and runs of
+// groups with GLOBAL tasks on that node take turns, in arrival order. A
+// group is compiled on its first run and the compilation is reused; the
+// group is frozen from then on.
 //
-// A run, per node: local init -> the node's tasks concurrently, with its
-// group report steps -> a final run of each report step -> local exit.
-// Every declared output blob is created in its node's workspace before any
-// task starts (so a PRIVATE task writes through to it and it survives the
-// task; note that this makes an output of a multi-instance task one blob
-// shared by the instances). Outputs are copied from the node workspaces
-// when the node's tasks end. Local setup or a report step on a node with
-// no task is an error.
+// A run, per node: (its turn, for a GLOBAL node) -> its workspace, with
+// every declared output blob made in it before any task starts (so a
+// PRIVATE task writes through to it; an output of a multi-instance task is
+// one blob shared by the instances) and the feeds copied in -> local init
+// -> the node's tasks concurrently, with its group report steps -> a final
+// run of each report step -> outputs copied into the run's report ->
+// local exit. Local setup or a report step on a node with no task is an
+// error.
 //
 // How a node runs its tasks: a task whose step tree is small and plain (at
 // most 256 net runs and substep executions, no deadline, report step,
@@ -37,8 +47,8 @@
 // Errors name the node, the task, the step path, the net and the op:
 // `task "n1/train" (node "n1"): train/net "read" op #1 (Dequeue): ...`.
 //
-// Threading: thread-safe. Runs of different groups may overlap; tasks on
-// one node are serialised by its strand either way.
+// Threading: thread-safe. Runs may overlap, of different groups or of one
+// (see `async_run`); tasks on one node are serialised by its strand.
 #pragma once
 
 #include <taskgroup/error.hpp>
@@ -110,43 +120,71 @@ class local_session {
   local_session(const local_session&) = delete;
   local_session& operator=(const local_session&) = delete;
 
-  /// Runs `group`. Completes with the run report; under `run_policy::join`
-  /// with the first failure instead (every other task cancelled and
-  /// unwound first). Errors: `errc::session_closed`, the group's compile
-  /// errors (`errc::invalid_task`, `errc::invalid_step`, ...), the first
-  /// task failure, `errc::timeout` when `options.timeout` expires,
-  /// `errc::cancelled` when cancelled. Cancellation: terminal cancellation
-  /// of the awaiting coroutine cancels every task on every node. An
+  /// Runs `group`: the token form, for any completion token (a callback,
+  /// `use_awaitable`, `use_future`, `deferred`, `as_tuple(...)`,
+  /// `redirect_error(...)`, ...). Completes with
+  /// `void(boost::system::error_code, run_report)`: the code is that of
+  /// `report.failure` (empty on success), and the report is always there,
+  /// saying which tasks succeeded, failed, were cancelled or never ran,
+  /// each with its message; `use_awaitable` and `use_future` throw
+  /// `boost::system::system_error` with the code (the message is in
+  /// `report.failure`: use `run` or `as_tuple` to keep it).
+  ///
+  /// Under `run_policy::join` the run fails with the first task failure
+  /// (every other task cancelled and unwound first); under `gather` only
+  /// with its own ends. Errors: `errc::session_closed`, the group's compile
+  /// errors (`errc::invalid_task`, `errc::invalid_step`, ...),
+  /// `errc::invalid_feed` (feeds that do not match the group's inputs:
+  /// nothing has run), the first task failure, `errc::timeout` when
+  /// `options.timeout` expires, `errc::cancelled` when cancelled.
+  ///
+  /// Runs of one group may overlap, each isolated from the others: it has
+  /// its own workspace on each node (a child of the node workspace, whose
+  /// blobs it sees), its own feeds and its own outputs (`report`,
+  /// `task_output::get(report)`). A node with a GLOBAL task is the
+  /// exception: its tasks run in the node workspace itself, so runs of
+  /// groups with GLOBAL tasks there take turns on it, in arrival order (a
+  /// later run waits, cancellably, until the earlier ones have ended there).
+  ///
+  /// Cancellation: through the token's cancellation slot. Terminal and
+  /// partial cancellation cancel every task on every node (the run
+  /// completes with `errc::cancelled` once all have unwound; the report
+  /// says what ran). Total cancellation is not supported: a run that has
+  /// started has had effects (blobs written), so it is ignored. An
   /// allocation failure while the run starts completes it with an error,
   /// or its `std::bad_alloc` leaves the event loop's `run()` and the run
   /// completes when the loop runs again (README, "Errors").
-  boost::asio::awaitable<result<run_report>> run(task_group group, run_options options = {});
-
-  /// Token form of `run`, completing with `void(result<run_report>)`
-  /// through any completion token (callback, `use_future`,
-  /// `use_awaitable`, `deferred`); the token's cancellation slot cancels
-  /// the run.
-  template <class CompletionToken>
-  auto async_run(task_group group, CompletionToken&& token, run_options options = {}) {
-    // The initiation holds the session's state, not `this`: a run queued
-    // when the session is destroyed starts later and fails cleanly.
+  ///
+  /// The initiation holds the session's state, not `this`: a run queued
+  /// when the session is destroyed starts later and fails cleanly.
+  template <class CompletionToken = boost::asio::default_completion_token_t<boost::asio::any_io_executor>>
+  auto async_run(task_group group, run_options options = {},
+                 CompletionToken&& token = boost::asio::default_completion_token_t<boost::asio::any_io_executor>()) {
+    // Not type-erased (any_completion_handler): asking an erased handler
+    // for its executor allocates where a failure terminates.
     auto init = [state = impl_](auto handler, task_group g, run_options o) {
       auto coord = coordinator(*state);
-      auto cancel = detail::forward_cancellation(boost::asio::get_associated_cancellation_slot(handler), coord);
+      auto cancel = relay_cancellation(boost::asio::get_associated_cancellation_slot(handler), *state);
       auto handler_ex = boost::asio::get_associated_executor(handler, coord);
       boost::asio::co_spawn(
-          coord, run_here(state, std::move(g), o),
+          coord, run_here(state, std::move(g), std::move(o)),
           boost::asio::bind_cancellation_slot(
-              cancel->slot(),
-              boost::asio::bind_executor(
-                  handler_ex, [h = std::move(handler), cancel](std::exception_ptr ep, result<run_report> r) mutable {
-                    if (ep) r = error(errc::op_failed, "unexpected exception in the session");
-                    std::move(h)(std::move(r));
-                  })));
+              cancel->slot(), boost::asio::bind_executor(handler_ex, [h = std::move(handler), cancel](
+                                                                         std::exception_ptr ep, run_report r) mutable {
+                if (ep) r.failure = error(errc::op_failed, "unexpected exception in the session");
+                const boost::system::error_code ec = r.failure ? r.failure->code : boost::system::error_code();
+                std::move(h)(ec, std::move(r));
+              })));
     };
-    return boost::asio::async_initiate<CompletionToken, void(result<run_report>)>(std::move(init), token,
-                                                                                  std::move(group), options);
+    return boost::asio::async_initiate<CompletionToken, void(boost::system::error_code, run_report)>(
+        std::move(init), token, std::move(group), std::move(options));
   }
+
+  /// Runs `group` (as `async_run`), completing with the report, or with
+  /// the run's error (`report.failure`) instead: for code that prefers
+  /// values to exceptions. Cancellation: the awaiting coroutine's, as
+  /// `async_run`.
+  boost::asio::awaitable<result<run_report>> run(task_group group, run_options options = {});
 
   /// Runs `group` and blocks the calling thread until it ends: for
   /// programs without an event loop. The session's executor must be run by
@@ -173,12 +211,18 @@ class local_session {
 
   [[nodiscard]] boost::asio::any_io_executor get_executor() const;
 
-  struct impl;
-
  private:
+  struct impl;
   [[nodiscard]] static boost::asio::strand<boost::asio::any_io_executor> coordinator(const impl& state);
-  static boost::asio::awaitable<result<run_report>> run_here(std::shared_ptr<impl> state, task_group group,
-                                                             run_options options);
+  // A signal whose emissions reach the run on the coordinator: Asio
+  // 1.26's co_spawn, cancelled from another thread, dispatches a raw
+  // pointer to a signal that dies with the coroutine (a use-after-free when
+  // the run ends meanwhile), so the run's slot is this signal's, kept
+  // alive by the completion handler.
+  static std::shared_ptr<boost::asio::cancellation_signal> relay_cancellation(boost::asio::cancellation_slot from,
+                                                                              const impl& state);
+  static boost::asio::awaitable<run_report> run_here(std::shared_ptr<impl> state, task_group group,
+                                                     run_options options);
   std::shared_ptr<impl> impl_;
 };
 

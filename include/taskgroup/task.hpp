@@ -30,6 +30,7 @@
 #include <taskgroup/error.hpp>
 #include <taskgroup/execution_step.hpp>
 #include <taskgroup/node.hpp>
+#include <taskgroup/run_report.hpp>
 
 #include <atomic>
 #include <chrono>
@@ -110,14 +111,14 @@ struct output_state {
   // session sends it from there, then takes the copies it keeps.
   bool borrow = false;
 };
-// Where a run's value of one output blob comes from: the value, or why
-// there is none (the message need not name the task or the output).
-using output_source = std::function<result<std::shared_ptr<const blob>>(const std::string& blob_name)>;
-// Fills `s` after a run of its task (every session does it the same way):
-// when the task did not succeed, `errc::output_not_set` "task T output B:
-// the task did not succeed"; otherwise each blob's value from `value_of`,
-// or its first error prefixed with "task T output B: ".
-void set_output(output_state& s, bool succeeded, const output_source& value_of);
+// The values of output `s` in `r`, the report of its task in one run
+// (null: the run did not report the task). Errors: `errc::output_not_set`
+// "task T output B: the task did not succeed" (or "... was not in the
+// run"), or the fetch error `r` holds for the blob.
+result<std::vector<std::shared_ptr<const blob>>> output_values(const output_state& s, const task_report* r);
+// Fills `s` (its last run) from `r`, the report of its task in that run.
+// Every session does it this way, on one strand per group of runs.
+void set_output(output_state& s, const task_report& r);
 error output_not_set(const output_state& s);
 error output_type_error(const output_state& s, std::size_t i, const blob& b, const std::string& expected);
 }  // namespace detail
@@ -129,29 +130,25 @@ error output_type_error(const output_state& s, std::size_t i, const blob& b, con
 template <class T>
 class task_output {
  public:
-  /// The value of the last run. Errors: `errc::output_not_set` ("Output
-  /// value not set yet.") before any run, `errc::type_mismatch` when the
-  /// blob holds another type.
+  /// The value of the last run of the group to complete. For one run at a
+  /// time; when runs of the group overlap, read each run's value from its
+  /// report (`get(report)`). Errors: `errc::output_not_set` ("Output value
+  /// not set yet.") before any run, or why the last run did not set it;
+  /// `errc::type_mismatch` when the blob holds another type.
   [[nodiscard]] result<T> get() const {
     if (state_->failure) return *state_->failure;
     if (!state_->set) return detail::output_not_set(*state_);
-    if constexpr (is_list) {
-      if (state_->list) {
-        T out;
-        out.reserve(state_->values.size());
-        for (std::size_t i = 0; i < state_->values.size(); ++i) {
-          const auto* v = state_->values[i]->template try_get<typename T::value_type>();
-          if (v == nullptr) {
-            return detail::output_type_error(*state_, i, *state_->values[i], type_name<typename T::value_type>());
-          }
-          out.push_back(*v);
-        }
-        return out;
-      }
-    }
-    const T* v = state_->values.at(0)->template try_get<T>();
-    if (v == nullptr) return detail::output_type_error(*state_, 0, *state_->values.at(0), type_name<T>());
-    return *v;
+    return read(state_->values);
+  }
+
+  /// The value that the run whose report is `report` produced, whatever
+  /// other runs of the group did meanwhile. Errors: `errc::output_not_set`
+  /// when that run did not report the task, the task did not succeed
+  /// there, or the value could not be fetched (saying why);
+  /// `errc::type_mismatch` as `get()`. Threading: reads `report` only.
+  [[nodiscard]] result<T> get(const run_report& report) const {
+    TASKGROUP_TRY(auto values, detail::output_values(*state_, report.find(state_->task)));
+    return read(values);
   }
 
   /// True once a run has set the value.
@@ -167,6 +164,26 @@ class task_output {
   template <class U>
   struct is_vector<std::vector<U>> : std::true_type {};
   static constexpr bool is_list = is_vector<T>::value;
+
+  result<T> read(const std::vector<std::shared_ptr<const blob>>& values) const {
+    if constexpr (is_list) {
+      if (state_->list) {
+        T out;
+        out.reserve(values.size());
+        for (std::size_t i = 0; i < values.size(); ++i) {
+          const auto* v = values[i]->template try_get<typename T::value_type>();
+          if (v == nullptr)
+            return detail::output_type_error(*state_, i, *values[i], type_name<typename T::value_type>());
+          out.push_back(*v);
+        }
+        return out;
+      }
+    }
+    const T* v = values.at(0)->template try_get<T>();
+    if (v == nullptr) return detail::output_type_error(*state_, 0, *values.at(0), type_name<T>());
+    return *v;
+  }
+
   std::shared_ptr<detail::output_state> state_;
 };
 

@@ -37,6 +37,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <typeinfo>
 #include <vector>
 
 namespace taskgroup {
@@ -47,6 +48,19 @@ struct group_report_step {
   execution_step step;
   std::string node;
   std::chrono::milliseconds interval;
+};
+
+/// An input a group declares: blob `blob` on node `node`, given to each run
+/// by a feed (`run_options::feeds`).
+struct group_input {
+  std::string node;
+  std::string blob;
+  /// The C++ type a feed must hold, or null for any type.
+  const std::type_info* type = nullptr;
+  /// The type's name in messages (`int64`, `vector<double>`, ...).
+  std::string type_name;
+  /// A run without a feed for a required input fails before it starts.
+  bool required = true;
 };
 
 /// Tasks that run together (a Caffe2 TaskGroup).
@@ -83,6 +97,22 @@ class task_group {
   task_group& local_init(node on, body b);
   task_group& local_exit(node on, body b);
   task_group& local_setup(node on, std::shared_ptr<setup_object> obj);
+
+  /// Declares input `blob` on node `on` (default `local`), holding a `T`:
+  /// each run is given its value by a feed (`run_options::feeds`), placed
+  /// in the run's workspace on that node before any task starts. Errors
+  /// (`errc::invalid_task`): an empty blob name, an input declared twice,
+  /// a group already used.
+  template <class T>
+  status input(std::string blob, node on = {}, bool required = true) {
+    return declare_input(std::move(blob), std::move(on), required, &typeid(T), taskgroup::type_name<T>());
+  }
+  /// The same with the type given at run time (null: any type; its name
+  /// for messages, demangled when not given), as plans declare inputs.
+  status declare_input(std::string blob, node on = {}, bool required = true, const std::type_info* type = nullptr,
+                       std::string type_name = {});
+  /// The declared inputs, in order of declaration.
+  [[nodiscard]] const std::vector<group_input>& inputs() const noexcept;
 
   /// Adds an empty task on `on` (default `local`) that carries output
   /// `blob` (Caffe2 final_output with no active task).

@@ -34,12 +34,7 @@ namespace {
 
 // Fills the output handles of a task that ran on another rank.
 void set_outputs(const task& t, const task_report& rep) {
-  auto value_of = [&](const std::string& name) -> result<std::shared_ptr<const blob>> {
-    auto it = std::find_if(rep.outputs.begin(), rep.outputs.end(), [&](const auto& kv) { return kv.first == name; });
-    if (it == rep.outputs.end()) return fail(errc::output_not_set, "no value came from node " + quote(rep.node));
-    return it->second;
-  };
-  for (const auto& out : t.output_states()) detail::set_output(*out, rep.status == task_status::succeeded, value_of);
+  for (const auto& out : t.output_states()) detail::set_output(*out, rep);
 }
 
 // Rank 0's side of decoding a rank's STATUS: receives its detached values

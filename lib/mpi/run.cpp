@@ -22,15 +22,18 @@ void start_local(const state_ptr& s, const std::shared_ptr<run_ctx>& ctx, const 
   // are encoded for real when sent.
   options.strict_codecs = s->rank == 0 ? s->options.codecs : nullptr;
   options.timeout.reset();  // the deadline is rank 0's
-  auto done = [ctx](result<run_report> r) {
-    ctx->local = std::move(r);
+  auto done = [ctx](boost::system::error_code, run_report r) {
+    if (r.failure) {
+      ctx->local = *r.failure;
+    } else {
+      ctx->local = std::move(r);
+    }
     ctx->local_done = true;
     ctx->wake.cancel();
   };
   s->local->async_run(
-      group,
-      asio::bind_cancellation_slot(ctx->local_cancel.slot(), asio::bind_executor(ctx->wake.get_executor(), done)),
-      options);
+      group, std::move(options),
+      asio::bind_cancellation_slot(ctx->local_cancel.slot(), asio::bind_executor(ctx->wake.get_executor(), done)));
 }
 
 void cancel_local(run_ctx& ctx) {

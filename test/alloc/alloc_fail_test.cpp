@@ -126,8 +126,13 @@ attempt run_once(asio::io_context& io, local_session& session, const task_group&
   attempt a;
   allocations_left = n;
   try {
-    session.async_run(
-        group, [&](result<run_report> r) { a.out.emplace(std::move(r)); }, o);
+    session.async_run(group, o, [&](boost::system::error_code, run_report r) {
+      if (r.failure) {
+        a.out.emplace(*r.failure);
+      } else {
+        a.out.emplace(std::move(r));
+      }
+    });
     io.restart();
     (void)io.poll();
   } catch (const std::bad_alloc&) {

@@ -351,7 +351,15 @@ run_outcome session::run(const task_group& g) {
     out.ok = false;
   };
   for (const auto& node : order) {
-    std::shared_ptr<ws> w = node_ws(node);
+    // A run's workspace on a node: the node's own when a GLOBAL task runs
+    // there, else a child of it that ends with the run.
+    bool global_here = false;
+    for (const auto& t : g.tasks()) {
+      if (t.node_name() == node && t.type().value_or(workspace_type::private_) == workspace_type::global) {
+        global_here = true;
+      }
+    }
+    std::shared_ptr<ws> w = global_here ? node_ws(node) : ws::child(node_ws(node));
     runner own(out, "", node, nullptr);
     for (const auto& t : g.tasks()) {
       if (t.node_name() != node) continue;

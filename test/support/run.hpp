@@ -1,9 +1,12 @@
 // Test harness: run awaitables to completion on a private io_context.
 #pragma once
 
+#include <boost/asio/awaitable.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/io_context.hpp>
-#include <boost/asio/awaitable.hpp>
+#include <boost/system/error_code.hpp>
+
+#include <taskgroup/run_report.hpp>
 
 #include <exception>
 #include <optional>
@@ -32,6 +35,19 @@ template <class T>
 T run(boost::asio::awaitable<T> a) {
   boost::asio::io_context io;
   return run(io, std::move(a));
+}
+
+/// A completion handler for `async_run` that hands `f` the run as a
+/// `result<run_report>`: the report, or the run's failure.
+template <class F>
+auto as_result(F f) {
+  return [f = std::move(f)](boost::system::error_code, run_report r) mutable {
+    if (r.failure) {
+      f(result<run_report>(*r.failure));
+    } else {
+      f(result<run_report>(std::move(r)));
+    }
+  };
 }
 
 }  // namespace taskgroup::test

@@ -1,0 +1,108 @@
+#include "state.hpp"
+
+#include "../detail/limits.hpp"
+
+#include <map>
+
+namespace taskgroup::detail {
+
+namespace asio = boost::asio;
+
+namespace {
+
+result<std::shared_ptr<const detail::compiled_step>> compile_setup(const std::string& name,
+                                                                   const std::vector<body>& bodies) {
+  execution_step s(name);
+  for (const auto& b : bodies) append_body(s, b);
+  if (s.empty() && s.validate()) return std::shared_ptr<const detail::compiled_step>();
+  return detail::compile_step(s);
+}
+
+}  // namespace
+
+result<std::shared_ptr<const compiled_group>> compile_group(const task_group& g) {
+  g.mark_used();
+  auto out = std::make_shared<compiled_group>();
+  std::map<std::string, std::size_t> node_index;
+  // The index of node `name` in out->nodes, added at its first use.
+  auto index_of = [&](const std::string& name) -> std::size_t {
+    auto [it, added] = node_index.try_emplace(name, out->nodes.size());
+    if (added) out->nodes.push_back(compiled_node{name, nullptr, nullptr, {}, {}});
+    return it->second;
+  };
+  // Exact sizes: the group is kept for its later runs, and an array grown
+  // by doubling would leave its smaller copies behind at the peak.
+  out->tasks.reserve(g.tasks().size());
+  out->steps = detail::make_compiled_steps(g.tasks().size());
+  std::vector<std::size_t> node_of_task;
+  node_of_task.reserve(g.tasks().size());
+  for (const auto& t : g.tasks()) {
+    TASKGROUP_TRY(auto composed, t.get_step());
+    const execution_step* counted = t.user_step() ? &*t.user_step() : nullptr;
+    detail::compiled_step& compiled = detail::compiled_at(out->steps.get(), out->tasks.size());
+    TASKGROUP_TRY(detail::compile_into(compiled, composed, counted));
+    const bool priv = t.type().value_or(workspace_type::private_) == workspace_type::private_;
+    node_of_task.push_back(index_of(t.node_name()));
+    out->tasks.push_back(compiled_task{t, nullptr, &detail::task_full_name(*t.state()), 0, priv});
+  }
+  // Every node is known now: its name stays where it is.
+  for (std::size_t k = 0; k < node_of_task.size(); ++k) {
+    compiled_task& ct = out->tasks[k];
+    compiled_node& cn = out->nodes[node_of_task[k]];
+    ct.node = &cn.name;
+    ct.node_index = static_cast<std::uint32_t>(node_of_task[k]);
+    if (!ct.is_private) cn.global = true;
+  }
+  std::vector<std::size_t> per_node(out->nodes.size(), 0);
+  for (std::size_t i : node_of_task) ++per_node[i];
+  for (std::size_t i = 0; i < out->nodes.size(); ++i) out->nodes[i].tasks.reserve(per_node[i]);
+  for (std::size_t k = 0; k < node_of_task.size(); ++k) out->nodes[node_of_task[k]].tasks.push_back(k);
+  for (const auto& r : g.report_steps()) {
+    if (!node_index.count(r.node)) {
+      return fail(errc::invalid_task,
+                  "report step " + quote(r.step.name()) + " on node " + quote(r.node) + ", which has no task");
+    }
+    if (auto f = detail::duration_fault(r.interval.count()); !f.empty()) {
+      return fail(errc::invalid_task,
+                  "report step " + quote(r.step.name()) + " on node " + quote(r.node) + ": interval " + f);
+    }
+    out->nodes[index_of(r.node)].reports.emplace_back(r.step, r.interval);
+  }
+  for (const auto& [node_name, obj] : g.local_setups()) {
+    if (!node_index.count(node_name)) {
+      return fail(errc::invalid_task, "local setup on node " + quote(node_name) + ", which has no task");
+    }
+  }
+  for (auto& n : out->nodes) {
+    auto [inits, exits] = g.local_work(n.name);
+    for (std::size_t k : n.tasks) {
+      for (auto& [i, e] : out->tasks[k].t.local_work()) {
+        inits.push_back(i);
+        exits.push_back(e);
+      }
+    }
+    TASKGROUP_TRY(n.init, compile_setup(n.name + ":init", inits));
+    TASKGROUP_TRY(n.exit, compile_setup(n.name + ":exit", exits));
+  }
+  return std::shared_ptr<const compiled_group>(std::move(out));
+}
+
+result<std::vector<std::size_t>> active_nodes(const compiled_group& g, const run_options& options) {
+  std::vector<std::size_t> out;
+  if (!options.only_nodes) {
+    for (std::size_t i = 0; i < g.nodes.size(); ++i) out.push_back(i);
+    return out;
+  }
+  for (const auto& name : *options.only_nodes) {
+    if (std::none_of(g.nodes.begin(), g.nodes.end(), [&](const compiled_node& n) { return n.name == name; })) {
+      return fail(errc::invalid_task, "run_options::only_nodes names node " + quote(name) + ", which has no task");
+    }
+  }
+  for (std::size_t i = 0; i < g.nodes.size(); ++i) {
+    const auto& list = *options.only_nodes;
+    if (std::find(list.begin(), list.end(), g.nodes[i].name) != list.end()) out.push_back(i);
+  }
+  return out;
+}
+
+}  // namespace taskgroup::detail

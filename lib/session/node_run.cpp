@@ -1,0 +1,365 @@
+#include "state.hpp"
+
+#include "../detail/test_hooks.hpp"
+
+#include <boost/asio/async_result.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/asio/use_awaitable.hpp>
+
+#include <optional>
+
+namespace taskgroup::detail {
+
+namespace asio = boost::asio;
+
+namespace {
+
+// The tasks of one node run without coroutine frames
+// (detail::frame_free_run): those whose tree allows it, observed or not.
+// Each runs on the node's strand until its end or its first
+// wait; a waiting task then costs its run, its workspace and its pending
+// operation only. The batch ends each task's report, keeps the first
+// failure and, under fail_fast, stops the others at once. It lives until
+// its holder (run_tasks) has let go and no run waits: a waiting run's
+// operation may be the last thing alive when an abandoned io_context is
+// destroyed.
+class node_batch final : public detail::task_host {
+ public:
+  using handler_type = asio::async_result<asio::use_awaitable_t<>, void(status)>::handler_type;
+
+  // The holder's reference.
+  class handle {
+   public:
+    explicit handle(node_batch* b = nullptr) noexcept : b_(b) {}
+    handle(handle&& o) noexcept : b_(std::exchange(o.b_, nullptr)) {}
+    handle& operator=(handle&&) = delete;
+    ~handle() {
+      if (b_ != nullptr) b_->let_go();
+    }
+    node_batch* operator->() const noexcept { return b_; }
+
+   private:
+    friend class node_batch;
+    node_batch* b_;
+  };
+
+  // `tasks`: how many tasks the node may start here.
+  static handle make(std::shared_ptr<run_state> rs, node_state* n, detail::join_mode mode, std::size_t tasks) {
+    return handle(new node_batch(std::move(rs), n, mode, tasks));
+  }
+
+  // Runs task k here until its end (true; its report is then ended) or
+  // its first wait (true), or declines it (false: it needs the coroutine
+  // runner, `ws` is its workspace).
+  bool start(std::size_t k, std::shared_ptr<workspace>& ws, std::chrono::system_clock::time_point& now) {
+    const compiled_task& ct = rs_->group->tasks[k];
+    const detail::compiled_step& tree = rs_->group->step(k);
+    if (!detail::may_run_inline(tree)) return false;
+    detail::driver_hooks& hooks = detail::test_driver_hooks();
+    if (hooks.coroutine_only.load(std::memory_order_relaxed)) [[unlikely]]
+      return false;
+    if (!spare_) spare_ = detail::make_frame_free_run(*this);
+    // Room for every task before any run can wait: a run that waits must
+    // find its place without allocating (a failure then would drop it
+    // with its operation pending), and growing by doubling would leave
+    // each smaller array behind in the heap while tasks wait.
+    if (waiting_.capacity() == 0) waiting_.reserve(tasks_);
+    rs_->records[k].started = now;
+    ws = task_workspace(*rs_, k);
+    spare_->task = static_cast<std::uint32_t>(k);
+    if (run_observer* o = rs_->options.observer; o != nullptr) {
+      spare_->observer = std::make_unique<task_events>(o, *ct.name, *ct.node);
+    }
+    const auto outcome = spare_->start(tree, ws);
+    if (outcome != detail::frame_free_run::outcome::declined && hooks.counting.load(std::memory_order_relaxed))
+        [[unlikely]]
+      hooks.frame_free_tasks.fetch_add(1, std::memory_order_relaxed);
+    switch (outcome) {
+      case detail::frame_free_run::outcome::declined: return false;
+      case detail::frame_free_run::outcome::waiting:
+        spare_->slot = static_cast<std::uint32_t>(waiting_.size());
+        waiting_.push_back(std::move(spare_));  // within the capacity reserved above
+        return true;
+      case detail::frame_free_run::outcome::ended: break;
+    }
+    ws.reset();  // a PRIVATE task's workspace ends with the task
+    // One clock reading per task: its end is the next one's start.
+    now = std::chrono::system_clock::now();
+    ended(k, *spare_, now);
+    return true;
+  }
+
+  // Asks every waiting run to stop (they end cancelled); no run starts.
+  void stop() noexcept {
+    stopping_ = true;
+    for (std::size_t i = 0; i < waiting_.size(); ++i) waiting_[i]->cancel();
+  }
+
+  [[nodiscard]] bool idle() const noexcept { return waiting_.empty(); }
+  [[nodiscard]] const std::optional<error>& first() const noexcept { return first_; }
+
+  // Completes once no run waits (await only when some run does), with the
+  // first failure of the batch's tasks (or errc::cancelled when cancelled
+  // with none). Cancelling it stops the runs. Meanwhile the runs hold the
+  // batch: `h` is empty until the completion hands it back.
+  static asio::awaitable<status> wait(handle& h) {
+    return asio::async_initiate<const asio::use_awaitable_t<>, void(status)>(
+        [&h](handler_type handler) {
+          node_batch* self = std::exchange(h.b_, nullptr);
+          self->held_ = false;
+          self->owner_ = &h;
+          self->waiter_.emplace(std::move(handler));
+          self->slot_ = asio::get_associated_cancellation_slot(*self->waiter_);
+          if (self->slot_.is_connected()) {
+            // A plain pointer: the batch outlives the slot's use (cleared on
+            // completion; abandoning the run destroys both).
+            self->slot_.assign([self](asio::cancellation_type_t) {
+              self->cancelled_ = true;
+              self->stop();
+            });
+          }
+        },
+        asio::use_awaitable);
+  }
+
+ private:
+  node_batch(std::shared_ptr<run_state> rs, node_state* n, detail::join_mode mode, std::size_t tasks)
+      // The node's strand: where runs complete.
+      : task_host(rs->registry != nullptr ? *rs->registry : operator_registry::global(), n->strand),
+        rs_(std::move(rs)),
+        n_(n),
+        mode_(mode),
+        tasks_(tasks) {}
+
+  // Ends task k's report with the run's status.
+  void ended(std::size_t k, const detail::frame_free_run& r, std::chrono::system_clock::time_point at) {
+    const status st = r.result();
+    (void)end_task(*rs_, k, st, r.stats(), at);
+    if (run_observer* o = rs_->options.observer; o != nullptr)
+      o->task_end(report_of(rs_->group->tasks[k], rs_->records[k], {}));
+    if (st) return;
+    // After a stop, the cancelled ends it caused are not failures.
+    if (first_ || (stopping_ && st.error().is_cancelled())) return;
+    first_ = *rs_->records[k].failure;
+    if (mode_ == detail::join_mode::fail_fast) stop();
+  }
+
+  void run_ended(detail::frame_free_run& r) noexcept override {
+    ended(r.task, r, std::chrono::system_clock::now());
+    std::unique_ptr<detail::frame_free_run> done = remove(r);
+    if (!spare_) spare_ = std::move(done);
+    if (!waiting_.empty()) return;
+    if (waiter_) {
+      complete();
+    } else if (!held_) {
+      delete this;
+    }
+  }
+
+  void run_begins(detail::frame_free_run& r) noexcept override {
+    if (run_observer* o = rs_->options.observer; o != nullptr) {
+      const compiled_task& ct = rs_->group->tasks[r.task];
+      o->task_begin(*ct.name, *ct.node);
+    }
+  }
+
+  void run_abandoned(detail::frame_free_run& r) noexcept override {
+    remove(r);
+    // Gone with the last run, and with it a waiting coroutine (whose
+    // handle is empty).
+    if (waiting_.empty() && !held_) delete this;
+  }
+
+  std::unique_ptr<detail::frame_free_run> remove(detail::frame_free_run& r) {
+    const std::size_t i = r.slot;
+    std::unique_ptr<detail::frame_free_run> out = std::move(waiting_[i]);
+    if (i + 1 != waiting_.size()) {
+      waiting_[i] = std::move(waiting_.back());
+      waiting_[i]->slot = static_cast<std::uint32_t>(i);
+    }
+    waiting_.pop_back();
+    return out;
+  }
+
+  void complete() {
+    if (slot_.is_connected()) slot_.clear();
+    status result = ok();
+    if (first_) {
+      result = *first_;
+    } else if (cancelled_) {
+      result = fail(errc::cancelled, "cancelled");
+    }
+    owner_->b_ = this;  // the holder's reference again
+    owner_ = nullptr;
+    held_ = true;
+    handler_type h = std::move(*waiter_);
+    waiter_.reset();
+    std::move(h)(std::move(result));
+  }
+
+  // The holder lets go: the batch ends with its last waiting run.
+  void let_go() noexcept {
+    held_ = false;
+    if (waiting_.empty()) delete this;
+  }
+
+  std::shared_ptr<run_state> rs_;
+  node_state* n_;
+  detail::join_mode mode_;
+  std::size_t tasks_;
+  std::vector<std::unique_ptr<detail::frame_free_run>> waiting_;
+  std::unique_ptr<detail::frame_free_run> spare_;
+  std::optional<error> first_;
+  bool held_ = true;         // a handle refers to the batch
+  handle* owner_ = nullptr;  // while waited for: the handle to give it back to
+  std::optional<handler_type> waiter_;
+  asio::cancellation_slot slot_;
+  bool cancelled_ = false;
+};
+
+// A task as a coroutine; `ws` is its workspace when already made.
+asio::awaitable<status> run_task(std::shared_ptr<run_state> rs, std::size_t k, node_state* n,
+                                 std::shared_ptr<workspace> ws) {
+  const compiled_task& ct = rs->group->tasks[k];
+  rs->records[k].started = std::chrono::system_clock::now();
+  if (detail::driver_hooks& hooks = detail::test_driver_hooks(); hooks.counting.load(std::memory_order_relaxed))
+    hooks.coroutine_tasks.fetch_add(1, std::memory_order_relaxed);
+  if (!ws) ws = task_workspace(*rs, k);
+  step_stats stats;
+  run_step_options o;
+  o.registry = rs->registry;
+  o.stats = &stats;
+  run_observer* observer = rs->options.observer;
+  // On the heap, and only with an observer: the frame stays small (it is
+  // alive for as long as the task pends).
+  std::unique_ptr<task_events> events;
+  if (observer != nullptr) {
+    events = std::make_unique<task_events>(observer, *ct.name, *ct.node);
+    o.observer = events.get();
+    observer->task_begin(*ct.name, *ct.node);
+  }
+  status st = co_await detail::run_compiled(
+      std::shared_ptr<const detail::compiled_step>(rs->group, &rs->group->step(k)), std::move(ws), o);
+  status result = end_task(*rs, k, st, stats);
+  if (observer != nullptr) observer->task_end(report_of(ct, rs->records[k], {}));
+  co_return result;
+}
+
+// The batch's part in a join beside the coroutine tasks.
+asio::awaitable<status> await_batch(node_batch::handle& batch) {
+  co_await asio::this_coro::throw_if_cancelled(false);  // the runs must be waited for
+  asio::cancellation_state cs = co_await asio::this_coro::cancellation_state;
+  if (cs.cancelled() != asio::cancellation_type::none) batch->stop();  // cancelled before it started
+  co_return co_await node_batch::wait(batch);
+}
+
+// The tasks of one node. Those whose tree allows it run without coroutine
+// frames (node_batch), one after another on the node's strand until each
+// ends or waits (yielding every `yield_every` tasks, so that other work of
+// the strand and cancellation get in); the others are joined as
+// coroutines. The join policy is the same for both: under fail_fast the
+// first failure cancels every task not yet ended.
+asio::awaitable<status> run_tasks(std::shared_ptr<run_state> rs, const compiled_node& cn, node_state* n,
+                                  detail::join_mode mode) {
+  // Cancelled or not, the tasks that wait must be waited for.
+  co_await asio::this_coro::throw_if_cancelled(false);
+  asio::cancellation_state cs = co_await asio::this_coro::cancellation_state;
+  constexpr std::size_t yield_every = run_step_options{}.yield_every;
+  node_batch::handle batch = node_batch::make(rs, n, mode, cn.tasks.size());
+  std::vector<std::pair<std::size_t, std::shared_ptr<workspace>>> rest;
+  bool cancelled = false;
+  auto halted = [&] { return cancelled || (batch->first() && mode == detail::join_mode::fail_fast); };
+  std::size_t since_yield = 0;
+  auto now = std::chrono::system_clock::now();
+  for (std::size_t k : cn.tasks) {
+    if (halted()) {
+      cancel_unstarted(*rs, k);
+      continue;
+    }
+    std::shared_ptr<workspace> ws;
+    if (!batch->start(k, ws, now)) {
+      rest.emplace_back(k, std::move(ws));
+      continue;
+    }
+    if (++since_yield == yield_every) {
+      since_yield = 0;
+      co_await asio::post(co_await asio::this_coro::executor, asio::use_awaitable);
+      if (cs.cancelled() != asio::cancellation_type::none) cancelled = true;
+      now = std::chrono::system_clock::now();
+    }
+  }
+  if (halted()) {
+    for (const auto& [k, ws] : rest) cancel_unstarted(*rs, k);
+    batch->stop();
+    if (!batch->idle()) (void)co_await node_batch::wait(batch);
+    if (batch->first()) co_return *batch->first();
+    co_return error(errc::cancelled, "cancelled");
+  }
+  status joined = ok();
+  if (rest.empty()) {
+    if (!batch->idle()) joined = co_await node_batch::wait(batch);
+  } else {
+    const std::size_t children = rest.size() + (batch->idle() ? 0 : 1);
+    joined = co_await detail::join(
+        n->strand, children,
+        [&](std::size_t j) {
+          if (j == rest.size()) return await_batch(batch);
+          return run_task(rs, rest[j].first, n, std::move(rest[j].second));
+        },
+        mode);
+  }
+  if (batch->first()) co_return *batch->first();
+  co_return joined;
+}
+
+}  // namespace
+
+// One node: the run's workspace there (the node's own, in turn, for a
+// node with GLOBAL tasks; otherwise a child of it), outputs and feeds in
+// it, local init, tasks with report steps, outputs fetched, local exit.
+asio::awaitable<status> run_node(std::shared_ptr<run_state> rs, std::size_t i) {
+  const compiled_node& cn = rs->group->nodes[i];
+  node_state* n = rs->nodes[i];
+  run_step_options o;
+  o.registry = rs->registry;
+  std::optional<task_events> events;
+  if (rs->options.observer != nullptr) {
+    events.emplace(rs->options.observer, std::string(), cn.name);
+    o.observer = &*events;
+  }
+  auto node_error = [&](const error& e) { return error(e.code, "node " + quote(cn.name) + ": " + e.message); };
+  node_turns::turn turn;
+  if (cn.global) {
+    auto t = co_await n->turns->acquire();
+    if (!t) co_return node_error(t.error());  // its tasks never ran
+    turn = std::move(t).value();
+  }
+  // Named as the node: messages read the same either way.
+  rs->workspaces[i] = cn.global ? n->ws : n->ws->create_child(cn.name);
+  const std::shared_ptr<workspace>& ws = rs->workspaces[i];
+  // Every declared output lives in the run's workspace, made before any
+  // task starts, so private tasks write through to it and it survives
+  // them; unless the node keeps a blob of that name: then the run writes
+  // that one (state shared by the node's runs on purpose).
+  for (std::size_t k : cn.tasks) {
+    for (const auto& out : rs->group->tasks[k].t.output_states()) {
+      for (const auto& name : out->blobs) ws->create(name);
+    }
+  }
+  if (status st = place_feeds(*rs, i); !st) co_return node_error(st.error());
+  if (cn.init) {
+    if (status st = co_await detail::run_compiled(cn.init, ws, o); !st) co_return node_error(st.error());
+  }
+  const auto mode = rs->options.policy == run_policy::gather ? detail::join_mode::gather : detail::join_mode::fail_fast;
+  auto tasks = [rs, &cn, n, mode]() { return run_tasks(rs, cn, n, mode); };
+  status st = co_await detail::run_with_reporters(tasks, cn.reports, ws, o, cn.name);
+  fetch_outputs(*rs, i);
+  if (!st) co_return st;
+  if (cn.exit) {
+    if (status ex = co_await detail::run_compiled(cn.exit, ws, o); !ex) co_return node_error(ex.error());
+  }
+  co_return ok();
+}
+
+}  // namespace taskgroup::detail

@@ -1,0 +1,146 @@
+// A run's data in and out: feeds checked and placed, outputs fetched into
+// the run's own report, the output handles filled from it.
+#include "state.hpp"
+
+#include <taskgroup/codec.hpp>
+
+#include <algorithm>
+#include <map>
+#include <optional>
+#include <set>
+#include <string_view>
+#include <typeindex>
+
+namespace taskgroup::detail {
+
+namespace {
+
+std::string feed_name(std::string_view node, std::string_view blob) {
+  return quote(std::string(node) + "/" + std::string(blob));
+}
+
+}  // namespace
+
+status check_feeds(const task_group& g, const compiled_group& cg, const feeds& given, run_state& rs) {
+  std::map<std::pair<std::string_view, std::string_view>, const group_input*> declared;
+  for (const auto& in : g.inputs())
+    declared.emplace(std::pair<std::string_view, std::string_view>(in.node, in.blob), &in);
+  std::map<std::string_view, std::size_t> node_index;
+  for (std::size_t i = 0; i < cg.nodes.size(); ++i) node_index.emplace(cg.nodes[i].name, i);
+  rs.feeds.assign(cg.nodes.size(), {});
+  std::set<const group_input*> fed;
+  for (const auto& f : given.entries()) {
+    const std::string name = feed_name(f.node, f.blob);
+    auto it = declared.find({f.node, f.blob});
+    if (it == declared.end()) {
+      std::string known;
+      for (const auto& in : g.inputs()) {
+        if (in.node == f.node) known += (known.empty() ? "" : ", ") + quote(in.blob);
+      }
+      return fail(errc::invalid_feed, "feed " + name + ": the group declares no such input" +
+                                          (known.empty() ? " (none on node " + quote(f.node) + ")"
+                                                         : " (on node " + quote(f.node) + ": " + known + ")"));
+    }
+    const group_input& in = *it->second;
+    if (!fed.insert(&in).second) return fail(errc::invalid_feed, "feed " + name + ": fed twice");
+    if (f.value == nullptr || !f.value->has_value()) return fail(errc::invalid_feed, "feed " + name + ": no value");
+    if (in.type != nullptr && !same_type(f.value->type(), *in.type)) {
+      return fail(errc::invalid_feed, "feed " + name + ": expected " + in.type_name + ", got " + f.value->type_name());
+    }
+    auto n = node_index.find(in.node);
+    if (n == node_index.end()) {
+      return fail(errc::invalid_feed, "feed " + name + ": node " + quote(in.node) + " has no task in the group");
+    }
+    rs.feeds[n->second].push_back(&f);
+  }
+  for (const auto& in : g.inputs()) {
+    if (in.required && fed.count(&in) == 0) {
+      return fail(errc::invalid_feed, "input " + feed_name(in.node, in.blob) + " is required and was not fed" +
+                                          (in.type != nullptr ? " (" + in.type_name + ")" : ""));
+    }
+  }
+  return ok();
+}
+
+status place_feeds(const run_state& rs, std::size_t i) {
+  workspace& ws = *rs.workspaces[i];
+  for (const feeds::entry* f : rs.feeds[i]) {
+    auto copy = f->value->clone();
+    if (!copy) return copy.error().with_context("feed " + feed_name(f->node, f->blob));
+    ws.create_local(f->blob) = std::move(copy).value();
+  }
+  return ok();
+}
+
+// Copies the declared outputs of a node's tasks out of the run's
+// workspace; a borrowed output (output_state::borrow) is the workspace's
+// blob itself when no exit work of the node runs after this.
+void fetch_outputs(run_state& rs, std::size_t i) {
+  const compiled_node& cn = rs.group->nodes[i];
+  const std::shared_ptr<workspace>& ws = rs.workspaces[i];
+  std::vector<fetched_outputs>& fetched = rs.outputs[i];
+  for (std::size_t j = 0; j < cn.tasks.size(); ++j) {
+    const std::size_t k = cn.tasks[j];
+    const compiled_task& ct = rs.group->tasks[k];
+    if (rs.records[k].status != task_status::succeeded) continue;
+    for (const auto& out : ct.t.output_states()) {
+      const bool borrow = out->borrow && !cn.exit;
+      for (const auto& name : out->blobs) {
+        if (fetched.empty()) fetched.resize(cn.tasks.size());
+        blob* b = ws->find(name);
+        if (b == nullptr || !b->has_value()) {
+          fetched[j].errors.emplace_back(
+              name, error(errc::output_not_set, "blob " + quote(name) + " has no value in node " + quote(cn.name)));
+          continue;
+        }
+        if (borrow) {
+          fetched[j].values.emplace_back(name, std::shared_ptr<const blob>(ws, b));  // keeps the workspace alive
+          continue;
+        }
+        auto copy = b->clone();
+        if (!copy) {
+          fetched[j].errors.emplace_back(name, copy.error());
+          continue;
+        }
+        fetched[j].values.emplace_back(name, std::make_shared<const blob>(std::move(copy).value()));
+      }
+    }
+  }
+}
+
+status round_trip_outputs(run_state& rs, const std::vector<std::size_t>& active, const codec_registry& codecs) {
+  status first = ok();
+  for (std::size_t i : active) {
+    const compiled_node& cn = rs.group->nodes[i];
+    std::vector<fetched_outputs>& fetched = rs.outputs[i];
+    if (fetched.empty()) continue;
+    for (std::size_t j = 0; j < cn.tasks.size(); ++j) {
+      const compiled_task& ct = rs.group->tasks[cn.tasks[j]];
+      task_record& rec = rs.records[cn.tasks[j]];
+      if (rec.status != task_status::succeeded) continue;
+      for (auto& [name, value] : fetched[j].values) {
+        auto copy = codecs.round_trip(*value);
+        if (!copy) {
+          const error failure = task_error(ct, copy.error().with_context("output " + quote(name)));
+          rec.status = task_status::failed;
+          rec.failure = std::make_unique<error>(failure);
+          fetched[j] = {};
+          if (first) first = failure;
+          break;
+        }
+        value = std::make_shared<const blob>(std::move(copy).value());
+      }
+    }
+  }
+  return first;
+}
+
+void publish_outputs(const compiled_group& cg, const run_report& report, const std::vector<std::size_t>& active) {
+  for (std::size_t i : active) {
+    for (std::size_t k : cg.nodes[i].tasks) {
+      for (const auto& out : cg.tasks[k].t.output_states()) set_output(*out, report.tasks[k]);
+    }
+  }
+}
+
+}  // namespace taskgroup::detail

@@ -1,0 +1,56 @@
+#include "state.hpp"
+
+namespace taskgroup::detail {
+
+namespace asio = boost::asio;
+
+error task_error(const compiled_task& ct, const error& e) {
+  return {e.code, "task " + quote(*ct.name) + " (node " + quote(*ct.node) + "): " + e.message};
+}
+
+// The report of task `ct` from its record.
+task_report report_of(const compiled_task& ct, const task_record& r, fetched_outputs outputs) {
+  task_report out;
+  out.name = *ct.name;
+  out.node = *ct.node;
+  out.status = r.status;
+  if (r.failure) out.failure = *r.failure;
+  out.started = r.started;
+  out.finished = r.finished;
+  out.iterations = r.iterations;
+  out.outputs = std::move(outputs.values);
+  out.output_errors = std::move(outputs.errors);
+  return out;
+}
+
+std::shared_ptr<workspace> task_workspace(const run_state& rs, std::size_t k) {
+  const compiled_task& ct = rs.group->tasks[k];
+  const std::shared_ptr<workspace>& ws = rs.workspaces[ct.node_index];
+  if (ct.is_private) return ws->create_child(*ct.name);
+  return ws;
+}
+
+// Fills a task's report from its end (at `finished`).
+status end_task(run_state& rs, std::size_t k, const status& st, const step_stats& stats,
+                std::chrono::system_clock::time_point finished) {
+  const compiled_task& ct = rs.group->tasks[k];
+  task_record& rec = rs.records[k];
+  rec.finished = finished;
+  rec.iterations = stats.iterations;
+  if (st) {
+    rec.status = task_status::succeeded;
+    return ok();
+  }
+  rec.status = st.error().is_cancelled() ? task_status::cancelled : task_status::failed;
+  rec.failure = std::make_unique<error>(task_error(ct, st.error()));
+  return *rec.failure;
+}
+
+// A task that never started because the run was cancelled (or another
+// task failed) first: reported as a task cancelled at its first step.
+void cancel_unstarted(run_state& rs, std::size_t k) {
+  rs.records[k].started = std::chrono::system_clock::now();
+  (void)end_task(rs, k, error(errc::cancelled, std::string(detail::root_name(rs.group->step(k))) + ": cancelled"), {});
+}
+
+}  // namespace taskgroup::detail

@@ -1,0 +1,320 @@
+#include <taskgroup/session.hpp>
+
+#include <taskgroup/codec.hpp>
+
+#include "../detail/limits.hpp"
+#include "../detail/task_misuse.hpp"
+#include "../detail/test_hooks.hpp"
+#include "state.hpp"
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/associated_cancellation_slot.hpp>
+#include <boost/asio/async_result.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/asio/thread_pool.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/asio/use_future.hpp>
+
+#include <algorithm>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <string_view>
+#include <unordered_map>
+
+namespace taskgroup {
+
+namespace asio = boost::asio;
+
+using detail::compiled_group;
+using detail::fetched_outputs;
+using detail::node_state;
+using detail::run_state;
+using detail::strand_t;
+
+struct local_session::impl {
+  explicit impl(asio::any_io_executor e) : ex(std::move(e)), coord(asio::make_strand(ex)) {}
+  explicit impl(std::size_t threads)
+      : pool(std::in_place, std::max<std::size_t>(threads, 1)),
+        ex(pool->get_executor()),
+        coord(asio::make_strand(ex)) {}
+
+  std::optional<asio::thread_pool> pool;
+  asio::any_io_executor ex;
+  strand_t coord;
+
+  mutable std::mutex mutex;  // guards what follows
+  bool closed = false;
+  const operator_registry* registry = nullptr;
+  std::vector<std::unique_ptr<node_state>> nodes;                // in order of first use
+  std::unordered_map<std::string_view, node_state*> node_index;  // names in `nodes`
+  struct cached {
+    std::weak_ptr<task_group::data> token;
+    std::shared_ptr<const compiled_group> compiled;
+    std::uint64_t checked = 0;  // detail::task_misuse_epoch() when its tasks were last checked
+  };
+  std::map<const void*, cached> compiled;
+
+  node_state& node(const std::string& name) {
+    if (auto it = node_index.find(name); it != node_index.end()) return *it->second;
+    nodes.push_back(std::make_unique<node_state>(node_state{name, asio::make_strand(ex), workspace::make(name)}));
+    node_index.emplace(nodes.back()->name, nodes.back().get());
+    return *nodes.back();
+  }
+
+  result<std::shared_ptr<const compiled_group>> compile(const task_group& g) {
+    std::lock_guard lock(mutex);
+    if (closed) return fail(errc::session_closed, "Session is closed.");
+    // Read before the check: a misuse recorded meanwhile makes the next
+    // run check again.
+    const std::uint64_t epoch = detail::task_misuse_epoch();
+    auto it = compiled.find(g.state().get());
+    if (it != compiled.end() && !it->second.token.expired()) {
+      // A used task may still record a misuse (a later builder call),
+      // which fails every later run of its group. Checking 100,000 tasks
+      // on every run would touch each one's state; the epoch says when
+      // some task anywhere has recorded one since the last check.
+      if (it->second.checked != epoch) {
+        for (const auto& t : g.tasks()) {
+          if (auto st = t.validate(); !st) return st.error().with_context("task group");
+        }
+        it->second.checked = epoch;
+      }
+      return it->second.compiled;
+    }
+    std::erase_if(compiled, [](const auto& kv) { return kv.second.token.expired(); });
+    TASKGROUP_TRY(auto c, detail::compile_group(g));  // checks every task
+    compiled[g.state().get()] = cached{g.state(), c, epoch};
+    return c;
+  }
+};
+
+local_session::local_session(asio::any_io_executor ex) : impl_(std::make_shared<impl>(std::move(ex))) {}
+local_session::local_session(std::size_t threads) : impl_(std::make_shared<impl>(threads)) {}
+
+local_session::~local_session() {
+  close();
+  if (impl_->pool) impl_->pool->join();
+}
+
+void local_session::close() {
+  std::lock_guard lock(impl_->mutex);
+  impl_->closed = true;
+}
+
+bool local_session::closed() const noexcept {
+  std::lock_guard lock(impl_->mutex);
+  return impl_->closed;
+}
+
+asio::any_io_executor local_session::get_executor() const { return impl_->ex; }
+
+void local_session::set_registry(const operator_registry& registry) {
+  std::lock_guard lock(impl_->mutex);
+  impl_->registry = &registry;
+}
+
+std::shared_ptr<workspace> local_session::node_workspace(const std::string& name) {
+  std::lock_guard lock(impl_->mutex);
+  return impl_->node(name).ws;
+}
+
+strand_t local_session::node_strand(const std::string& name) {
+  std::lock_guard lock(impl_->mutex);
+  return impl_->node(name).strand;
+}
+
+std::vector<std::string> local_session::nodes() const {
+  std::lock_guard lock(impl_->mutex);
+  std::vector<std::string> out;
+  for (const auto& n : impl_->nodes) out.push_back(n->name);
+  return out;
+}
+
+namespace {
+
+asio::awaitable<status> deadline(std::chrono::milliseconds limit, bool& expired) {
+  asio::steady_timer timer(co_await asio::this_coro::executor, limit);
+  auto [ec] = co_await timer.async_wait(asio::as_tuple(asio::use_awaitable));
+  if (ec) co_return fail(errc::cancelled, "cancelled");
+  expired = true;
+  co_return fail(errc::timeout, "run timed out after " + std::to_string(limit.count()) + " ms");
+}
+
+}  // namespace
+
+namespace {
+
+// The report of a run refused before it started: every task not run.
+run_report refused(const task_group& group, error e, std::chrono::system_clock::time_point at) {
+  run_report r;
+  r.started = r.finished = at;
+  r.tasks.reserve(group.tasks().size());
+  for (const auto& t : group.tasks()) {
+    task_report tr;
+    tr.name = detail::task_full_name(*t.state());
+    tr.node = t.node_name();
+    r.tasks.push_back(std::move(tr));
+  }
+  r.failure = std::move(e);
+  return r;
+}
+
+}  // namespace
+
+// Runs on the coordinator strand: every join state lives there. Holds the
+// session's state, which the session may have dropped meanwhile (a closed
+// session fails the run in compile()).
+asio::awaitable<run_report> local_session::run_here(std::shared_ptr<impl> state, task_group group,
+                                                    run_options options) {
+  // Terminal and partial cancellation stop a run; total cannot be honoured
+  // (see async_run) and is filtered out here.
+  co_await asio::this_coro::reset_cancellation_state(asio::enable_partial_cancellation());
+  const auto started = std::chrono::system_clock::now();
+  // Only the upper bound: a deadline of 0 (or less) expires at once.
+  if (options.timeout && *options.timeout > max_duration) {
+    co_return refused(
+        group, error(errc::invalid_task, "run_options::timeout " + detail::duration_fault(options.timeout->count())),
+        started);
+  }
+  auto compiled_or = state->compile(group);
+  if (!compiled_or) co_return refused(group, compiled_or.error(), started);
+  std::shared_ptr<const compiled_group> compiled = std::move(compiled_or).value();
+  auto active_or = detail::active_nodes(*compiled, options);
+  if (!active_or) co_return refused(group, active_or.error(), started);
+  const std::vector<std::size_t> active = std::move(active_or).value();
+  if (options.strict_codecs != nullptr) {
+    if (status st = check_output_codecs(group, *options.strict_codecs); !st)
+      co_return refused(group, st.error(), started);
+  }
+  auto rs = std::make_shared<run_state>();
+  rs->group = compiled;
+  rs->options = std::move(options);
+  const run_options& opt = rs->options;
+  // Checked against the run's own copy, which the nodes read.
+  if (status st = detail::check_feeds(group, *compiled, opt.feeds, *rs); !st) {
+    co_return refused(group, st.error(), started);
+  }
+  rs->nodes.resize(compiled->nodes.size(), nullptr);
+  {
+    std::lock_guard lock(state->mutex);
+    rs->registry = state->registry;
+    for (std::size_t i : active) rs->nodes[i] = &state->node(compiled->nodes[i].name);
+  }
+  rs->records.resize(compiled->tasks.size());
+  rs->outputs.resize(compiled->nodes.size());
+  rs->workspaces.resize(compiled->nodes.size());
+  run_report report;
+  report.started = started;
+  if (opt.observer != nullptr) {
+    std::vector<std::pair<std::string, std::string>> names;
+    for (const auto& ct : compiled->tasks) names.emplace_back(*ct.name, *ct.node);
+    opt.observer->run_begin(names);
+  }
+
+  auto coord = state->coord;
+  const auto mode = opt.policy == run_policy::gather ? detail::join_mode::gather : detail::join_mode::fail_fast;
+  auto all_nodes = [rs, coord, mode, &active]() -> asio::awaitable<status> {
+    co_return co_await detail::join(
+        coord, active.size(), [&](std::size_t j) { return detail::run_node(rs, active[j]); },
+        [&](std::size_t j) { return asio::any_io_executor(rs->nodes[active[j]]->strand); }, mode);
+  };
+  status st = ok();
+  bool expired = false;
+  try {
+    if (opt.timeout) {
+      const auto limit = *opt.timeout;
+      st = co_await detail::join(
+          coord, 2, [&](std::size_t i) { return i == 0 ? all_nodes() : deadline(limit, expired); },
+          detail::join_mode::race);
+    } else {
+      st = co_await all_nodes();
+    }
+  } catch (...) {
+    st = detail::error_from_exception(std::current_exception());
+  }
+  if (opt.strict_codecs != nullptr) {
+    if (status sc = detail::round_trip_outputs(*rs, active, *opt.strict_codecs); !sc && st) st = sc;
+  }
+  report.finished = std::chrono::system_clock::now();
+  report.tasks.resize(rs->records.size());
+  for (std::size_t i = 0; i < compiled->nodes.size(); ++i) {
+    const auto& tasks = compiled->nodes[i].tasks;
+    std::vector<fetched_outputs>& fetched = rs->outputs[i];
+    for (std::size_t j = 0; j < tasks.size(); ++j) {
+      const std::size_t k = tasks[j];
+      report.tasks[k] = detail::report_of(compiled->tasks[k], rs->records[k],
+                                          fetched.empty() ? fetched_outputs() : std::move(fetched[j]));
+    }
+  }
+  // The run's own ends (deadline, cancellation from outside) are errors
+  // under every policy; a task's failure (even its own step timeout) is the
+  // run's error under join only.
+  asio::cancellation_state cs = co_await asio::this_coro::cancellation_state;
+  if (expired) {
+    report.failure = st.error();
+  } else if (cs.cancelled() != asio::cancellation_type::none) {
+    report.failure = error(errc::cancelled, "run cancelled");
+  } else if (!st && opt.policy == run_policy::join) {
+    report.failure = st.error();
+  }
+  // Every run of the session ends here, on the coordinator: the handles'
+  // "last run" is filled on one strand whatever runs overlap.
+  detail::publish_outputs(*compiled, report, active);
+  co_return report;
+}
+
+strand_t local_session::coordinator(const impl& state) { return state.coord; }
+
+std::shared_ptr<asio::cancellation_signal> local_session::relay_cancellation(asio::cancellation_slot from,
+                                                                             const impl& state) {
+  return detail::forward_cancellation(from, state.coord);
+}
+
+asio::awaitable<result<run_report>> local_session::run(task_group group, run_options options) {
+  auto [ec, report] = co_await async_run(std::move(group), std::move(options), asio::as_tuple(asio::use_awaitable));
+  if (report.failure) co_return *report.failure;
+  co_return std::move(report);
+}
+
+result<run_report> local_session::run_blocking(task_group group, run_options options) {
+  if (impl_->coord.running_in_this_thread()) {
+    return fail(errc::invalid_task, "run_blocking called from the session's own coordinator would deadlock");
+  }
+  std::future<run_report> f =
+      asio::co_spawn(impl_->coord, run_here(impl_, std::move(group), std::move(options)), asio::use_future);
+  try {
+    run_report r = f.get();
+    if (r.failure) return *r.failure;
+    return r;
+  } catch (...) {
+    return detail::error_from_exception(std::current_exception());
+  }
+}
+
+status check_output_codecs(const task_group& group, const codec_registry& codecs) {
+  for (const auto& t : group.tasks()) {
+    for (const auto& out : t.output_states()) {
+      if (out->type != nullptr && !codecs.find(*out->type)) {
+        return fail(errc::not_serializable, "task " + quote(t.name()) + " output " + quote(out->blobs.front()) +
+                                                ": no codec for type " + detail::demangle(out->type->name()) +
+                                                " (register one with codec_registry::add)");
+      }
+    }
+  }
+  return ok();
+}
+
+asio::awaitable<result<run_report>> task_group::run(run_options options) {
+  local_session session(co_await asio::this_coro::executor);
+  co_return co_await session.run(*this, options);
+}
+
+detail::driver_hooks& detail::test_driver_hooks() noexcept {
+  static driver_hooks hooks;
+  return hooks;
+}
+
+}  // namespace taskgroup

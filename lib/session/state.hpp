@@ -1,0 +1,182 @@
+// Internal: a local session's compiled groups and the state of its runs,
+// shared by the files of lib/session/ (compile, node runs, outputs, the
+// session itself).
+#pragma once
+
+#include <taskgroup/run_report.hpp>
+#include <taskgroup/session.hpp>
+#include <taskgroup/step_runner.hpp>
+#include <taskgroup/task_group.hpp>
+#include <taskgroup/workspace.hpp>
+
+#include "../detail/join.hpp"
+#include "../detail/runner.hpp"
+#include "turns.hpp"
+
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/awaitable.hpp>
+#include <boost/asio/strand.hpp>
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace taskgroup::detail {
+
+using strand_t = boost::asio::strand<boost::asio::any_io_executor>;
+
+struct node_state {
+  std::string name;
+  strand_t strand;
+  std::shared_ptr<workspace> ws;
+  // Runs of groups with GLOBAL tasks here take turns (touched on `strand`).
+  std::shared_ptr<node_turns> turns = std::make_shared<node_turns>();
+};
+
+// A group is kept compiled while it lives (one of these per task), so a
+// task's entry is small: its names by reference, its tree in the group's
+// block of trees (compiled_group::step).
+struct compiled_task {
+  task t;
+  const std::string* node = nullptr;  // its compiled_node's name
+  const std::string* name = nullptr;  // t.name(), fixed when `t` joined its group
+  std::uint32_t node_index = 0;       // into compiled_group::nodes
+  bool is_private = true;
+};
+
+struct compiled_node {
+  std::string name;
+  std::shared_ptr<const detail::compiled_step> init;  // null when there is no local init
+  std::shared_ptr<const detail::compiled_step> exit;
+  std::vector<std::pair<execution_step, std::chrono::milliseconds>> reports;
+  std::vector<std::size_t> tasks;  // indexes into compiled_group::tasks
+  // A GLOBAL task runs here: the group's runs take turns on this node, in
+  // its workspace (see node_turns); otherwise each run has a workspace of
+  // its own, a child of the node's.
+  bool global = false;
+};
+
+struct compiled_group {
+  std::shared_ptr<detail::compiled_step[]> steps;  // aligned with tasks
+  std::vector<compiled_task> tasks;
+  std::vector<compiled_node> nodes;
+
+  // Task k's step tree.
+  [[nodiscard]] const detail::compiled_step& step(std::size_t k) const noexcept {
+    return detail::compiled_at(steps.get(), k);
+  }
+};
+
+// Compiles every task of `g` (checking each) and its node work.
+result<std::shared_ptr<const compiled_group>> compile_group(const task_group& g);
+
+// The indexes of the nodes that run: every node, or those of
+// `options.only_nodes`.
+result<std::vector<std::size_t>> active_nodes(const compiled_group& g, const run_options& options);
+
+// Forwards a step runner's events to the run observer with task context.
+class task_events final : public step_observer {
+ public:
+  task_events(run_observer* o, std::string task, std::string node)
+      : o_(o), task_(std::move(task)), node_(std::move(node)) {}
+  void step_begin(std::string_view step) override { o_->step_begin(task_, node_, step); }
+  void step_end(std::string_view step, std::uint64_t iterations, const status& r) override {
+    o_->step_end(task_, node_, step, iterations, r);
+  }
+  void net_begin(std::string_view n) override { o_->net_begin(task_, node_, n); }
+  void net_end(std::string_view n, const status& r) override { o_->net_end(task_, node_, n, r); }
+  void report_begin(std::string_view step) override { o_->report_begin(task_, node_, step); }
+  void report_end(std::string_view step, const status& r) override { o_->report_end(task_, node_, step, r); }
+
+ private:
+  run_observer* o_;
+  std::string task_;
+  std::string node_;
+};
+
+// The error `e` of task `ct`, named with its node.
+error task_error(const compiled_task& ct, const error& e);
+
+// A task's report while the run is in flight: a fifth of a task_report's
+// size (every waiting task holds one), made into the report at the end.
+// Its outputs, fetched once its node's tasks have all ended, are kept by
+// the node (run_state::outputs).
+struct task_record {
+  std::chrono::system_clock::time_point started{};
+  std::chrono::system_clock::time_point finished{};
+  std::uint64_t iterations = 0;
+  std::unique_ptr<error> failure;  // when failed or cancelled
+  task_status status = task_status::not_run;
+};
+
+// A task's outputs as one run fetched them: values, and the errors of the
+// blobs that had none.
+struct fetched_outputs {
+  std::vector<std::pair<std::string, std::shared_ptr<const blob>>> values;
+  std::vector<std::pair<std::string, error>> errors;
+};
+
+// The report of task `ct` from its record.
+task_report report_of(const compiled_task& ct, const task_record& r, fetched_outputs outputs);
+
+// The state of one run, shared by the coroutines of every node.
+struct run_state {
+  std::shared_ptr<const compiled_group> group;
+  run_options options;
+  const operator_registry* registry = nullptr;
+  std::vector<task_record> records;  // aligned with group->tasks
+  std::vector<node_state*> nodes;    // aligned with group->nodes
+  // Aligned with group->nodes: the run's workspace on each node, set when
+  // the node starts (the node's own for a `compiled_node::global` node).
+  std::vector<std::shared_ptr<workspace>> workspaces;
+  // Aligned with group->nodes: the feeds of each node, checked.
+  std::vector<std::vector<const taskgroup::feeds::entry*>> feeds;
+  // Aligned with group->nodes, each (touched by its node's strand only)
+  // with its tasks' outputs in the order of compiled_node::tasks; empty
+  // while none is fetched.
+  std::vector<std::vector<fetched_outputs>> outputs;
+};
+
+// The workspace task k runs in: the run's on its node, or a child of it
+// for a PRIVATE task (destroyed when the task ends).
+std::shared_ptr<workspace> task_workspace(const run_state& rs, std::size_t k);
+
+// Fills a task's report from its end (at `finished`).
+status end_task(run_state& rs, std::size_t k, const status& st, const step_stats& stats,
+                std::chrono::system_clock::time_point finished = std::chrono::system_clock::now());
+
+// A task that never started because the run was cancelled (or another
+// task failed) first: reported as a task cancelled at its first step.
+void cancel_unstarted(run_state& rs, std::size_t k);
+
+// One node of a run (on the node's strand): local init, tasks with report
+// steps, local exit, outputs.
+boost::asio::awaitable<status> run_node(std::shared_ptr<run_state> rs, std::size_t i);
+
+// Copies the declared outputs of node i's tasks out of the run's
+// workspace there.
+void fetch_outputs(run_state& rs, std::size_t i);
+
+// Places node i's feeds in the run's workspace there (copies). Errors: a
+// value that cannot be copied, naming the feed.
+status place_feeds(const run_state& rs, std::size_t i);
+
+// Checks `given` against the inputs `g` declares and files each feed
+// under its node in `rs.feeds`. Errors: `errc::invalid_feed` naming the
+// feed (an unknown node or blob, a wrong type, no value, fed twice) or a
+// required input not fed.
+status check_feeds(const task_group& g, const compiled_group& cg, const feeds& given, run_state& rs);
+
+// Fills the output handles of the tasks of the `active` nodes from the
+// run's report (on the coordinator, where every run of a session ends).
+void publish_outputs(const compiled_group& cg, const run_report& report, const std::vector<std::size_t>& active);
+
+// Strict codecs, at the end of a run: every fetched output goes through
+// its codec, as it would travel to another process; a failure fails the
+// task. Returns the first such failure in task order.
+status round_trip_outputs(run_state& rs, const std::vector<std::size_t>& active, const codec_registry& codecs);
+
+}  // namespace taskgroup::detail
