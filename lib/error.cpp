@@ -34,6 +34,7 @@ class category final : public boost::system::error_category {
       case errc::group_mismatch: return "ranks built different groups";
       case errc::mpi_failed: return "MPI failed";
       case errc::invalid_feed: return "invalid feed";
+      case errc::op_library_failed: return "op library cannot be loaded";
     }
     return "unknown taskgroup error";
   }

@@ -76,6 +76,9 @@ enum class errc {
   /// node or blob, a wrong type, a missing required input, a blob fed
   /// twice).
   invalid_feed,
+  /// An op library cannot be loaded (missing file, not an op library,
+  /// another ABI version, its registration failed).
+  op_library_failed,
 };
 
 /// The `taskgroup` error category (name "taskgroup"). Thread-safe.

@@ -446,6 +446,10 @@ struct argument_spec {
   std::vector<argument_kind> kinds;
   bool required = false;
   std::string doc;
+  /// The value an op without this argument behaves as if it had (shown by
+  /// `taskgroup ops`); none for required arguments and for those whose
+  /// absence means something no value says.
+  std::optional<argument> default_value;
 };
 
 /// The description of an operator type: arity, arguments, kernel.
@@ -470,6 +474,10 @@ class operator_schema {
   operator_schema& arg(std::string name, std::vector<argument_kind> kinds, std::string doc = {});
   operator_schema& required_arg(std::string name, argument_kind kind, std::string doc = {});
   operator_schema& required_arg(std::string name, std::vector<argument_kind> kinds, std::string doc = {});
+  /// Declares an optional argument of the kind of `default_value`, which
+  /// is what the kernel uses when the op has none (the kernel reads it
+  /// with the same constant: `get_or(name, default)`).
+  operator_schema& arg_with_default(std::string name, argument default_value, std::string doc = {});
   /// Accepts arguments that are not declared (for user ops that read
   /// free-form arguments). Off by default: unknown arguments are errors.
   operator_schema& any_args();
@@ -487,6 +495,8 @@ class operator_schema {
   [[nodiscard]] std::pair<std::size_t, std::size_t> input_bounds() const noexcept { return {min_in_, max_in_}; }
   [[nodiscard]] std::pair<std::size_t, std::size_t> output_bounds() const noexcept { return {min_out_, max_out_}; }
   [[nodiscard]] const std::vector<argument_spec>& argument_specs() const noexcept { return args_; }
+  /// True when undeclared arguments are accepted (`any_args`).
+  [[nodiscard]] bool accepts_any_args() const noexcept { return any_args_; }
 
   /// Checks `def` against this schema (arity, arguments). Errors:
   /// `errc::arity_mismatch`, `errc::bad_argument`; the message does not
@@ -527,6 +537,13 @@ class operator_registry {
   status add(operator_schema schema);
   /// Adds or replaces a schema.
   void add_or_replace(operator_schema schema);
+  /// Adds every schema of `other` at once, or none: the registry never
+  /// holds part of them (what loading an op library relies on). Errors:
+  /// `errc::duplicate_operator` naming the first type (in sorted order)
+  /// already registered here; nothing is added then. `other` is read under
+  /// its own lock first, so merging two registries into each other from two
+  /// threads cannot deadlock.
+  status merge(const operator_registry& other);
 
   /// The schema of `type`, or null.
   [[nodiscard]] std::shared_ptr<const operator_schema> find(std::string_view type) const;

@@ -9,12 +9,16 @@ namespace taskgroup::detail {
 
 namespace {
 
+// The count of CreateCounter and ResetCounter without `init` (the schema's
+// default and the kernels' fallback).
+constexpr std::int64_t default_init = 0;
+
 std::string output_where(const op_context& ctx, std::size_t i) {
   return "output #" + std::to_string(i) + " " + quote(ctx.def().outputs[i]) + ": ";
 }
 
 kernel_result create_counter_factory(op_context& ctx) {
-  TASKGROUP_TRY(std::int64_t init, ctx.args().get_or<std::int64_t>("init", 0));
+  TASKGROUP_TRY(std::int64_t init, ctx.args().get_or<std::int64_t>("init", default_init));
   blob* out = &ctx.output_blob(0);
   return make_kernel([out, init]() -> status {
     out->set(init);
@@ -50,7 +54,7 @@ kernel_result count_down_factory(op_context& ctx) {
 }
 
 kernel_result reset_counter_factory(op_context& ctx) {
-  TASKGROUP_TRY(std::int64_t init, ctx.args().get_or<std::int64_t>("init", 0));
+  TASKGROUP_TRY(std::int64_t init, ctx.args().get_or<std::int64_t>("init", default_init));
   blob* counter = &ctx.input_blob(0);
   const op_context* c = &ctx;
   return make_kernel([counter, init, c]() -> status {
@@ -105,7 +109,7 @@ void add_counter_ops(builtin_table& t) {
   t.add(operator_schema("CreateCounter")
             .inputs(0)
             .outputs(1)
-            .arg("init", k::int64, "initial count (default 0)")
+            .arg_with_default("init", default_init, "initial count")
             .doc("counter = init")
             .factory(&create_counter_factory));
   t.add(operator_schema("CountDown")
@@ -116,7 +120,7 @@ void add_counter_ops(builtin_table& t) {
   t.add(operator_schema("ResetCounter")
             .inputs(1)
             .outputs(0)
-            .arg("init", k::int64, "the count to reset to (default 0)")
+            .arg_with_default("init", default_init, "the count to reset to")
             .doc("counter = init")
             .factory(&reset_counter_factory));
   t.add(operator_schema("Iter")

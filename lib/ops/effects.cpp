@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <variant>
 #include <vector>
@@ -15,8 +16,12 @@ namespace asio = boost::asio;
 
 namespace {
 
+// The arguments' defaults (the schemas' and the kernels' fallbacks).
+constexpr std::string_view default_prefix;
+constexpr std::string_view default_message = "Fail operator";
+
 kernel_result print_factory(op_context& ctx) {
-  TASKGROUP_TRY(std::string prefix, ctx.args().get_or<std::string>("prefix", ""));
+  TASKGROUP_TRY(std::string prefix, ctx.args().get_or<std::string>("prefix", std::string(default_prefix)));
   std::vector<std::pair<const blob*, std::string>> items;
   items.reserve(ctx.num_inputs());
   for (std::size_t i = 0; i < ctx.num_inputs(); ++i) {
@@ -73,7 +78,7 @@ kernel_result sleep_factory(op_context& ctx) {
 }
 
 kernel_result fail_factory(op_context& ctx) {
-  TASKGROUP_TRY(std::string message, ctx.args().get_or<std::string>("message", "Fail operator"));
+  TASKGROUP_TRY(std::string message, ctx.args().get_or<std::string>("message", std::string(default_message)));
   return make_kernel([message = std::move(message)]() -> status { return fail(errc::op_failed, message); });
 }
 
@@ -85,7 +90,7 @@ void add_effect_ops(builtin_table& t) {
   t.add(operator_schema("Print")
             .inputs(1, unbounded)
             .outputs(0)
-            .arg("prefix", k::string, "text written before each line")
+            .arg_with_default("prefix", std::string(default_prefix), "text written before each line")
             .doc("one line `<prefix><blob>: <value>` per input to the print sink")
             .factory(&print_factory));
   t.add(operator_schema("Sleep")
@@ -97,7 +102,7 @@ void add_effect_ops(builtin_table& t) {
   t.add(operator_schema("Fail")
             .inputs(0, unbounded)
             .outputs(0)
-            .arg("message", k::string, "the error message (default \"Fail operator\")")
+            .arg_with_default("message", std::string(default_message), "the error message")
             .doc("fails with errc::op_failed")
             .factory(&fail_factory));
 }

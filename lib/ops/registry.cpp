@@ -18,6 +18,10 @@ std::string count_text(std::size_t min, std::size_t max) {
   return std::to_string(min) + " to " + std::to_string(max);
 }
 
+error already_registered(const std::string& type) {
+  return {errc::duplicate_operator, "operator type " + quote(type) + " is already registered"};
+}
+
 }  // namespace
 
 // --- operator_schema ---------------------------------------------------------
@@ -41,7 +45,7 @@ operator_schema& operator_schema::arg(std::string name, argument_kind kind, std:
 }
 
 operator_schema& operator_schema::arg(std::string name, std::vector<argument_kind> kinds, std::string doc) {
-  args_.push_back({std::move(name), std::move(kinds), false, std::move(doc)});
+  args_.push_back({std::move(name), std::move(kinds), false, std::move(doc), std::nullopt});
   return *this;
 }
 
@@ -50,7 +54,13 @@ operator_schema& operator_schema::required_arg(std::string name, argument_kind k
 }
 
 operator_schema& operator_schema::required_arg(std::string name, std::vector<argument_kind> kinds, std::string doc) {
-  args_.push_back({std::move(name), std::move(kinds), true, std::move(doc)});
+  args_.push_back({std::move(name), std::move(kinds), true, std::move(doc), std::nullopt});
+  return *this;
+}
+
+operator_schema& operator_schema::arg_with_default(std::string name, argument default_value, std::string doc) {
+  std::vector<argument_kind> kinds{kind_of(default_value)};
+  args_.push_back({std::move(name), std::move(kinds), false, std::move(doc), std::move(default_value)});
   return *this;
 }
 
@@ -118,7 +128,7 @@ status operator_registry::add(operator_schema schema) {
   std::unique_lock lock(mutex_);
   std::string type = schema.type();
   if (table_.count(type) != 0) {
-    return fail(errc::duplicate_operator, "operator type " + quote(type) + " is already registered");
+    return fail(already_registered(type));
   }
   table_.emplace(std::move(type), std::make_shared<const operator_schema>(std::move(schema)));
   return ok();
@@ -128,6 +138,23 @@ void operator_registry::add_or_replace(operator_schema schema) {
   std::unique_lock lock(mutex_);
   std::string type = schema.type();
   table_.insert_or_assign(std::move(type), std::make_shared<const operator_schema>(std::move(schema)));
+}
+
+status operator_registry::merge(const operator_registry& other) {
+  std::vector<std::pair<std::string, std::shared_ptr<const operator_schema>>> incoming;
+  {
+    std::shared_lock lock(other.mutex_);
+    incoming.assign(other.table_.begin(), other.table_.end());
+  }
+  std::sort(incoming.begin(), incoming.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::unique_lock lock(mutex_);
+  for (const auto& [type, schema] : incoming) {
+    if (table_.count(type) != 0) {
+      return fail(already_registered(type));
+    }
+  }
+  table_.insert(incoming.begin(), incoming.end());
+  return ok();
 }
 
 std::shared_ptr<const operator_schema> operator_registry::find(std::string_view type) const {

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <variant>
 #include <vector>
@@ -14,6 +15,9 @@
 namespace taskgroup::detail {
 
 namespace {
+
+// Concat's default separator (the schema's and the kernel's fallback).
+constexpr std::string_view default_separator;
 
 // --- ConstantFill ------------------------------------------------------------
 
@@ -244,7 +248,7 @@ kernel_result get_factory(op_context& ctx) {
 // --- strings -----------------------------------------------------------------
 
 kernel_result concat_factory(op_context& ctx) {
-  TASKGROUP_TRY(std::string separator, ctx.args().get_or<std::string>("separator", ""));
+  TASKGROUP_TRY(std::string separator, ctx.args().get_or<std::string>("separator", std::string(default_separator)));
   std::vector<const blob*> inputs;
   inputs.reserve(ctx.num_inputs());
   blob* out = &ctx.output_blob(0);
@@ -318,7 +322,7 @@ void add_value_ops(builtin_table& t) {
   t.add(operator_schema("Concat")
             .inputs(1, unbounded)
             .outputs(1)
-            .arg("separator", k::string, "text between the strings (default none)")
+            .arg_with_default("separator", std::string(default_separator), "text between the strings")
             .doc("joined strings")
             .factory(&concat_factory));
 }
