@@ -2,11 +2,16 @@
 //
 //   taskgroup run PLAN [--threads N] [--policy join|gather] [--timeout S]
 //                      [--trace FILE] [--json] [--quiet] [--mpi]
-//                      [--poll-max USEC] [--grace S]
+//                      [--poll-max USEC] [--grace S] [--load LIB]...
 //   mpirun -np N taskgroup run PLAN ...   (nodes spread over the ranks)
-//   taskgroup check PLAN
-//   taskgroup graph PLAN
-//   taskgroup fmt PLAN          (hidden: the plan as the writer writes it)
+//   taskgroup check PLAN [--load LIB]...
+//   taskgroup graph PLAN [--load LIB]...
+//   taskgroup fmt PLAN [--load LIB]...     (the plan as the writer writes it)
+//   taskgroup ops [--json] [--load LIB]... (the registered operators)
+//
+// --load (repeatable) loads an op library (include/taskgroup/op_library.hpp)
+// into the global registry before the plan is read; a library that cannot
+// be loaded is a usage error (2).
 //
 // Under an MPI launcher (detected from the environment, or with --mpi) the
 // plan runs on an MPI session: rank 0 prints progress, outputs and errors,
@@ -22,6 +27,7 @@
 // errors (`taskgroup: <message>`) go to stderr.
 #include "check.hpp"
 #include "graph.hpp"
+#include "ops.hpp"
 #include "progress.hpp"
 #include "results.hpp"
 #include "start_run.hpp"
@@ -126,6 +132,7 @@ struct run_args {
   bool mpi = false;
   std::optional<std::int64_t> poll_max_us;  // MPI only: mpi_options::poll_max
   std::optional<double> grace_s;            // MPI only: mpi_options::grace
+  std::vector<std::string> libraries;       // --load
 };
 
 int run_command(const run_args& a) {
@@ -152,6 +159,8 @@ int run_command(const run_args& a) {
   if (!on_mpi && (a.poll_max_us || a.grace_s)) {
     return report_error("--poll-max and --grace apply to MPI runs only (under mpirun, or with --mpi)", exit_usage);
   }
+  // Every rank loads them: each reads the plan and binds its nets.
+  if (auto libs = tg::cli::load_libraries(a.libraries); !libs) return report_error(libs.error().message, exit_usage);
 
   auto group = tg::read_plan_file(a.plan);
   if (!group) return report_error(group.error().message, exit_usage);
@@ -282,7 +291,15 @@ int run_command(const run_args& a) {
   return exit_run_failed;
 }
 
-int check_command(const std::string& path) {
+// What check, graph, fmt and ops take: a plan (not ops) and --load.
+struct plan_args {
+  std::string plan;
+  std::vector<std::string> libraries;
+};
+
+int check_command(const plan_args& a) {
+  const std::string& path = a.plan;
+  if (auto libs = tg::cli::load_libraries(a.libraries); !libs) return print_error(libs.error().message, exit_usage);
   auto group = tg::read_plan_file(path);
   if (!group) return print_error(group.error().message, exit_usage);
   if (auto st = tg::cli::validate_group(group.value()); !st) {
@@ -292,19 +309,32 @@ int check_command(const std::string& path) {
   return exit_ok;
 }
 
-int graph_command(const std::string& path) {
+int graph_command(const plan_args& a) {
+  const std::string& path = a.plan;
+  if (auto libs = tg::cli::load_libraries(a.libraries); !libs) return print_error(libs.error().message, exit_usage);
   auto group = tg::read_plan_file(path);
   if (!group) return print_error(group.error().message, exit_usage);
   print_out(tg::cli::group_to_dot(group.value(), path));
   return exit_ok;
 }
 
-int fmt_command(const std::string& path) {
+int fmt_command(const plan_args& a) {
+  const std::string& path = a.plan;
+  if (auto libs = tg::cli::load_libraries(a.libraries); !libs) return print_error(libs.error().message, exit_usage);
   auto group = tg::read_plan_file(path);
   if (!group) return print_error(group.error().message, exit_usage);
   auto text = tg::write_plan(group.value());
   if (!text) return print_error(text.error().with_context(path).message, exit_usage);
   print_out(text.value());
+  return exit_ok;
+}
+
+int ops_command(const plan_args& a, bool json) {
+  auto libs = tg::cli::load_libraries(a.libraries);
+  if (!libs) return print_error(libs.error().message, exit_usage);
+  const auto& registry = tg::operator_registry::global();
+  print_out(json ? tg::cli::json_text(tg::cli::operators_json(registry, libs.value()))
+                 : tg::cli::operators_text(registry, libs.value()));
   return exit_ok;
 }
 
@@ -347,18 +377,31 @@ int main(int argc, char** argv) {
                     ->type_name("SECONDS")
                     ->check(CLI::PositiveNumber);
 
-  std::string check_plan;
+  const std::string load_help = "Load an op library (a shared object; repeatable) before reading the plan";
+  run->add_option("--load", ra.libraries, load_help)->type_name("LIB")->allow_extra_args(false);
+
+  plan_args check_args;
   auto* check = app.add_subcommand("check", "Validate a plan and summarise its nodes, tasks and steps");
-  check->add_option("plan", check_plan, "The plan file")->required()->type_name("FILE");
+  check->add_option("plan", check_args.plan, "The plan file")->required()->type_name("FILE");
+  check->add_option("--load", check_args.libraries, load_help)->type_name("LIB")->allow_extra_args(false);
 
-  std::string graph_plan;
+  plan_args graph_args;
   auto* graph = app.add_subcommand("graph", "Print the plan as a Graphviz DOT graph");
-  graph->add_option("plan", graph_plan, "The plan file")->required()->type_name("FILE");
+  graph->add_option("plan", graph_args.plan, "The plan file")->required()->type_name("FILE");
+  graph->add_option("--load", graph_args.libraries, load_help)->type_name("LIB")->allow_extra_args(false);
 
-  std::string fmt_plan;
-  auto* fmt = app.add_subcommand("fmt", "Print the plan as the plan writer writes it");
-  fmt->add_option("plan", fmt_plan, "The plan file")->required()->type_name("FILE");
-  fmt->group("");  // hidden
+  plan_args fmt_args;
+  auto* fmt = app.add_subcommand("fmt", "Print the plan as the plan writer writes it (canonical form)");
+  fmt->add_option("plan", fmt_args.plan, "The plan file")->required()->type_name("FILE");
+  fmt->add_option("--load", fmt_args.libraries, load_help)->type_name("LIB")->allow_extra_args(false);
+
+  plan_args ops_args;
+  bool ops_json = false;
+  auto* ops = app.add_subcommand("ops", "List the registered operators: arity, arguments, defaults, async");
+  ops->add_option("--load", ops_args.libraries, "Load an op library (a shared object; repeatable) first")
+      ->type_name("LIB")
+      ->allow_extra_args(false);
+  ops->add_flag("--json", ops_json, "Print the listing as JSON (shape in the README, \"Listing the operators\")");
 
   try {
     app.parse(argc, argv);
@@ -374,9 +417,10 @@ int main(int argc, char** argv) {
       if (grace->count() > 0) ra.grace_s = grace_s;
       return run_command(ra);
     }
-    if (check->parsed()) return check_command(check_plan);
-    if (graph->parsed()) return graph_command(graph_plan);
-    if (fmt->parsed()) return fmt_command(fmt_plan);
+    if (check->parsed()) return check_command(check_args);
+    if (graph->parsed()) return graph_command(graph_args);
+    if (fmt->parsed()) return fmt_command(fmt_args);
+    if (ops->parsed()) return ops_command(ops_args, ops_json);
   } catch (const std::exception& e) {
     return print_error(e.what(), exit_run_failed);
   }

@@ -9,6 +9,7 @@
 #include <taskgroup/execution_step.hpp>
 #include <taskgroup/net.hpp>
 #include <taskgroup/node.hpp>
+#include <taskgroup/op_library.hpp>
 #include <taskgroup/operator.hpp>
 #include <taskgroup/plan.hpp>
 #include <taskgroup/queue.hpp>
