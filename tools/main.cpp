@@ -19,7 +19,8 @@
 // run's status.
 //
 // Exit status: 0 success, 1 the run failed (a task failed, or was
-// cancelled from inside), 2 usage or plan error, 3 the run timed out,
+// cancelled from inside), 2 usage or plan error (or an op library that
+// cannot be loaded), 3 the run timed out,
 // 128 + signal number when cancelled by SIGINT (130) or SIGTERM (143).
 //
 // stdout carries only results (the outputs table, the --json object, the
