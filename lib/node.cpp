@@ -1,30 +1,31 @@
 #include <taskgroup/node.hpp>
 
-#include <algorithm>
-
 namespace taskgroup {
 
 void cluster::add(const node& n) {
-  auto it = std::find(names_.begin(), names_.end(), n.name());
-  if (it == names_.end()) {
+  const auto [it, inserted] = index_.try_emplace(n.name(), names_.size());
+  if (inserted) {
     names_.push_back(n.name());
     options_.push_back(n.options());
     return;
   }
-  arguments& merged = options_[static_cast<std::size_t>(it - names_.begin())];
+  arguments& merged = options_[it->second];
   for (const auto& [key, value] : n.options()) {
     if (!merged.has(key)) merged.set(key, value);
   }
 }
 
-const arguments& cluster::options(std::string_view name) const {
-  static const arguments none;
-  auto it = std::find(names_.begin(), names_.end(), name);
-  return it == names_.end() ? none : options_[static_cast<std::size_t>(it - names_.begin())];
+const arguments* cluster::find(std::string_view name) const noexcept {
+  const auto it = index_.find(name);
+  return it == index_.end() ? nullptr : &options_[it->second];
 }
 
-bool cluster::has(std::string_view name) const noexcept {
-  return std::find(names_.begin(), names_.end(), name) != names_.end();
+const arguments& cluster::options(std::string_view name) const {
+  static const arguments none;
+  const arguments* found = find(name);
+  return found == nullptr ? none : *found;
 }
+
+bool cluster::has(std::string_view name) const noexcept { return find(name) != nullptr; }
 
 }  // namespace taskgroup

@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <set>
+#include <string_view>
+#include <unordered_set>
 
 namespace taskgroup {
 
@@ -97,8 +99,9 @@ const std::vector<task>& task_group::tasks() const noexcept { return data_->task
 
 std::vector<std::string> task_group::used_nodes() const {
   std::vector<std::string> out = data_->nodes.nodes();
+  std::unordered_set<std::string_view> extra;  // report nodes without a task, once each
   for (const auto& r : data_->reports) {
-    if (std::find(out.begin(), out.end(), r.node) == out.end()) out.push_back(r.node);
+    if (!data_->nodes.has(r.node) && extra.insert(r.node).second) out.push_back(r.node);
   }
   return out;
 }

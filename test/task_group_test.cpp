@@ -54,6 +54,43 @@ TEST_CASE("used nodes are listed in order of first use and options merge first-w
   CHECK(g.cluster().options("n2").get<std::string>("mem").value() == "8G");
 }
 
+TEST_CASE("a cluster of 20,000 nodes keeps first-use order, merges options and finds every name",
+          "[task_group][node]") {
+  constexpr int n = 20'000;
+  cluster c;
+  for (int i = 0; i < n; ++i) c.add(node("n" + std::to_string(i), {{"i", std::int64_t{i}}}));
+  // Registered again in reverse with a conflicting and a new key each.
+  for (int i = n - 1; i >= 0; --i) {
+    c.add(node("n" + std::to_string(i), {{"i", std::int64_t{-1}}, {"again", std::int64_t{i}}}));
+  }
+  REQUIRE(c.nodes().size() == static_cast<std::size_t>(n));
+  for (int i = 0; i < n; ++i) {
+    const std::string name = "n" + std::to_string(i);
+    CHECK(c.nodes()[static_cast<std::size_t>(i)] == name);
+    REQUIRE(c.has(name));
+    CHECK(c.options(name).get<std::int64_t>("i").value() == i);
+    CHECK(c.options(name).get<std::int64_t>("again").value() == i);
+  }
+  CHECK_FALSE(c.has("n" + std::to_string(n)));
+  CHECK(c.options("missing").empty());
+}
+
+TEST_CASE("used nodes of 20,000 tasks and report steps list each node once, in order", "[task_group][node]") {
+  constexpr int n = 20'000;
+  task_group g;
+  for (int i = 0; i < n; ++i) REQUIRE(g.add(task("t" + std::to_string(i)), node("n" + std::to_string(i))));
+  // Report steps on known nodes, and twice on each of two nodes without a task.
+  for (int i = 0; i < n; i += 100)
+    g.report_step(step("r").add_net(fill_int("r", "x", 1)), node("n" + std::to_string(i)));
+  for (const char* extra : {"x1", "x2", "x1", "x2"})
+    g.report_step(step("r").add_net(fill_int("r", "x", 1)), node(extra));
+  const auto used = g.used_nodes();
+  REQUIRE(used.size() == static_cast<std::size_t>(n) + 2);
+  for (int i = 0; i < n; ++i) CHECK(used[static_cast<std::size_t>(i)] == "n" + std::to_string(i));
+  CHECK(used[n] == "x1");
+  CHECK(used[n + 1] == "x2");
+}
+
 TEST_CASE("a report step on a node with no task is an error", "[task_group]") {
   task_group g;
   REQUIRE(g.add(task("a", step("s").add_net(fill_int("n", "x", 1)))));
@@ -109,10 +146,10 @@ TEST_CASE("local init runs before a node's tasks and local exit after them", "[t
     return n;
   };
   g.local_init(node("n1"), {[] {
-                 net n("log_init");
-                 n.op("ConstantFill", {}, {"log"}, {{"value", std::vector<i64>{}}});
-                 return n;
-               }(),
+                              net n("log_init");
+                              n.op("ConstantFill", {}, {"log"}, {{"value", std::vector<i64>{}}});
+                              return n;
+                            }(),
                             append("init", 1)});
   g.local_exit(node("n1"), append("exit", 3));
   REQUIRE(g.add(task("a", step("a").add_net(append("a", 2))), node("n1")));

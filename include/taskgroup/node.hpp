@@ -13,8 +13,11 @@
 
 #include <taskgroup/operator.hpp>
 
+#include <cstddef>
+#include <functional>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 namespace taskgroup {
@@ -37,7 +40,9 @@ class node {
   arguments options_;
 };
 
-/// Node names in order of first use, with merged options.
+/// Node names in order of first use, with merged options. Registering and
+/// looking up a name take constant time on average (a cluster of 10^5
+/// nodes builds in linear time).
 class cluster {
  public:
   /// Registers `n`: a new name is appended; for a known name, options with
@@ -52,8 +57,15 @@ class cluster {
   [[nodiscard]] bool empty() const noexcept { return names_.empty(); }
 
  private:
+  struct name_hash {
+    using is_transparent = void;
+    std::size_t operator()(std::string_view s) const noexcept { return std::hash<std::string_view>{}(s); }
+  };
+  [[nodiscard]] const arguments* find(std::string_view name) const noexcept;
+
   std::vector<std::string> names_;
   std::vector<arguments> options_;
+  std::unordered_map<std::string, std::size_t, name_hash, std::equal_to<>> index_;  // name -> position
 };
 
 }  // namespace taskgroup
