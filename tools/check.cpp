@@ -10,6 +10,8 @@
 #include <algorithm>
 #include <map>
 #include <set>
+#include <string_view>
+#include <unordered_map>
 #include <variant>
 #include <vector>
 
@@ -20,7 +22,7 @@ namespace {
 // Steps and nets reached from some roots.
 struct tally {
   std::size_t steps = 0;
-  std::set<std::string> nets;   // distinct, by name (names are unique in a plan)
+  std::set<std::string> nets;              // distinct, by name (names are unique in a plan)
   std::map<std::string, std::size_t> ops;  // per distinct net
 
   void add(const net& n) {
@@ -83,6 +85,62 @@ status validate_group(const task_group& group) {
   return ok();
 }
 
+namespace {
+
+// What one node holds, gathered in one pass over the group (a pass per
+// node was quadratic in the number of nodes).
+struct node_items {
+  std::vector<const task*> tasks;
+  std::vector<const group_report_step*> reports;
+  std::vector<setup_object*> locals;
+};
+
+void summarize_node(const task_group& group, const std::string& node_name, const node_items& items, tally& total,
+                    std::string& body_text) {
+  body_text += "node " + node_name + ": " + plural(items.tasks.size(), "task", "tasks") + "\n";
+  std::size_t name_width = 0;
+  for (const auto* t : items.tasks) name_width = std::max(name_width, t->name().size());
+  for (const auto* t : items.tasks) {
+    const auto type = t->type().value_or(group.type().value_or(workspace_type::private_));
+    tally tt = task_tally(*t);
+    total.add(tt);
+    std::vector<std::string> outs;
+    for (const auto& st : t->output_states()) {
+      outs.push_back(st->list ? "[" + join(st->blobs) + "]" : st->blobs.front());
+    }
+    std::string line = "  " + t->name() + std::string(name_width - t->name().size(), ' ');
+    line += "  " + plural(static_cast<std::size_t>(t->instances()), "instance", "instances");
+    line += ", " + std::string(to_string(type)) + " workspace";
+    line += ", " + plural(tt.steps, "step", "steps") + ", " + plural(tt.nets.size(), "net", "nets");
+    line += ", outputs: " + (outs.empty() ? std::string("none") : join(outs));
+    body_text += line + "\n";
+  }
+  for (const auto* r : items.reports) {
+    tally rt;
+    rt.add(r->step);
+    total.add(rt);
+    body_text += "  report step " + quote(r->step.name()) + " every " + std::to_string(r->interval.count()) + " ms (" +
+                 plural(rt.steps, "step", "steps") + ", " + plural(rt.nets.size(), "net", "nets") + ")\n";
+  }
+  tally init, exit;
+  for (auto* obj : items.locals) {
+    init.add(obj->setup());
+    exit.add(obj->exit());
+  }
+  if (!init.nets.empty()) {
+    body_text += "  local init: " + plural(init.nets.size(), "net", "nets") + " (" +
+                 join({init.nets.begin(), init.nets.end()}) + ")\n";
+  }
+  if (!exit.nets.empty()) {
+    body_text += "  local exit: " + plural(exit.nets.size(), "net", "nets") + " (" +
+                 join({exit.nets.begin(), exit.nets.end()}) + ")\n";
+  }
+  total.add(init);
+  total.add(exit);
+}
+
+}  // namespace
+
 std::string summarize_group(const task_group& group, std::string_view path) {
   std::string out;
   const auto nodes = group.used_nodes();
@@ -92,53 +150,17 @@ std::string summarize_group(const task_group& group, std::string_view path) {
   out += std::string(path) + ": valid plan (format " + std::to_string(plan_format_version) + ")\n";
   if (group.type()) out += "workspace type: " + std::string(to_string(*group.type())) + "\n";
 
+  std::unordered_map<std::string_view, node_items> by_node;
+  by_node.reserve(nodes.size());
+  for (const auto& t : group.tasks()) by_node[t.node_name()].tasks.push_back(&t);
+  for (const auto& r : group.report_steps()) by_node[r.node].reports.push_back(&r);
+  for (const auto& [n, obj] : locals) by_node[n].locals.push_back(obj.get());
+
   std::string body_text;
+  static const node_items none;
   for (const auto& node_name : nodes) {
-    std::vector<const task*> tasks;
-    for (const auto& t : group.tasks()) {
-      if (t.node_name() == node_name) tasks.push_back(&t);
-    }
-    body_text += "node " + node_name + ": " + plural(tasks.size(), "task", "tasks") + "\n";
-    std::size_t name_width = 0;
-    for (const auto* t : tasks) name_width = std::max(name_width, t->name().size());
-    for (const auto* t : tasks) {
-      const auto type = t->type().value_or(group.type().value_or(workspace_type::private_));
-      tally tt = task_tally(*t);
-      total.add(tt);
-      std::vector<std::string> outs;
-      for (const auto& st : t->output_states()) {
-        outs.push_back(st->list ? "[" + join(st->blobs) + "]" : st->blobs.front());
-      }
-      std::string line = "  " + t->name() + std::string(name_width - t->name().size(), ' ');
-      line += "  " + plural(static_cast<std::size_t>(t->instances()), "instance", "instances");
-      line += ", " + std::string(to_string(type)) + " workspace";
-      line += ", " + plural(tt.steps, "step", "steps") + ", " + plural(tt.nets.size(), "net", "nets");
-      line += ", outputs: " + (outs.empty() ? std::string("none") : join(outs));
-      body_text += line + "\n";
-    }
-    for (const auto& r : group.report_steps()) {
-      if (r.node != node_name) continue;
-      tally rt;
-      rt.add(r.step);
-      total.add(rt);
-      body_text += "  report step " + quote(r.step.name()) + " every " + std::to_string(r.interval.count()) +
-                   " ms (" + plural(rt.steps, "step", "steps") + ", " + plural(rt.nets.size(), "net", "nets") +
-                   ")\n";
-    }
-    tally init, exit;
-    for (const auto& [n, obj] : locals) {
-      if (n != node_name) continue;
-      init.add(obj->setup());
-      exit.add(obj->exit());
-    }
-    if (!init.nets.empty()) {
-      body_text += "  local init: " + plural(init.nets.size(), "net", "nets") + " (" + join({init.nets.begin(), init.nets.end()}) + ")\n";
-    }
-    if (!exit.nets.empty()) {
-      body_text += "  local exit: " + plural(exit.nets.size(), "net", "nets") + " (" + join({exit.nets.begin(), exit.nets.end()}) + ")\n";
-    }
-    total.add(init);
-    total.add(exit);
+    const auto it = by_node.find(node_name);
+    summarize_node(group, node_name, it == by_node.end() ? none : it->second, total, body_text);
   }
   out += plural(nodes.size(), "node", "nodes") + " (" + join(nodes) + "), " +
          plural(group.tasks().size(), "task", "tasks") + ", " + plural(total.steps, "step", "steps") + ", " +

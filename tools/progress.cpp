@@ -15,10 +15,11 @@ namespace {
 
 constexpr auto redraw_every = std::chrono::milliseconds(100);
 
-std::size_t terminal_width(std::FILE* f) {
+// Columns and rows of the terminal on `f` (80 x 24 when unknown).
+std::pair<std::size_t, std::size_t> terminal_size(std::FILE* f) {
   winsize ws{};
-  if (::ioctl(::fileno(f), TIOCGWINSZ, &ws) == 0 && ws.ws_col > 0) return ws.ws_col;
-  return 80;
+  if (::ioctl(::fileno(f), TIOCGWINSZ, &ws) != 0) return {80, 24};
+  return {ws.ws_col > 0 ? ws.ws_col : 80, ws.ws_row > 0 ? ws.ws_row : 24};
 }
 
 std::string seconds_text(std::chrono::steady_clock::duration d) {
@@ -102,17 +103,21 @@ void progress::note(std::string_view line) {
 }
 
 progress::node_state& progress::node_locked(std::string_view name) {
-  for (auto& n : nodes_) {
-    if (n.name == name) return n;
+  const auto [it, inserted] = index_.try_emplace(std::string(name), nodes_.size());
+  if (inserted) {
+    nodes_.emplace_back();
+    nodes_.back().name = name;
   }
-  nodes_.emplace_back();
-  nodes_.back().name = name;
-  return nodes_.back();
+  return nodes_[it->second];
 }
 
+// Quiet mode keeps no state: the callbacks return at once (a run of 10^5
+// nodes pays nothing for the progress it does not show).
 void progress::run_begin(const std::vector<std::pair<std::string, std::string>>& tasks) {
+  if (mode_ == progress_mode::quiet) return;
   std::lock_guard lock(mutex_);
   for (const auto& [task, node] : tasks) ++node_locked(node).tasks;
+  totals_.tasks += tasks.size();
   if (mode_ == progress_mode::live) {
     erase_block_locked();
     draw_block_locked();
@@ -120,19 +125,29 @@ void progress::run_begin(const std::vector<std::pair<std::string, std::string>>&
 }
 
 void progress::task_begin(std::string_view task, std::string_view node) {
+  if (mode_ == progress_mode::quiet) return;
   std::lock_guard lock(mutex_);
   node_state& n = node_locked(node);
   ++n.running;
+  ++totals_.running;
   if (!n.first_start) n.first_start = clock::now();
   if (mode_ == progress_mode::plain) line_locked("task " + std::string(task) + " started");
 }
 
 void progress::task_end(const task_report& report) {
+  if (mode_ == progress_mode::quiet) return;
   std::lock_guard lock(mutex_);
   node_state& n = node_locked(report.node);
-  if (n.running > 0) --n.running;
+  if (n.running > 0) {
+    --n.running;
+    --totals_.running;
+  }
   ++n.done;
-  if (report.status != task_status::succeeded) ++n.failed;
+  ++totals_.done;
+  if (report.status != task_status::succeeded) {
+    ++n.failed;
+    ++totals_.failed;
+  }
   if (n.done >= n.tasks) n.last_end = clock::now();
   if (mode_ == progress_mode::plain) {
     const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(report.duration()).count();
@@ -167,23 +182,20 @@ void progress::erase_block_locked() {
 
 void progress::draw_block_locked() {
   const auto now = clock::now();
-  const std::size_t width = terminal_width(out_);
+  const auto [width, rows] = terminal_size(out_);
+  // The block must fit the screen (the cursor cannot move above its top to
+  // erase it): the header, as many node lines as fit, then a count of the rest.
+  const std::size_t shown = std::min(nodes_.size(), rows > 3 ? rows - 3 : std::size_t{1});
   std::size_t name_width = 4;
-  std::size_t total = 0, done = 0, running = 0, failed = 0;
-  for (const auto& n : nodes_) {
-    name_width = std::max(name_width, n.name.size());
-    total += n.tasks;
-    done += n.done;
-    running += n.running;
-    failed += n.failed;
-  }
+  for (std::size_t i = 0; i < shown; ++i) name_width = std::max(name_width, nodes_[i].name.size());
   std::vector<std::string> lines;
-  std::string head = "taskgroup: " + std::to_string(done) + "/" + std::to_string(total) + " tasks done, " +
-                     std::to_string(running) + " running";
-  if (failed > 0) head += ", " + std::to_string(failed) + " failed";
+  std::string head = "taskgroup: " + std::to_string(totals_.done) + "/" + std::to_string(totals_.tasks) +
+                     " tasks done, " + std::to_string(totals_.running) + " running";
+  if (totals_.failed > 0) head += ", " + std::to_string(totals_.failed) + " failed";
   head += "  " + seconds_text(now - started_);
   lines.push_back(std::move(head));
-  for (const auto& n : nodes_) {
+  for (std::size_t i = 0; i < shown; ++i) {
+    const node_state& n = nodes_[i];
     std::string l = "  " + n.name + std::string(name_width - n.name.size(), ' ');
     l += "  running " + std::to_string(n.running);
     l += "  done " + std::to_string(n.done) + "/" + std::to_string(n.tasks);
@@ -191,6 +203,7 @@ void progress::draw_block_locked() {
     if (n.first_start) l += "  " + seconds_text(n.last_end.value_or(now) - *n.first_start);
     lines.push_back(std::move(l));
   }
+  if (shown < nodes_.size()) lines.push_back("  ... and " + std::to_string(nodes_.size() - shown) + " more nodes");
   std::string s;
   for (auto& l : lines) {
     // A wrapped line would break the line count used to erase the block.

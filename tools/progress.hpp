@@ -4,10 +4,13 @@
 // - live (stderr is a terminal): a status block, one line per node (tasks
 //   running and done, failures, elapsed time), redrawn with ANSI escapes
 //   at most 10 times a second from a timer on the caller's io_context;
-//   lines written by Print ops and notes scroll above the block.
+//   lines written by Print ops and notes scroll above the block. The block
+//   fits the terminal's height: the nodes that do not fit are counted on
+//   a last line ("... and N more nodes").
 // - plain (anything else): one line per event, `task <name> started` and
 //   `task <name> finished (<status>, <ms> ms)`, plus the Print lines.
-// - quiet: nothing at all (Print lines are dropped too).
+// - quiet: nothing at all (Print lines are dropped too), and no state is
+//   kept per task or node.
 //
 // Print output goes to stderr in every mode, so that stdout holds only
 // the results (a table, or the `--json` object).
@@ -30,6 +33,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -80,8 +84,12 @@ class progress final : public run_observer {
 
   progress_mode mode_;
   std::FILE* out_;
-  std::mutex mutex_;  // guards what follows
-  std::vector<node_state> nodes_;
+  std::mutex mutex_;                                    // guards what follows
+  std::vector<node_state> nodes_;                       // in order of first use
+  std::unordered_map<std::string, std::size_t> index_;  // node name -> position in nodes_
+  struct {
+    std::size_t tasks = 0, running = 0, done = 0, failed = 0;
+  } totals_;  // sums over nodes_
   clock::time_point started_ = clock::now();
   std::size_t drawn_lines_ = 0;
   bool sink_installed_ = false;
