@@ -99,7 +99,10 @@ class strict_handler {
   std::size_t number_length = 0;
 
   bool on_document_begin(boost::system::error_code&) {
-    st.reset();
+    // A plan is read once and dropped whole: its values come from one
+    // growing arena (a malloc per value was a quarter of reading a
+    // 200,000-task plan, and its headers a third of the document's size).
+    st.reset(json::make_shared_resource<json::monotonic_resource>());
     return true;
   }
   bool on_document_end(boost::system::error_code&) { return true; }

@@ -331,9 +331,24 @@ result<task_group> read_plan_file(const std::filesystem::path& path, const opera
   }
   std::ifstream in(path, std::ios::binary);
   if (!in) return fail(errc::invalid_plan, "cannot open plan file " + quote(path.string()));
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  auto g = read_plan(ss.str(), registry);
+  // Read into one buffer of the file's size, and dropped once parsed: the
+  // text, its document and the group are never all alive at once.
+  std::string text;
+  if (!ec) text.resize(static_cast<std::size_t>(size));
+  in.read(text.data(), static_cast<std::streamsize>(text.size()));
+  if (static_cast<std::size_t>(in.gcount()) != text.size() || in.peek() != std::ifstream::traits_type::eof()) {
+    // The size changed or was unknown: read the rest (bounded below).
+    text.resize(static_cast<std::size_t>(in.gcount()));
+    in.clear();
+    std::ostringstream rest;
+    rest << in.rdbuf();
+    text += rest.str();
+  }
+  auto parsed = parse_text(text);
+  std::string().swap(text);
+  if (!parsed) return parsed.error().with_context(path.string());
+  const flat_value doc(std::move(parsed).value());
+  auto g = read_plan(doc.v, registry);
   if (!g) return g.error().with_context(path.string());
   return g;
 }
