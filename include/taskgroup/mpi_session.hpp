@@ -137,7 +137,12 @@ class mpi_session {
   /// A session owning a thread pool of `threads` threads (>= 1).
   explicit mpi_session(std::size_t threads, mpi_options options = {});
   /// With an owned pool, waits for runs in flight; with an executor of
-  /// the caller's, no run may be in flight.
+  /// the caller's, no run may be in flight, and runs queued but not
+  /// started (`async_run` called, the executor not yet run) complete with
+  /// `errc::session_closed` when the executor runs them, without touching
+  /// the destroyed object or MPI (they hold the session's state). The
+  /// executor's context must outlive them. Frees the duplicated
+  /// communicator (destroy sessions in the same order on every rank).
   ~mpi_session();
   mpi_session(const mpi_session&) = delete;
   mpi_session& operator=(const mpi_session&) = delete;
@@ -164,7 +169,10 @@ class mpi_session {
   /// but leaves this rank's handle with the copy's error). Errors: `errc::mpi_failed` when MPI is unusable (not
   /// initialized, too low a thread level for a multi-threaded executor),
   /// `errc::group_mismatch` when ranks built different groups or runs,
-  /// `errc::invalid_task` when a run is already in flight, the errors of
+  /// `errc::invalid_task` when a run is already in flight or
+  /// `options.timeout` is above `taskgroup::max_duration` (on every rank:
+  /// rank 0's START carries the refusal), `errc::session_closed` for a
+  /// run queued when the session was destroyed, the errors of
   /// `local_session::run` (with the rank they came from), `errc::timeout`
   /// when `options.timeout` expires, `errc::cancelled` when cancelled.
   /// Cancellation: terminal cancellation on rank 0 cancels every task on
@@ -176,11 +184,14 @@ class mpi_session {
   /// token's cancellation slot cancels the run.
   template <class CompletionToken>
   auto async_run(task_group group, CompletionToken&& token, run_options options = {}) {
-    auto init = [this](auto handler, task_group g, run_options o) {
-      auto cancel = detail::forward_cancellation(boost::asio::get_associated_cancellation_slot(handler), strand());
-      auto handler_ex = boost::asio::get_associated_executor(handler, strand());
+    // The initiation holds the session's state, not `this`: a run queued
+    // when the session is destroyed starts later and fails cleanly.
+    auto init = [state = impl_](auto handler, task_group g, run_options o) {
+      auto ex = strand_of(*state);
+      auto cancel = detail::forward_cancellation(boost::asio::get_associated_cancellation_slot(handler), ex);
+      auto handler_ex = boost::asio::get_associated_executor(handler, ex);
       boost::asio::co_spawn(
-          strand(), run_on_strand(std::move(g), o),
+          ex, run_on_strand(state, std::move(g), o),
           boost::asio::bind_cancellation_slot(
               cancel->slot(),
               boost::asio::bind_executor(
@@ -206,8 +217,9 @@ class mpi_session {
 
  private:
   struct impl;
-  [[nodiscard]] boost::asio::any_io_executor strand() const;
-  boost::asio::awaitable<result<run_report>> run_on_strand(task_group group, run_options options);
+  [[nodiscard]] static boost::asio::any_io_executor strand_of(const impl& state);
+  static boost::asio::awaitable<result<run_report>> run_on_strand(std::shared_ptr<impl> state, task_group group,
+                                                                  run_options options);
   std::unique_ptr<boost::asio::thread_pool> pool_;  // when the session owns its threads
   std::unique_ptr<local_session> local_;
   std::shared_ptr<impl> impl_;

@@ -7,6 +7,8 @@
 #include "transport.hpp"
 #include "wire.hpp"
 
+#include "../detail/limits.hpp"
+
 #include <boost/asio/this_coro.hpp>
 
 #include <algorithm>
@@ -76,7 +78,10 @@ std::optional<error> send_start(const state_ptr& s, run_ctx& ctx, std::uint64_t 
   start.run_id = run_id;
   start.policy = options.policy;
   start.timeout = options.timeout;
-  if (described) {
+  // Refused as the local session refuses it, and on every rank alike.
+  if (options.timeout && *options.timeout > max_duration) {
+    start.failure = error(errc::invalid_task, "run_options::timeout " + duration_fault(options.timeout->count()));
+  } else if (described) {
     start.fingerprint = described.value()->text;
   } else {
     start.failure = described.error();
@@ -111,7 +116,7 @@ class client_run {
         answered_(static_cast<std::size_t>(s_->size), false),
         told_(static_cast<std::size_t>(s_->size), false) {
     answered_[0] = told_[0] = true;
-    if (options_.timeout) deadline_ = clock_type::now() + *options_.timeout;
+    if (options_.timeout) deadline_ = deadline_after(clock_type::now(), *options_.timeout);
   }
 
   // The report's frame, the observer's run_begin, and this rank's tasks.
@@ -142,7 +147,7 @@ class client_run {
       }
     }
     cancel_local(*ctx_);
-    grace_until_ = clock_type::now() + s_->options.grace;
+    grace_until_ = deadline_after(clock_type::now(), s_->options.grace);
   }
 
   // Takes in this rank's own reports once its tasks have ended.

@@ -79,11 +79,14 @@ std::optional<error> session_state::wrong_thread(const char* what) const {
                    "session's MPI calls on that thread");
 }
 
-session_state::~session_state() {
+void session_state::free_comm() noexcept {
   int finalized = 0;
   MPI_Finalized(&finalized);
   if (comm != MPI_COMM_NULL && finalized == 0) MPI_Comm_free(&comm);
+  comm = MPI_COMM_NULL;
 }
+
+session_state::~session_state() { free_comm(); }
 
 result<std::map<std::string, int>> session_state::place(const task_group& g) const {
   for (const auto& [node, r] : options.placement) {
@@ -113,6 +116,7 @@ struct mpi_session::impl : detail::mpi::session_state {
 namespace {
 
 asio::awaitable<result<run_report>> run_protocol(detail::mpi::state_ptr s, task_group group, run_options options) {
+  if (s->closed.load()) co_return error(errc::session_closed, "MPI session is closed.");
   if (s->init_error) co_return *s->init_error;
   // Every rank makes the same check before any message: all fail alike.
   if (auto e = s->wrong_thread("the run's MPI protocol runs")) co_return std::move(*e);
@@ -143,11 +147,16 @@ mpi_session::mpi_session(std::size_t threads, mpi_options options)
       local_(std::make_unique<local_session>(pool_->get_executor())),
       impl_(std::make_shared<impl>(*local_, std::move(options), threads > 1)) {}
 
-// With an owned pool: wait for the work in flight, then drop the strand and
-// the local session while the pool (their execution context) still exists.
+// Runs not started yet fail with session_closed. With an owned pool: wait
+// for the work in flight, then drop the strand and the local session while
+// the pool (their execution context) still exists. The communicator is
+// freed here, not when the last holder of the state lets it go, so that
+// every rank frees it at the same point of its program.
 mpi_session::~mpi_session() {
+  impl_->closed.store(true);
   local_->close();
   if (pool_) pool_->join();
+  impl_->free_comm();
   impl_.reset();
   local_.reset();
 }
@@ -155,7 +164,7 @@ mpi_session::~mpi_session() {
 int mpi_session::rank() const noexcept { return impl_->rank; }
 int mpi_session::size() const noexcept { return impl_->size; }
 local_session& mpi_session::local() noexcept { return *local_; }
-asio::any_io_executor mpi_session::strand() const { return impl_->strand; }
+asio::any_io_executor mpi_session::strand_of(const impl& state) { return state.strand; }
 
 result<std::map<std::string, int>> mpi_session::placement(const task_group& group) const { return impl_->place(group); }
 
@@ -163,8 +172,9 @@ asio::awaitable<result<run_report>> mpi_session::run(task_group group, run_optio
   co_return co_await async_run(std::move(group), asio::use_awaitable, options);
 }
 
-asio::awaitable<result<run_report>> mpi_session::run_on_strand(task_group group, run_options options) {
-  return run_protocol(impl_, std::move(group), options);
+asio::awaitable<result<run_report>> mpi_session::run_on_strand(std::shared_ptr<impl> state, task_group group,
+                                                               run_options options) {
+  return run_protocol(std::move(state), std::move(group), options);
 }
 
 result<run_report> mpi_session::run_blocking(task_group group, run_options options) {

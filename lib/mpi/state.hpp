@@ -21,6 +21,15 @@ namespace taskgroup::detail::mpi {
 
 using clock_type = std::chrono::steady_clock;
 
+/// `from` + `d`, saturated: at most `time_point::max()` (a timeout or grace
+/// up to `milliseconds::max()` must not wrap into the past), and `from`
+/// for `d <= 0` (such a deadline has passed).
+inline clock_type::time_point deadline_after(clock_type::time_point from, std::chrono::milliseconds d) noexcept {
+  if (d.count() <= 0) return from;
+  const auto room = std::chrono::duration_cast<std::chrono::milliseconds>(clock_type::time_point::max() - from);
+  return d >= room ? clock_type::time_point::max() : from + d;
+}
+
 class value_recycler;
 struct group_description;
 
@@ -40,6 +49,10 @@ struct session_state {
   /// placement names a rank outside the job.
   [[nodiscard]] result<std::map<std::string, int>> place(const task_group& g) const;
 
+  /// Frees the communicator (collective: every rank's session does it in
+  /// the same order); called by ~mpi_session once no run is in flight.
+  void free_comm() noexcept;
+
   // Owned by the mpi_session, which outlives every run (see its destructor).
   local_session* local;
   mpi_options options;
@@ -52,6 +65,10 @@ struct session_state {
   // One run at a time, on the strand (run, async_run) or on the thread
   // blocked in run_blocking: what follows belongs to the run that set it.
   std::atomic<bool> running{false};
+  // Set by ~mpi_session first: a run that starts later (queued by
+  // async_run, its executor run after the session died) ends with
+  // errc::session_closed before it touches `local` or the communicator.
+  std::atomic<bool> closed{false};
   std::uint64_t runs = 0;
 
   // run_blocking's event loop, kept from run to run (a new one would make

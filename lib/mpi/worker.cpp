@@ -154,7 +154,7 @@ asio::awaitable<result<run_report>> run_worker(state_ptr s, task_group group, ru
   pacer pace(s->options);
   // A watchdog while waiting for rank 0: this rank's own deadline, if any.
   std::optional<clock_type::time_point> watchdog;
-  if (options.timeout) watchdog = clock_type::now() + *options.timeout + s->options.grace;
+  if (options.timeout) watchdog = deadline_after(deadline_after(clock_type::now(), *options.timeout), s->options.grace);
   auto start = co_await await_start(s, *ctx, pace, watchdog, cancelled_outside);
   if (!start) co_return start.error();
   if (start.value().failure) co_return *start.value().failure;  // rank 0 told everyone not to start
@@ -171,7 +171,9 @@ asio::awaitable<result<run_report>> run_worker(state_ptr s, task_group group, ru
     start_local(s, ctx, group, described.value()->where, local);
   }
   watchdog.reset();
-  if (start.value().timeout) watchdog = clock_type::now() + *start.value().timeout + s->options.grace;
+  if (start.value().timeout) {
+    watchdog = deadline_after(deadline_after(clock_type::now(), *start.value().timeout), s->options.grace);
+  }
 
   std::string bytes;
   int from = 0;

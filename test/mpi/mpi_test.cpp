@@ -8,6 +8,7 @@
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/bind_cancellation_slot.hpp>
 #include <boost/asio/cancellation_signal.hpp>
+#include <boost/asio/deferred.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/this_coro.hpp>
@@ -485,6 +486,52 @@ TEST_CASE("a run deadline cancels every rank with a timeout", "[mpi_cancel]") {
   CHECK(c->cancelled == c->started);
 }
 
+TEST_CASE("a timeout above max_duration is refused on every rank, naming the limit", "[mpi_cancel]") {
+  mpi_session s(2);
+  task_group g;
+  for (int k = 0; k < 3; ++k) {
+    REQUIRE(g.add(task("t", step("t").add_net(put<std::int64_t>("x", "x", 1))), node("n" + std::to_string(k))));
+  }
+  for (auto timeout : {std::chrono::milliseconds::max(), max_duration + 1ms}) {
+    run_options o;
+    o.timeout = timeout;
+    auto r = s.run_blocking(g, o);
+    REQUIRE_FALSE(r);
+    CHECK(r.error().code == errc::invalid_task);
+    CHECK_THAT(r.error().message,
+               Catch::StartsWith("run_options::timeout must be at most") && Catch::Contains("taskgroup::max_duration"));
+  }
+  // The session runs on after the refusals.
+  CHECK(s.run_blocking(g));
+}
+
+TEST_CASE("the longest timeout and grace do not wrap into the past", "[mpi_cancel]") {
+  // now + max_duration + milliseconds::max() overflowed: the workers'
+  // watchdog and rank 0's grace period expired at once and ended the job.
+  mpi_options mo;
+  mo.grace = std::chrono::milliseconds::max();
+  mpi_session s(2, mo);
+  task_group ok_group;
+  for (int k = 0; k < 3; ++k) {
+    REQUIRE(ok_group.add(task("t", step("t").add_net(put<std::int64_t>("x", "x", k))), node("n" + std::to_string(k))));
+  }
+  run_options o;
+  o.timeout = max_duration;
+  auto r = s.run_blocking(ok_group, o);
+  REQUIRE(r);
+  CHECK(r.value().tasks.size() == 3);
+  // A failure starts the grace period: the run ends with the failure.
+  task_group failing;
+  for (int k = 0; k < 3; ++k) {
+    execution_step st("work");
+    st.add_net(k == 1 ? fail_after("read", 20, "disk on fire") : put<std::int64_t>("x", "x", k));
+    REQUIRE(failing.add(task("t", st), node("n" + std::to_string(k))));
+  }
+  auto f = s.run_blocking(failing, o);
+  REQUIRE_FALSE(f);
+  CHECK_THAT(f.error().message, Catch::StartsWith("rank 1: ") && Catch::EndsWith("disk on fire"));
+}
+
 TEST_CASE("gather: every task runs to its end and rank 0 gets each result", "[mpi_gather]") {
   mpi_session s(2);
   task_group g;
@@ -606,6 +653,41 @@ TEST_CASE("one run at a time: a run asked for while another is in flight fails a
   CHECK(*blocked);
   // And the session runs the next group normally.
   CHECK(s.run_blocking(other));
+}
+
+TEST_CASE("a run queued when the session is destroyed completes with session_closed", "[mpi_reruns]") {
+  // Every rank does the same: no run starts, no message is sent, and the
+  // communicator is freed by every rank's destructor in the same order.
+  task_group g;
+  for (int k = 0; k < 3; ++k) {
+    REQUIRE(g.add(task("t", step("t").add_net(put<std::int64_t>("x", "x", 1))), node("n" + std::to_string(k))));
+  }
+  asio::io_context io;
+  std::optional<result<run_report>> queued, deferred_out;
+  {
+    auto s = std::make_unique<mpi_session>(io.get_executor());
+    // Queued on the executor, not started: io has not run yet.
+    s->async_run(g, [&](result<run_report> r) { queued = std::move(r); });
+    // Initiated only after the session is gone.
+    auto op = s->async_run(g, asio::deferred);
+    s.reset();
+    std::move(op)([&](result<run_report> r) { deferred_out = std::move(r); });
+  }
+  io.run();
+  for (auto* out : {&queued, &deferred_out}) {
+    REQUIRE(*out);
+    REQUIRE_FALSE(**out);
+    CHECK((*out)->error().code == errc::session_closed);
+    CHECK((*out)->error().message == "MPI session is closed.");
+  }
+  // A new session on the same executor runs normally.
+  mpi_session again(io.get_executor());
+  std::optional<result<run_report>> next;
+  again.async_run(g, [&](result<run_report> r) { next = std::move(r); });
+  io.restart();
+  io.run();
+  REQUIRE(next);
+  CHECK(*next);
 }
 
 TEST_CASE("30 tasks on 6 nodes", "[mpi_reruns]") {
