@@ -27,11 +27,14 @@
 //
 // Errors: a failure on rank R completes `run` on every rank with
 // `rank R: task "<node>/<task>" (node "<node>"): <step path>/...: message`.
-// A rank that does not answer within `grace` after rank 0 cancelled the run
-// (or, on a worker, no word from rank 0 within the deadline plus `grace`)
-// is taken as lost: the job is ended with `MPI_Abort`, since MPI (Open MPI
-// 4) cannot continue without it. A rank that dies ends the whole job
-// (mpirun kills every rank). Launch with `mpirun --timeout` as a last guard.
+// A rank that stops answering during a run (stopped, hung, partitioned) is
+// found by a heartbeat within `mpi_options::lost_after` (8 s by default):
+// the run fails on every live rank with an error naming it. A rank that
+// does not answer within `grace` after rank 0 cancelled the run (or, on a
+// worker, no word from rank 0 within the deadline plus `grace`) is taken
+// as lost: the job is ended with `MPI_Abort`, since MPI (Open MPI 4)
+// cannot continue without it. A rank that dies ends the whole job (mpirun
+// kills every rank). Launch with `mpirun --timeout` as a last guard.
 //
 // Threading: a session and its runs are bound to the session's strand; call
 // `run` from any thread. `run_blocking` runs the protocol (and so its MPI
@@ -125,6 +128,25 @@ struct mpi_options {
   /// How long ranks get to answer once a run is cancelled or past its
   /// deadline before the job is aborted (`MPI_Abort`).
   std::chrono::milliseconds grace{5000};
+  /// Liveness during a run: a rank that rank 0 has not heard from (a
+  /// heartbeat or any message of the run) for `lost_after`, while it waits
+  /// for that rank's STATUS, is lost: the run fails on every live rank
+  /// with `errc::mpi_failed`, "rank R: lost: no heartbeat or message from
+  /// it for N ms (mpi_options::lost_after); ...". Likewise a rank that has
+  /// not heard from rank 0 for `lost_after` while it waits for rank 0's
+  /// CTRL fails its run with "rank 0: lost: ...". A stopped (SIGSTOP),
+  /// hung or partitioned rank is so detected within `lost_after` plus
+  /// `poll_max`; a rank that dies usually ends the job first (mpirun kills
+  /// every rank). Each side sends a heartbeat every `heartbeat` (at most
+  /// half of `lost_after`) from the run's polling loop, which wakes at
+  /// least every `poll_max` anyway: no thread and no busy loop. Zero or
+  /// less `lost_after` turns liveness off. Between runs nothing is
+  /// watched. A rank whose event loop is held longer than `lost_after`
+  /// (an op that blocks the session's only thread) looks lost too. After
+  /// a run that lost a rank the job cannot go on (MPI has no recovery from
+  /// it): end the program or the job.
+  std::chrono::milliseconds lost_after{8000};
+  std::chrono::milliseconds heartbeat{1000};
   /// Codecs for outputs (default: the global registry).
   const codec_registry* codecs = nullptr;
 };

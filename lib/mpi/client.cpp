@@ -2,6 +2,7 @@
 // on every rank, gathers their STATUS and ends the run with CTRL
 // (docs/mpi-protocol.md).
 #include "fingerprint.hpp"
+#include "liveness.hpp"
 #include "recycling.hpp"
 #include "run.hpp"
 #include "transport.hpp"
@@ -114,7 +115,8 @@ class client_run {
         run_id_(run_id),
         ctx_(std::move(ctx)),
         answered_(static_cast<std::size_t>(s_->size), false),
-        told_(static_cast<std::size_t>(s_->size), false) {
+        told_(static_cast<std::size_t>(s_->size), false),
+        live_(s_->options, s_->size) {
     answered_[0] = told_[0] = true;
     if (options_.timeout) deadline_ = deadline_after(clock_type::now(), *options_.timeout);
   }
@@ -185,6 +187,33 @@ class client_run {
     return progressed;
   }
 
+  // Heartbeats in (any run's: a late one of an earlier run is dropped) and
+  // out (to every rank not yet told how the run ended), and ranks lost: a
+  // rank silent for lost_after before its STATUS fails the run, and
+  // nothing more is expected from or sent to it.
+  bool watch() {
+    int from = 0;
+    while (try_receive(s_, *ctx_, MPI_ANY_SOURCE, tag_heartbeat, bytes_, from)) {
+      auto id = decode_heartbeat(bytes_);
+      if (id && id.value() == run_id_) live_.heard(from);
+    }
+    if (live_.beat_due()) {
+      const std::string beat = encode_heartbeat(run_id_);
+      for (int r = 1; r < s_->size; ++r) {
+        if (!told_[static_cast<std::size_t>(r)]) send(s_, *ctx_, r, tag_heartbeat, beat);
+      }
+    }
+    bool progressed = false;
+    for (int r = 1; r < s_->size; ++r) {
+      if (answered_[static_cast<std::size_t>(r)] || !live_.silent(r)) continue;
+      answered_[static_cast<std::size_t>(r)] = told_[static_cast<std::size_t>(r)] = true;
+      abandon_sends(s_, *ctx_, r);
+      fail_run(live_.lost(r));
+      progressed = true;
+    }
+    return progressed;
+  }
+
   // Once every rank answered and this rank's tasks ended: DONE to every
   // rank not yet told. True when the run is over (every send completed).
   bool send_done() {
@@ -244,6 +273,7 @@ class client_run {
   run_report report_;
   std::vector<bool> answered_;
   std::vector<bool> told_;
+  liveness live_;
   std::optional<error> first_;  // the run's error
   std::optional<clock_type::time_point> deadline_;
   std::optional<clock_type::time_point> grace_until_;
@@ -275,6 +305,7 @@ asio::awaitable<result<run_report>> run_client(state_ptr s, task_group group, ru
     }
     progressed = run.take_local() || progressed;
     progressed = run.receive_statuses() || progressed;
+    progressed = run.watch() || progressed;
     progressed = progress_sends(*ctx) || progressed;
     if (ctx->mpi_error) {
       cancel_local(*ctx);
@@ -284,6 +315,8 @@ asio::awaitable<result<run_report>> run_client(state_ptr s, task_group group, ru
     progressed = run.check_clocks() || progressed;
     co_await pace.wait(*ctx, progressed, run.until());
   }
+  // The heartbeats sent before each STATUS have arrived by now.
+  (void)run.watch();
   co_return run.end();
 }
 

@@ -26,6 +26,7 @@ namespace taskgroup::detail::mpi {
 struct pending_send {
   std::shared_ptr<const void> keep;  // owns the bytes being sent
   MPI_Request request = MPI_REQUEST_NULL;
+  int dest = -1;
 };
 
 /// What one run shares with the completion handler of its local part.

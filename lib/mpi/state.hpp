@@ -16,6 +16,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace taskgroup::detail::mpi {
 
@@ -75,6 +76,10 @@ struct session_state {
   // its reactor again each time); one blocking caller at a time.
   std::mutex blocking_mutex;
   std::optional<boost::asio::io_context> blocking_loop;
+
+  // The bytes of sends given up to a lost rank (transport's abandon_sends):
+  // MPI may still read them, so they live as long as the session.
+  std::vector<std::shared_ptr<const void>> abandoned;
 
   // Rank 0: storage of large received values, for the next ones.
   std::shared_ptr<value_recycler> recycler;

@@ -52,6 +52,7 @@ void send_bytes(const state_ptr& s, run_ctx& ctx, int dest, int tag, std::string
   }
   pending_send p;
   p.keep = std::move(keep);
+  p.dest = dest;
   const int rc = MPI_Isend(bytes.data(), static_cast<int>(bytes.size()), MPI_BYTE, dest, tag, s->comm, &p.request);
   if (auto st = check_mpi(rc, "MPI_Isend"); !st) {
     ctx.mpi_error = st.error();
@@ -82,6 +83,18 @@ bool progress_sends(run_ctx& ctx) {
     }
   }
   return progressed;
+}
+
+void abandon_sends(const state_ptr& s, run_ctx& ctx, int dest) {
+  for (auto it = ctx.sends.begin(); it != ctx.sends.end();) {
+    if (it->dest != dest) {
+      ++it;
+      continue;
+    }
+    MPI_Request_free(&it->request);
+    s->abandoned.push_back(std::move(it->keep));
+    it = ctx.sends.erase(it);
+  }
 }
 
 bool try_receive(const state_ptr& s, run_ctx& ctx, int source, int tag, std::string& out, int& from) {

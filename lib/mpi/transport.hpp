@@ -32,6 +32,10 @@ void send_bytes(const state_ptr& s, run_ctx& ctx, int dest, int tag, std::string
 void send(const state_ptr& s, run_ctx& ctx, int dest, int tag, std::string bytes);
 /// Completes finished sends; true when any did.
 bool progress_sends(run_ctx& ctx);
+/// Gives up the sends to `dest`, a lost rank, so that the run can end
+/// without them: their requests are freed and their bytes kept with the
+/// session (MPI may still read them if the rank comes back).
+void abandon_sends(const state_ptr& s, run_ctx& ctx, int dest);
 /// Receives a message of `tag` from `source` (or MPI_ANY_SOURCE) into
 /// `out` if one has arrived; `from` is its sender.
 bool try_receive(const state_ptr& s, run_ctx& ctx, int source, int tag, std::string& out, int& from);

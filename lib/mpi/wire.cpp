@@ -54,6 +54,20 @@ std::string encode_start(const start_message& m) {
   return bytes;
 }
 
+std::string encode_heartbeat(std::uint64_t run_id) {
+  std::string bytes;
+  byte_writer w(bytes);
+  w.u64(run_id);
+  return bytes;
+}
+
+result<std::uint64_t> decode_heartbeat(std::string_view bytes) {
+  byte_reader r(bytes);
+  TASKGROUP_TRY(auto run_id, r.u64());
+  if (!r.at_end()) return fail(errc::group_mismatch, "a heartbeat with stray bytes at its end");
+  return run_id;
+}
+
 result<start_message> decode_start(std::string_view bytes) {
   byte_reader r(bytes);
   start_message m;

@@ -24,11 +24,12 @@
 
 namespace taskgroup::detail::mpi {
 
-/// The MPI tags of the four kinds of message.
+/// The MPI tags of the five kinds of message.
 constexpr int tag_start = 7101;
 constexpr int tag_status = 7102;
 constexpr int tag_ctrl = 7103;
-constexpr int tag_payload = 7104;  // a value sent apart from its STATUS
+constexpr int tag_payload = 7104;    // a value sent apart from its STATUS
+constexpr int tag_heartbeat = 7105;  // "still here", during a run
 
 /// Output values at least this large travel as messages of their own,
 /// straight from and into their storage, when their codec allows it.
@@ -68,6 +69,12 @@ std::string encode_ctrl(std::uint64_t run_id, const std::optional<error>& cancel
 /// for another run's CTRL or a task status out of range; those of
 /// byte_reader.
 result<verdict> decode_ctrl(std::string_view bytes, std::uint64_t run_id);
+
+/// HEARTBEAT of run `run_id`: the run id alone.
+std::string encode_heartbeat(std::uint64_t run_id);
+/// The run id of a HEARTBEAT. Errors: those of byte_reader; stray bytes
+/// (`errc::group_mismatch`).
+result<std::uint64_t> decode_heartbeat(std::string_view bytes);
 
 /// A value sent apart from its STATUS message: the bytes of its storage,
 /// kept alive by `keep`.

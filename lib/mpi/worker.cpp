@@ -1,6 +1,7 @@
 // taskgroup: the part of a run of the MPI protocol on ranks other than 0:
 // START, this rank's tasks, STATUS, then CTRL (docs/mpi-protocol.md).
 #include "fingerprint.hpp"
+#include "liveness.hpp"
 #include "run.hpp"
 #include "transport.hpp"
 #include "wire.hpp"
@@ -145,6 +146,25 @@ void merge_others(result<run_report>& local, std::vector<std::pair<task_status, 
   }
 }
 
+// Rank 0's heartbeats in (they come until its CTRL: `ctrl_seen` stops the
+// watch), this rank's out until its STATUS is sent. Once rank 0 has been
+// silent for lost_after: this rank's tasks cancelled, its sends to rank 0
+// given up, and the run's error.
+std::optional<error> watch_rank0(const state_ptr& s, run_ctx& ctx, liveness& live, std::uint64_t beat_id,
+                                 bool status_sent, bool ctrl_seen) {
+  std::string bytes;
+  int from = 0;
+  while (try_receive(s, ctx, 0, tag_heartbeat, bytes, from)) {
+    auto id = decode_heartbeat(bytes);
+    if (id && id.value() == beat_id) live.heard(0);
+  }
+  if (!status_sent && live.beat_due()) send(s, ctx, 0, tag_heartbeat, encode_heartbeat(beat_id));
+  if (ctrl_seen || !live.silent(0)) return std::nullopt;
+  abandon_sends(s, ctx, 0);
+  cancel_local(ctx);
+  return live.lost(0);
+}
+
 }  // namespace
 
 asio::awaitable<result<run_report>> run_worker(state_ptr s, task_group group, run_options options,
@@ -178,6 +198,11 @@ asio::awaitable<result<run_report>> run_worker(state_ptr s, task_group group, ru
   std::string bytes;
   int from = 0;
   bool status_sent = false;
+  // Rank 0's heartbeats come until its CTRL; this rank's go until its
+  // STATUS. Rank 0 silent for lost_after before its CTRL is lost.
+  liveness live(s->options, s->size);
+  const std::uint64_t beat_id = start.value().run_id;
+  std::optional<error> lost;
   std::optional<std::optional<error>> ctrl;                          // set once CTRL arrived
   std::vector<std::pair<task_status, std::optional<error>>> others;  // from DONE
   for (;;) {
@@ -193,6 +218,16 @@ asio::awaitable<result<run_report>> run_worker(state_ptr s, task_group group, ru
       ctrl = c ? c.value().e : std::optional<error>(c.error());
       if (c) others = std::move(c.value().tasks);
       if (*ctrl) cancel_local(*ctx);
+    }
+    if (!lost && (lost = watch_rank0(s, *ctx, live, beat_id, status_sent, ctrl.has_value()))) progressed = true;
+    if (lost) {
+      if (!ctx->local_done) {
+        co_await pace.wait(*ctx, progressed, watchdog);
+        continue;
+      }
+      abandon_sends(s, *ctx, 0);
+      if (ctx->local) keep_copies(s, group, ctx->local.value());
+      co_return *lost;
     }
     if (ctx->local_done && !status_sent) {
       progressed = true;
@@ -217,6 +252,8 @@ asio::awaitable<result<run_report>> run_worker(state_ptr s, task_group group, ru
     }
     co_await pace.wait(*ctx, progressed, watchdog);
   }
+  // The heartbeats rank 0 sent before its CTRL have arrived by now.
+  (void)watch_rank0(s, *ctx, live, beat_id, true, true);
   if (ctx->local) keep_copies(s, group, ctx->local.value());
   if (*ctrl) co_return **ctrl;
   merge_others(ctx->local, others);

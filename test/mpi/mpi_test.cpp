@@ -18,6 +18,7 @@
 #include <catch2/catch.hpp>
 
 #include <sys/resource.h>
+#include <unistd.h>
 
 #include "support/values.hpp"
 
@@ -724,6 +725,33 @@ TEST_CASE("a rank that exits mid-run ends the job", "[.mpi_rank_exit]") {
   }
   (void)s.run_blocking(g);
   FAIL("the run should not end: the job is killed");
+}
+
+// Run only by test/mpi/liveness.py, which stops or kills one rank a moment
+// into the run (every task waits an hour): each live rank prints how its
+// run ended, then waits to be killed (a stopped rank would hold up
+// MPI_Finalize).
+TEST_CASE("a rank that stops answering is found by its heartbeat", "[.mpi_liveness]") {
+  mpi_options mo;
+  mo.lost_after = 2000ms;
+  mo.heartbeat = 200ms;
+  mpi_session s(2, mo);
+  auto c = std::make_shared<counters>();
+  task_group g;
+  for (int k = 0; k < 3; ++k) {
+    REQUIRE(g.add(task("t", step("t").add_net(stuck("wait", c))), node("n" + std::to_string(k))));
+  }
+  std::printf("LIVENESS rank %d pid %d\n", s.rank(), static_cast<int>(::getpid()));
+  std::fflush(stdout);
+  const auto t0 = std::chrono::steady_clock::now();
+  auto r = s.run_blocking(g);
+  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0);
+  std::printf("LIVENESS rank %d ended after %lld ms, tasks cancelled %d of %d: %s\n", s.rank(),
+              static_cast<long long>(ms.count()), c->cancelled.load(), c->started.load(),
+              r ? "ok" : r.error().message.c_str());
+  std::fflush(stdout);
+  std::this_thread::sleep_for(std::chrono::minutes(2));
+  FAIL("not killed");
 }
 
 TEST_CASE("large strings and vectors travel as messages of their own", "[mpi_outputs]") {

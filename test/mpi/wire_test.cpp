@@ -92,6 +92,18 @@ TEST_CASE("START round-trips, with or without a failure", "[mpi_wire]") {
   CHECK(cut.error().code == errc::not_serializable);
 }
 
+TEST_CASE("HEARTBEAT carries its run id and nothing else", "[mpi_wire]") {
+  const std::string beat = encode_heartbeat(0x0102030405060708ULL);
+  CHECK(beat.size() == 8);
+  auto id = decode_heartbeat(beat);
+  REQUIRE(id);
+  CHECK(id.value() == 0x0102030405060708ULL);
+  CHECK_FALSE(decode_heartbeat(beat.substr(0, 7)));
+  auto stray = decode_heartbeat(beat + "x");
+  REQUIRE_FALSE(stray);
+  CHECK(stray.error().code == errc::group_mismatch);
+}
+
 TEST_CASE("CTRL carries CANCEL's error or DONE's statuses, for its own run only", "[mpi_wire]") {
   auto cancel = decode_ctrl(encode_ctrl(3, error(errc::timeout, "run timed out")), 3);
   REQUIRE(cancel);
