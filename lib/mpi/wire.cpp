@@ -241,9 +241,16 @@ result<verdict> decode_status(int from, std::uint64_t run_id, std::string_view b
       TASKGROUP_TRY(auto name, r.string());
       TASKGROUP_TRY(auto mode, r.u8());
       result<std::shared_ptr<const blob>> value = error(errc::no_result, "no value");
+      if (mode > 1) return fail(errc::group_mismatch, who + " sent output mode " + std::to_string(mode));
       if (mode == 1) {
         TASKGROUP_TRY(auto tag, r.string());
         TASKGROUP_TRY(auto size, r.u64());
+        // Past the announced count no payload follows: receiving one
+        // would wait for ever.
+        if (counts.received >= counts.announced) {
+          return fail(errc::group_mismatch, who + " sent more detached values than the " +
+                                                std::to_string(counts.announced) + " it announced");
+        }
         value = receiver.receive_detached(k, name, tag, size);
         if (value) ++counts.received;  // otherwise drained by the caller
       } else if (auto decoded = codecs.decode(r)) {

@@ -222,3 +222,37 @@ TEST_CASE("STATUS: a rank's error, another run, stray bytes, a bad index", "[mpi
   REQUIRE_FALSE(bad);
   CHECK(bad.error().message == "rank 1 reported task #1");
 }
+
+TEST_CASE("STATUS: a detached value beyond the announced count is refused, not awaited", "[mpi_wire]") {
+  const codec_registry& codecs = codec_registry::global();
+  run_report mine = two_tasks();
+  mine.tasks[0].status = task_status::succeeded;
+  mine.tasks[0].outputs.emplace_back("big", std::make_shared<const blob>(std::string(detach_threshold, 'x')));
+  status_message m = encode_status(codecs, 9, mine);
+  REQUIRE(m.payloads.size() == 1);
+  // The announced count (after the run id and the kind byte) says 0.
+  std::string lying = m.bytes;
+  const std::uint32_t zero = 0;
+  std::memcpy(lying.data() + 9, &zero, sizeof zero);
+  run_report got = two_tasks();
+  loopback rx(m);
+  detached_counts counts;
+  auto v = decode_status(2, 9, lying, codecs, got, rx, counts);
+  REQUIRE_FALSE(v);
+  CHECK(v.error().code == errc::group_mismatch);
+  CHECK(v.error().message == "rank 2 sent more detached values than the 0 it announced");
+  CHECK(rx.asked.empty());  // nothing was received
+
+  // An output mode other than 0 (inline) and 1 (detached).
+  run_report one_out = two_tasks();
+  one_out.tasks[0].status = task_status::succeeded;
+  one_out.tasks[0].outputs.emplace_back("x", std::make_shared<const blob>(std::int64_t{1}));
+  std::string odd = encode_status(codecs, 9, one_out).bytes;
+  // The mode byte follows the output's name ("x", a u64 length and 1 byte).
+  const auto at = odd.find(std::string("\x01\0\0\0\0\0\0\0x", 9));
+  REQUIRE(at != std::string::npos);
+  odd[at + 9] = 2;
+  auto w = decode_status(2, 9, odd, codecs, got, rx, counts);
+  REQUIRE_FALSE(w);
+  CHECK(w.error().message == "rank 2 sent output mode 2");
+}
