@@ -148,7 +148,7 @@ const tgbench::add_contender nodes_10k{{
     .what = "the same with 10,000 nodes",
     .units_per_iteration = static_cast<double>(nodes_n / 10),
     .fn = [](benchmark::State& s) { check_benchmark(s, true, nodes_n / 10); },
-    .iterations = 10,
+    .iterations = 3,
 }};
 
 const tgbench::add_workload reg_tasks{{
@@ -176,7 +176,7 @@ const tgbench::add_contender tasks_20k{{
     .what = "the same with 20,000 tasks",
     .units_per_iteration = static_cast<double>(tasks_n / 10),
     .fn = [](benchmark::State& s) { check_benchmark(s, false, tasks_n / 10); },
-    .iterations = 10,
+    .iterations = 3,
 }};
 
 const tgbench::add_workload reg_memory{{
