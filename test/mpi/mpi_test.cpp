@@ -507,30 +507,39 @@ TEST_CASE("a timeout above max_duration is refused on every rank, naming the lim
 }
 
 TEST_CASE("the longest timeout and grace do not wrap into the past", "[mpi_cancel]") {
-  // now + max_duration + milliseconds::max() overflowed: the workers'
-  // watchdog and rank 0's grace period expired at once and ended the job.
+  // In nanoseconds, now + max_duration + 9e12 ms passes INT64_MAX: the
+  // workers' watchdog wrapped into the past and ended the job at once.
+  {
+    mpi_options mo;
+    mo.grace = std::chrono::milliseconds(9'000'000'000'000);
+    mpi_session s(2, mo);
+    task_group g;
+    for (int k = 0; k < 3; ++k) {
+      REQUIRE(g.add(task("t", step("t").add_net(put<std::int64_t>("x", "x", k))), node("n" + std::to_string(k))));
+    }
+    run_options o;
+    o.timeout = max_duration;
+    auto r = s.run_blocking(g, o);
+    REQUIRE(r);
+    CHECK(r.value().tasks.size() == 3);
+  }
+  // now + milliseconds::max() wrapped to 1 ms ago: rank 0's grace period
+  // after a failure was over at once, and it ended the job while the
+  // other ranks were cancelling their tasks.
   mpi_options mo;
   mo.grace = std::chrono::milliseconds::max();
   mpi_session s(2, mo);
-  task_group ok_group;
-  for (int k = 0; k < 3; ++k) {
-    REQUIRE(ok_group.add(task("t", step("t").add_net(put<std::int64_t>("x", "x", k))), node("n" + std::to_string(k))));
-  }
-  run_options o;
-  o.timeout = max_duration;
-  auto r = s.run_blocking(ok_group, o);
-  REQUIRE(r);
-  CHECK(r.value().tasks.size() == 3);
-  // A failure starts the grace period: the run ends with the failure.
+  auto c = std::make_shared<counters>();
   task_group failing;
   for (int k = 0; k < 3; ++k) {
     execution_step st("work");
-    st.add_net(k == 1 ? fail_after("read", 20, "disk on fire") : put<std::int64_t>("x", "x", k));
+    st.add_net(k == 1 ? fail_after("read", 20, "disk on fire") : stuck("wait", c));
     REQUIRE(failing.add(task("t", st), node("n" + std::to_string(k))));
   }
-  auto f = s.run_blocking(failing, o);
+  auto f = s.run_blocking(failing);
   REQUIRE_FALSE(f);
   CHECK_THAT(f.error().message, Catch::StartsWith("rank 1: ") && Catch::EndsWith("disk on fire"));
+  CHECK(c->cancelled == c->started);
 }
 
 TEST_CASE("gather: every task runs to its end and rank 0 gets each result", "[mpi_gather]") {
