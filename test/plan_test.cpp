@@ -110,7 +110,8 @@ TEST_CASE("every scenario group of registered operators round-trips", "[plan]") 
   const net init = [] {
     net n("init");
     for (const char* b : {"i", "count"}) n.op("ConstantFill", {}, {b}, {{"value", std::int64_t{0}}});
-    n.op("ConstantFill", {}, {"one"}, {{"value", std::int64_t{1}}}).op("ConstantFill", {}, {"n"}, {{"value", std::int64_t{10}}});
+    n.op("ConstantFill", {}, {"one"}, {{"value", std::int64_t{1}}})
+        .op("ConstantFill", {}, {"n"}, {{"value", std::int64_t{10}}});
     return n;
   }();
   REQUIRE(g.add(task("loops", do_("main", {init, loop("l", 10, binary("c", "Add", "count", "one", "count")),
@@ -136,17 +137,20 @@ TEST_CASE("a group with an inline operator refuses to be written, naming it", "[
   auto r = write_plan(g);
   REQUIRE_FALSE(r);
   CHECK(r.error().code == errc::not_serializable);
-  CHECK(r.error().message == "task \"local/t\": net \"n\" op #1 (halve): an inline operator cannot be written to a plan");
+  CHECK(r.error().message ==
+        "task \"local/t\": net \"n\" op #1 (halve): an inline operator cannot be written to a plan");
 }
 
 TEST_CASE("plan errors name the JSON pointer of the fault", "[plan]") {
-  const std::string head = R"({"taskgroup_plan": 1, "nets": [{"name": "a", "ops": [{"type": "ConstantFill", "outputs": ["x"], "args": {"value": 1}}]}], )";
+  const std::string head =
+      R"({"taskgroup_plan": 1, "nets": [{"name": "a", "ops": [{"type": "ConstantFill", "outputs": ["x"], "args": {"value": 1}}]}], )";
   SECTION("both nets and substeps") {
     auto e = read_error(head + R"("tasks": [{"name": "t", "step": {"nets": ["a"], "substeps": []}}]})");
     CHECK(e.message == "/tasks/0/step: both \"nets\" and \"substeps\"");
   }
   SECTION("nested step") {
-    auto e = read_error(head + R"("tasks": [{}, {}, {"step": {"substeps": [{"nets": ["a"], "substeps": [{"nets": ["a"]}]}]}}]})");
+    auto e = read_error(
+        head + R"("tasks": [{}, {}, {"step": {"substeps": [{"nets": ["a"], "substeps": [{"nets": ["a"]}]}]}}]})");
     CHECK(e.message == "/tasks/2/step/substeps/0: both \"nets\" and \"substeps\"");
   }
   SECTION("unknown net") {
@@ -158,19 +162,24 @@ TEST_CASE("plan errors name the JSON pointer of the fault", "[plan]") {
     CHECK(e.message == "/nets/0/ops/0: unknown operator type \"Ad\"");
   }
   SECTION("wrong input count") {
-    auto e = read_error(R"({"taskgroup_plan": 1, "nets": [{"name": "a", "ops": [{"type": "Add", "inputs": ["x"], "outputs": ["y"]}]}]})");
+    auto e = read_error(
+        R"({"taskgroup_plan": 1, "nets": [{"name": "a", "ops": [{"type": "Add", "inputs": ["x"], "outputs": ["y"]}]}]})");
     CHECK(e.message == "/nets/0/ops/0: Add: expects 2 input(s), got 1");
   }
   SECTION("wrong output count") {
-    auto e = read_error(R"({"taskgroup_plan": 1, "nets": [{"name": "a", "ops": [{"type": "Negate", "inputs": ["x"]}]}]})");
+    auto e =
+        read_error(R"({"taskgroup_plan": 1, "nets": [{"name": "a", "ops": [{"type": "Negate", "inputs": ["x"]}]}]})");
     CHECK(e.message == "/nets/0/ops/0: Negate: expects 1 output(s), got 0");
   }
   SECTION("argument of the wrong type") {
-    auto e = read_error(R"({"taskgroup_plan": 1, "nets": [{"name": "a", "ops": [{"type": "Sleep", "args": {"ms": "long"}}]}]})");
+    auto e = read_error(
+        R"({"taskgroup_plan": 1, "nets": [{"name": "a", "ops": [{"type": "Sleep", "args": {"ms": "long"}}]}]})");
     CHECK(e.message == "/nets/0/ops/0/args/ms: Sleep: argument \"ms\": expected int64 or double, got string");
   }
   SECTION("report step on a node with no task") {
-    auto e = read_error(head + R"("tasks": [{"step": {"nets": ["a"]}}], "report_steps": [{"node": "nowhere", "step": {"nets": ["a"]}}]})");
+    auto e = read_error(
+        head +
+        R"("tasks": [{"step": {"nets": ["a"]}}], "report_steps": [{"node": "nowhere", "step": {"nets": ["a"]}}]})");
     CHECK(e.message == "/report_steps/0: report step on node \"nowhere\", which has no task");
   }
   SECTION("an unknown key") {
@@ -187,7 +196,8 @@ TEST_CASE("plan errors name the JSON pointer of the fault", "[plan]") {
   }
   SECTION("mixed workspace types") {
     auto e = read_error(head + R"("tasks": [{"workspace_type": "global"}, {"workspace_type": "private"}]})");
-    CHECK_THAT(e.message, Catch::StartsWith("/tasks/1: ") && Catch::Contains("Require global but already have private"));
+    CHECK_THAT(e.message,
+               Catch::StartsWith("/tasks/1: ") && Catch::Contains("Require global but already have private"));
   }
   SECTION("not a plan") {
     CHECK(read_error(R"({"tasks": []})").message == "/: not a taskgroup plan (no \"taskgroup_plan\" version)");
@@ -196,11 +206,15 @@ TEST_CASE("plan errors name the JSON pointer of the fault", "[plan]") {
           "/taskgroup_plan: unsupported plan version 9 (this reader knows 1)");
   }
   SECTION("a list mixing element types") {
-    auto e = read_error(R"({"taskgroup_plan": 1, "nets": [{"name": "a", "ops": [{"type": "ConstantFill", "outputs": ["x"], "args": {"value": [1, 2.5]}}]}]})");
-    CHECK_THAT(e.message, Catch::StartsWith("/nets/0/ops/0/args/value/1: expected an integer like the list's first element, got number"));
+    auto e = read_error(
+        R"({"taskgroup_plan": 1, "nets": [{"name": "a", "ops": [{"type": "ConstantFill", "outputs": ["x"], "args": {"value": [1, 2.5]}}]}]})");
+    CHECK_THAT(
+        e.message,
+        Catch::StartsWith("/nets/0/ops/0/args/value/1: expected an integer like the list's first element, got number"));
   }
   SECTION("local setup on a node with no task") {
-    auto e = read_error(head + R"("tasks": [{"step": {"nets": ["a"]}}], "local_init": [{"node": "n9", "body": [{"net": "a"}]}]})");
+    auto e = read_error(
+        head + R"("tasks": [{"step": {"nets": ["a"]}}], "local_init": [{"node": "n9", "body": [{"net": "a"}]}]})");
     CHECK(e.message == "/local_init/0: local setup on node \"n9\", which has no task");
   }
   SECTION("duplicate net names") {
@@ -218,7 +232,8 @@ TEST_CASE("malformed JSON reports line and column", "[plan]") {
 TEST_CASE("written plans show doubles readably", "[plan]") {
   task_group g;
   net n("n");
-  n.op("ConstantFill", {}, {"d"}, {{"value", 1.5}}).op("ConstantFill", {}, {"l"}, {{"value", std::vector<double>{0.25, 2.0}}});
+  n.op("ConstantFill", {}, {"d"}, {{"value", 1.5}})
+      .op("ConstantFill", {}, {"l"}, {{"value", std::vector<double>{0.25, 2.0}}});
   REQUIRE(g.add(task("t", step("s").add_net(n))));
   auto text = write_plan(g).value();
   CHECK_THAT(text, Catch::Contains("\"value\": 1.5") && Catch::Contains("[0.25, 2.0]"));
@@ -240,4 +255,74 @@ TEST_CASE("a plan file that cannot be opened is an error naming it", "[plan]") {
   auto r = read_plan_file("/nonexistent/plan.json");
   REQUIRE_FALSE(r);
   CHECK(r.error().message == "cannot open plan file \"/nonexistent/plan.json\"");
+}
+
+TEST_CASE("plans declare inputs; read_feeds reads feeds as op arguments are written", "[plan][feeds]") {
+  const std::string text = R"({"taskgroup_plan": 1,
+    "inputs": [{"node": "n1", "blob": "x", "type": "int64"}, {"blob": "d", "type": "double", "required": false},
+               {"node": "n1", "blob": "any"}, {"node": "n1", "blob": "l", "type": "list<double>"}],
+    "tasks": [{"name": "t", "node": "n1", "step": {"name": "s", "nets": ["copy"]}, "outputs": ["y"]}],
+    "nets": [{"name": "copy", "ops": [{"type": "Copy", "inputs": ["x"], "outputs": ["y"]}]}]})";
+  auto g = read_plan(std::string_view(text));
+  REQUIRE(g);
+  const auto& in = g.value().inputs();
+  REQUIRE(in.size() == 4);
+  CHECK(in[0].node == "n1");
+  CHECK(*in[0].type == typeid(std::int64_t));
+  CHECK(in[0].required);
+  CHECK(in[1].node == "local");
+  CHECK(*in[1].type == typeid(double));
+  CHECK_FALSE(in[1].required);
+  CHECK(in[2].type == nullptr);
+  CHECK(in[3].type_name == "vector<double>");
+
+  // Written back as read.
+  auto again = read_plan(std::string_view(write_plan(g.value()).value()));
+  REQUIRE(again);
+  REQUIRE(again.value().inputs().size() == 4);
+  CHECK(again.value().inputs()[3].type_name == "vector<double>");
+  CHECK_FALSE(again.value().inputs()[1].required);
+
+  auto f = read_feeds(std::string_view(R"({"n1/x": 5, "local/d": 2, "n1/any": "text", "n1/l": [1, 2],
+                                           "n1/a/b": {"type": "list<bool>", "value": [true]}})"),
+                      g.value());
+  REQUIRE(f);
+  const auto& e = f.value().entries();
+  REQUIRE(e.size() == 5);
+  CHECK(e[0].value->as<std::int64_t>() == 5);
+  CHECK(e[1].value->as<double>() == 2.0);  // an integer fed to a double input
+  CHECK(e[2].value->as<std::string>() == "text");
+  CHECK(e[3].value->as<std::vector<double>>() == std::vector<double>{1.0, 2.0});
+  CHECK(e[4].node == "n1");
+  CHECK(e[4].blob == "a/b");  // split at the first '/'
+
+  local_session session(1);
+  auto r = session.run_blocking(
+      g.value(),
+      {.feeds = feeds().set("n1", "x", std::int64_t{9}).set("n1", "any", true).set("n1", "l", std::vector<double>{})});
+  INFO((r ? std::string() : r.error().message));
+  REQUIRE(r);
+  CHECK(r.value().tasks[0].outputs.at(0).second->as<std::int64_t>() == 9);
+
+  struct bad_case {
+    std::string inputs;
+    std::string message;
+  };
+  for (const auto& c : std::vector<bad_case>{
+           {R"([{"node": "n1"}])", "/inputs/0: an input needs a \"blob\""},
+           {R"([{"blob": "x", "type": "int"}])",
+            "/inputs/0/type: unknown input type \"int\" (one of int64, double, bool, string, list<int64>, "
+            "list<double>, list<bool>, list<string>)"},
+           {R"([{"blob": "x", "kind": "int64"}])", "/inputs/0/kind: unknown key \"kind\""},
+           {R"([{"blob": "x"}, {"blob": "x"}])", "/inputs/1: input \"local/x\" declared twice"},
+           {R"({"blob": "x"})", "/inputs: expected an array"},
+       }) {
+    INFO(c.inputs);
+    auto bad = read_plan(std::string_view(R"({"taskgroup_plan": 1, "inputs": )" + c.inputs + "}"));
+    REQUIRE_FALSE(bad);
+    CHECK_THAT(bad.error().message, Catch::Contains(c.message));
+  }
+  auto no_slash = read_feeds(std::string_view(R"({"x": 1})"), g.value());
+  REQUIRE_FALSE(no_slash);
+  CHECK(no_slash.error().message == R"(/x: a feed is named "node/blob", got "x")");
 }

@@ -3,6 +3,7 @@
 //   taskgroup run PLAN [--threads N] [--policy join|gather] [--timeout S]
 //                      [--trace FILE] [--json] [--quiet] [--mpi]
 //                      [--poll-max USEC] [--grace S] [--load LIB]...
+//                      [--input NODE/BLOB=JSON]... [--inputs FILE.json]
 //   mpirun -np N taskgroup run PLAN ...   (nodes spread over the ranks)
 //   taskgroup check PLAN [--load LIB]...
 //   taskgroup graph PLAN [--load LIB]...
@@ -20,7 +21,8 @@
 //
 // Exit status: 0 success, 1 the run failed (a task failed, or was
 // cancelled from inside), 2 usage or plan error (or an op library that
-// cannot be loaded), 3 the run timed out,
+// cannot be loaded, or inputs that do not match the plan's), 3 the run
+// timed out,
 // 128 + signal number when cancelled by SIGINT (130) or SIGTERM (143).
 //
 // stdout carries only results (the outputs table, the --json object, the
@@ -48,6 +50,7 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/signal_set.hpp>
 #include <boost/json/serialize.hpp>
+#include <boost/json/string.hpp>
 
 #include <algorithm>
 #include <cmath>
@@ -56,6 +59,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <functional>
+#include <iterator>
 #include <optional>
 #include <string>
 #include <vector>
@@ -134,7 +138,40 @@ struct run_args {
   std::optional<std::int64_t> poll_max_us;  // MPI only: mpi_options::poll_max
   std::optional<double> grace_s;            // MPI only: mpi_options::grace
   std::vector<std::string> libraries;       // --load
+  std::vector<std::string> inputs;          // --input node/blob=JSON
+  std::string inputs_file;                  // --inputs FILE.json
 };
+
+// The run's feeds from --inputs FILE and each --input node/blob=JSON.
+tg::result<tg::feeds> feeds_of(const run_args& a, const tg::task_group& group) {
+  tg::feeds out;
+  auto append = [&](const tg::feeds& f) {
+    for (const auto& e : f.entries()) out.set_blob(e.node, e.blob, e.value);
+  };
+  if (!a.inputs_file.empty()) {
+    std::ifstream in(a.inputs_file, std::ios::binary);
+    if (!in) return tg::fail(tg::errc::invalid_plan, "cannot read inputs file " + tg::quote(a.inputs_file));
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    auto f = tg::read_feeds(text, group);
+    if (!f) return f.error().with_context("inputs file " + tg::quote(a.inputs_file));
+    append(f.value());
+  }
+  for (const auto& arg : a.inputs) {
+    const auto eq = arg.find('=');
+    if (eq == std::string::npos) {
+      return tg::fail(tg::errc::invalid_plan, "--input " + tg::quote(arg) + ": expected node/blob=JSON");
+    }
+    const std::string text =
+        "{" + boost::json::serialize(boost::json::string(arg.substr(0, eq))) + ": " + arg.substr(eq + 1) + "}";
+    auto f = tg::read_feeds(text, group);
+    if (!f) {
+      return tg::fail(tg::errc::invalid_plan, "--input " + tg::quote(arg) + ": " + f.error().message +
+                                                  " (the value is JSON: quote a string, e.g. '\"text\"')");
+    }
+    append(f.value());
+  }
+  return out;
+}
 
 int run_command(const run_args& a) {
 #ifdef TASKGROUP_HAVE_MPI
@@ -175,6 +212,9 @@ int run_command(const run_args& a) {
 
   tg::run_options options;
   options.policy = a.policy == "gather" ? tg::run_policy::gather : tg::run_policy::join;
+  auto fed = feeds_of(a, group.value());
+  if (!fed) return report_error(fed.error().message, exit_usage);
+  options.feeds = std::move(fed).value();
   if (a.timeout_s) {
     // Whole milliseconds, rounded up (a positive timeout never becomes 0),
     // at most 10^9 s so that the deadline stays in the clock's range.
@@ -268,6 +308,8 @@ int run_command(const run_args& a) {
                           128 + signal_number);
     }
     if (e.code == tg::errc::timeout) return report_error(e.message, exit_timeout);
+    // Feeds that do not match the plan's inputs: nothing ran, a usage error.
+    if (e.code == tg::errc::invalid_feed) return report_error(e.message, exit_usage);
     return report_error(e.message, exit_run_failed);
   }
   const tg::run_report& report = r.value();
@@ -380,6 +422,12 @@ int main(int argc, char** argv) {
 
   const std::string load_help = "Load an op library (a shared object; repeatable) before reading the plan";
   run->add_option("--load", ra.libraries, load_help)->type_name("LIB")->allow_extra_args(false);
+  run->add_option("--input", ra.inputs,
+                  "Feed an input of the plan: NODE/BLOB=JSON (repeatable; a value as op arguments are written)")
+      ->type_name("NODE/BLOB=JSON")
+      ->allow_extra_args(false);
+  run->add_option("--inputs", ra.inputs_file, "Feed inputs from a JSON object {\"node/blob\": value, ...}")
+      ->type_name("FILE");
 
   plan_args check_args;
   auto* check = app.add_subcommand("check", "Validate a plan and summarise its nodes, tasks and steps");

@@ -72,6 +72,19 @@ result<task_group> read_plan(std::string_view text, const operator_registry& reg
 result<task_group> read_plan_file(const std::filesystem::path& path,
                                   const operator_registry& registry = operator_registry::global());
 
+/// Feeds for a run of `group` from JSON: an object whose keys are
+/// `"node/blob"` (split at the first `/`: a blob name may hold more) and
+/// whose values are written as op arguments are in plans (a number, a
+/// string, a bool, a list, or `{"type": "list<double>", "value": []}`); an
+/// integer fed to a `double` input becomes a double (likewise lists).
+/// Errors: `errc::invalid_plan` with the key's JSON pointer: not an
+/// object, a key without a node or a blob, a value no input type holds.
+/// Whether each feed matches a declared input is the run's check
+/// (`errc::invalid_feed`).
+result<feeds> read_feeds(const boost::json::value& v, const task_group& group);
+/// Same, from JSON text (parsed as strictly as plans are).
+result<feeds> read_feeds(std::string_view text, const task_group& group);
+
 /// Pretty-prints JSON (two-space indent), as `write_plan` does, without
 /// recursion. A non-finite double, which JSON cannot hold, prints as null.
 std::string pretty_json(const boost::json::value& v);

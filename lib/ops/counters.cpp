@@ -105,7 +105,6 @@ kernel_result iter_factory(op_context& ctx) {
 }  // namespace
 
 void add_counter_ops(builtin_table& t) {
-  using k = argument_kind;
   t.add(operator_schema("CreateCounter")
             .inputs(0)
             .outputs(1)

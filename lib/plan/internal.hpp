@@ -89,6 +89,14 @@ result<json::value> argument_to_json(const argument& a);
 /// An argument from JSON at `ptr`.
 result<argument> argument_from_json(const json::value& v, const std::string& ptr);
 
+// --- inputs (inputs.cpp) ----------------------------------------------------
+
+/// Declares the inputs of plan array `v` (at `ptr`) on `g`.
+status read_inputs(task_group& g, const json::value& v, const std::string& ptr);
+/// `g`'s inputs as a plan's "inputs" array. Errors: `errc::not_serializable`
+/// for an input of a type a plan cannot name.
+result<json::value> inputs_json(const task_group& g);
+
 // --- step trees (steps.cpp) --------------------------------------------------
 
 /// The nets of a plan, by name.

@@ -273,7 +273,8 @@ result<task_group> reader::plan(const json::value& v) {
   TASKGROUP_TRY(auto o, get_object(v, ""));
   TASKGROUP_TRY(known_keys(
       *o, "",
-      {"taskgroup_plan", "workspace_type", "nodes", "nets", "tasks", "report_steps", "local_init", "local_exit"}));
+      {"taskgroup_plan", "workspace_type", "nodes", "inputs", "nets", "tasks", "report_steps", "local_init",
+       "local_exit"}));
   if (!o->contains("taskgroup_plan")) return bad("", "not a taskgroup plan (no \"taskgroup_plan\" version)");
   TASKGROUP_TRY(auto version, get_integer(o->at("taskgroup_plan"), "/taskgroup_plan"));
   if (version != plan_format_version) {
@@ -301,6 +302,9 @@ result<task_group> reader::plan(const json::value& v) {
   }
   std::set<std::string> task_nodes;
   for (const auto& t : g.tasks()) task_nodes.insert(t.node_name());
+  if (const auto* x = o->if_contains("inputs")) {
+    TASKGROUP_TRY(read_inputs(g, *x, "/inputs"));
+  }
   if (const auto* x = o->if_contains("report_steps")) {
     TASKGROUP_TRY(report_steps(g, *x, task_nodes));
   }

@@ -160,6 +160,9 @@ result<json::value> plan_to_json(const task_group& group) {
     nodes.emplace_back(std::move(n));
   }
   plan["nodes"] = std::move(nodes);
+  if (!group.inputs().empty()) {
+    TASKGROUP_TRY(plan["inputs"], inputs_json(group));
+  }
 
   json::array tasks, local_init, local_exit;
   for (const auto& t : group.tasks()) {

@@ -1,0 +1,156 @@
+// Inputs in plans ("inputs") and feeds from JSON (`read_feeds`, the
+// command's --input and --inputs): one table of the input types a plan
+// can name, used by the reader, the writer and the feed reader.
+#include "internal.hpp"
+
+#include <taskgroup/blob.hpp>
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <typeinfo>
+#include <utility>
+#include <variant>
+#include <vector>
+
+namespace taskgroup::plan_detail {
+
+namespace {
+
+// A plan's input types: the kinds of op arguments, so that a feed is
+// written in JSON as an argument is.
+struct input_type {
+  std::string_view name;
+  const std::type_info* type;
+  std::string (*blob_type_name)();
+};
+
+template <class T>
+input_type entry(std::string_view name) {
+  return {name, &typeid(T), &taskgroup::type_name<T>};
+}
+
+const std::array<input_type, 8>& input_types() {
+  static const std::array<input_type, 8> table{
+      entry<std::int64_t>("int64"),
+      entry<double>("double"),
+      entry<bool>("bool"),
+      entry<std::string>("string"),
+      entry<std::vector<std::int64_t>>("list<int64>"),
+      entry<std::vector<double>>("list<double>"),
+      entry<std::vector<bool>>("list<bool>"),
+      entry<std::vector<std::string>>("list<string>"),
+  };
+  return table;
+}
+
+std::string type_names() {
+  std::string out;
+  for (const auto& t : input_types()) out += (out.empty() ? "" : ", ") + std::string(t.name);
+  return out;
+}
+
+// A feed value as the argument reader reads it; an integer (or a list of
+// them) fed to a double input becomes a double (list).
+result<blob> feed_value(const json::value& v, const std::string& ptr, const std::type_info* want) {
+  TASKGROUP_TRY(argument a, argument_from_json(v, ptr));
+  if (want != nullptr && *want == typeid(double)) {
+    if (const auto* i = std::get_if<std::int64_t>(&a)) a = static_cast<double>(*i);
+  }
+  if (want != nullptr && *want == typeid(std::vector<double>)) {
+    if (const auto* l = std::get_if<std::vector<std::int64_t>>(&a)) a = std::vector<double>(l->begin(), l->end());
+  }
+  return std::visit([](auto&& x) { return blob(std::move(x)); }, std::move(a));
+}
+
+}  // namespace
+
+status read_inputs(task_group& g, const json::value& v, const std::string& ptr) {
+  TASKGROUP_TRY(auto arr, get_array(v, ptr));
+  for (std::size_t i = 0; i < arr->size(); ++i) {
+    const std::string ip = child(ptr, i);
+    TASKGROUP_TRY(auto o, get_object((*arr)[i], ip));
+    TASKGROUP_TRY(known_keys(*o, ip, {"node", "blob", "type", "required"}));
+    if (!o->contains("blob")) return bad(ip, "an input needs a \"blob\"");
+    TASKGROUP_TRY(auto blob_name, get_name(o->at("blob"), child(ip, "blob")));
+    std::string node_name = "local";
+    if (const auto* n = o->if_contains("node")) {
+      TASKGROUP_TRY(node_name, get_name(*n, child(ip, "node")));
+    }
+    bool required = true;
+    if (const auto* r = o->if_contains("required")) {
+      TASKGROUP_TRY(required, get_bool(*r, child(ip, "required")));
+    }
+    const input_type* type = nullptr;
+    if (const auto* t = o->if_contains("type")) {
+      TASKGROUP_TRY(auto name, get_string(*t, child(ip, "type")));
+      for (const auto& it : input_types()) {
+        if (it.name == name) type = &it;
+      }
+      if (type == nullptr) {
+        return bad(child(ip, "type"),
+                   "unknown input type " + quote(printable(name)) + " (one of " + type_names() + ")");
+      }
+    }
+    status st = type != nullptr ? g.declare_input(std::move(blob_name), node(node_name), required, type->type,
+                                                  type->blob_type_name())
+                                : g.declare_input(std::move(blob_name), node(node_name), required);
+    if (!st) return bad(ip, st.error().message);
+  }
+  return ok();
+}
+
+result<json::value> inputs_json(const task_group& g) {
+  json::array out;
+  for (const auto& in : g.inputs()) {
+    json::object o{{"node", in.node}, {"blob", in.blob}};
+    if (in.type != nullptr) {
+      const input_type* type = nullptr;
+      for (const auto& it : input_types()) {
+        if (*it.type == *in.type) type = &it;
+      }
+      if (type == nullptr) {
+        return fail(errc::not_serializable, "input " + quote(in.node + "/" + in.blob) + " of type " + in.type_name +
+                                                ": a plan names only " + type_names());
+      }
+      o["type"] = type->name;
+    }
+    if (!in.required) o["required"] = false;
+    out.emplace_back(std::move(o));
+  }
+  return json::value(std::move(out));
+}
+
+}  // namespace taskgroup::plan_detail
+
+namespace taskgroup {
+
+result<feeds> read_feeds(const boost::json::value& v, const task_group& group) {
+  using namespace plan_detail;
+  TASKGROUP_TRY(auto o, get_object(v, ""));
+  feeds out;
+  for (const auto& [key, value] : *o) {
+    const std::string ptr = child("", key);
+    const auto slash = key.find('/');
+    if (slash == std::string_view::npos || slash == 0 || slash + 1 == key.size()) {
+      return bad(ptr, "a feed is named \"node/blob\", got " + quote(printable(key)));
+    }
+    const std::string node_name(key.substr(0, slash));
+    const std::string blob_name(key.substr(slash + 1));
+    const std::type_info* want = nullptr;
+    for (const auto& in : group.inputs()) {
+      if (in.node == node_name && in.blob == blob_name) want = in.type;
+    }
+    TASKGROUP_TRY(blob b, feed_value(value, ptr, want));
+    out.set_blob(node_name, blob_name, std::make_shared<const blob>(std::move(b)));
+  }
+  return out;
+}
+
+result<feeds> read_feeds(std::string_view text, const task_group& group) {
+  TASKGROUP_TRY(auto v, plan_detail::parse_text(text));
+  const plan_detail::flat_value doc(std::move(v));
+  return read_feeds(doc.v, group);
+}
+
+}  // namespace taskgroup

@@ -1,0 +1,64 @@
+"""Plan inputs: `run --input NODE/BLOB=JSON` and `--inputs FILE` feed them;
+feeds that do not match the plan's inputs are usage errors (exit 2) naming
+node and blob; `fmt` keeps the inputs."""
+import json
+
+from cli_support import Cli, OK, USAGE
+
+cli = Cli()
+plan = cli.shipped("inputs.json")
+
+
+def outputs(p, what):
+    cli.check_exit(p, OK, what)
+    return cli.json_of(p.stdout, what) or {}
+
+
+got = outputs(cli.run("run", "--json", "-q", plan, "--input", "n1/x=4", "--input", "n2/scale=1.5"), "--input")
+cli.check(got == {"n1/triple": {"y": 12}, "n2/double": {"z": 3.0}}, "--input: each run reads its feeds", got)
+
+# An integer fed to a double input becomes a double.
+got = outputs(cli.run("run", "--json", "-q", plan, "--input", "n1/x=-2", "--input", "n2/scale=2"), "int to double")
+cli.check(got.get("n2/double") == {"z": 4.0} and type(got["n2/double"]["z"]) is float, "an int feeds a double", got)
+
+inputs = cli.temp("inputs.json", json.dumps({"n1/x": 7, "n2/scale": 0.25, "n2/label": "seven"}))
+got = outputs(cli.run("run", "--json", "-q", plan, "--inputs", inputs), "--inputs FILE")
+cli.check(got == {"n1/triple": {"y": 21}, "n2/double": {"z": 0.5}}, "--inputs: a JSON object of feeds", got)
+
+bad = [
+    (["--input", "n2/scale=1"], 'input "n1/x" is required and was not fed (int64)'),
+    (["--input", "n1/x=\"four\"", "--input", "n2/scale=1"], 'feed "n1/x": expected int64, got string'),
+    (["--input", "n1/x=1", "--input", "n2/scale=1", "--input", "n3/x=1"],
+     'feed "n3/x": the group declares no such input (none on node "n3")'),
+    (["--input", "n1/x=1", "--input", "n2/scale=1", "--input", "n1/y=1"],
+     'feed "n1/y": the group declares no such input (on node "n1": "x")'),
+    (["--input", "n1/x=1", "--input", "n2/scale=1", "--input", "n1/x=2"], 'feed "n1/x": fed twice'),
+    (["--input", "n1/x"], '--input "n1/x": expected node/blob=JSON'),
+    (["--input", "n1/x=four"], '--input "n1/x=four": '),
+    (["--input", "x=1"], 'a feed is named "node/blob", got "x"'),
+    (["--inputs", cli.temp("list.json", "[1, 2]")], "expected an object"),
+    (["--inputs", cli.temp("absent-dir/none.json")], "cannot read inputs file"),
+]
+for args, message in bad:
+    p = cli.run("run", "-q", plan, *args)
+    cli.check_exit(p, USAGE, " ".join(args))
+    cli.check(message in p.stderr, f"{' '.join(args)}: says {message!r}", p.stderr)
+    cli.check(p.stdout == "", f"{' '.join(args)}: nothing on stdout", p.stdout)
+
+p = cli.run("run", "-q", plan, "--input", "n1/x=four")
+cli.check("quote a string" in p.stderr, "a value that is not JSON: the hint", p.stderr)
+
+# fmt writes the inputs back; the formatted plan runs the same.
+p = cli.run("fmt", plan)
+cli.check_exit(p, OK, "fmt inputs.json")
+formatted = cli.json_of(p.stdout, "fmt output") or {}
+cli.check(formatted.get("inputs") == [
+    {"node": "n1", "blob": "x", "type": "int64"},
+    {"node": "n2", "blob": "scale", "type": "double"},
+    {"node": "n2", "blob": "label", "type": "string", "required": False},
+], "fmt keeps the inputs", formatted.get("inputs"))
+again = cli.temp("formatted.json", p.stdout)
+got = outputs(cli.run("run", "--json", "-q", again, "--input", "n1/x=1", "--input", "n2/scale=1"), "formatted")
+cli.check(got == {"n1/triple": {"y": 3}, "n2/double": {"z": 2.0}}, "the formatted plan runs the same", got)
+
+cli.done()
