@@ -255,9 +255,16 @@ asio::awaitable<response> run_sum(service& svc, beast::tcp_stream& stream, beast
                           req);
 }
 
-json::object stats_json(const counters& c, i64 in_flight) {
-  return {{"started", c.started.load()},     {"completed", c.completed.load()}, {"timed_out", c.timed_out.load()},
-          {"cancelled", c.cancelled.load()}, {"failed", c.failed.load()},       {"in_flight", in_flight}};
+json::object stats_json(const counters& c) {
+  // `started` read last: a run counted as ended was started before.
+  const std::uint64_t ended = c.completed + c.timed_out + c.cancelled + c.failed;
+  const std::uint64_t started = c.started;
+  return {{"started", started},
+          {"completed", c.completed.load()},
+          {"timed_out", c.timed_out.load()},
+          {"cancelled", c.cancelled.load()},
+          {"failed", c.failed.load()},
+          {"in_flight", started - ended}};
 }
 
 asio::awaitable<response> handle(service& svc, beast::tcp_stream& stream, beast::flat_buffer& buffer,
@@ -269,12 +276,7 @@ asio::awaitable<response> handle(service& svc, beast::tcp_stream& stream, beast:
   const auto qmark = target.find('?');
   const std::string_view path = target.substr(0, qmark);
   const std::string_view query = qmark == std::string_view::npos ? std::string_view() : target.substr(qmark + 1);
-  if (path == "/stats") {
-    const counters& c = svc.stats;
-    // Read `started` last: a run counted as ended was started before.
-    const i64 ended = static_cast<i64>(c.completed + c.timed_out + c.cancelled + c.failed);
-    co_return json_response(http::status::ok, stats_json(c, static_cast<i64>(c.started.load()) - ended), req);
-  }
+  if (path == "/stats") co_return json_response(http::status::ok, stats_json(svc.stats), req);
   if (path != "/sum") {
     co_return error_response(http::status::not_found, "not_found", "no such path: " + std::string(path), req);
   }
@@ -387,7 +389,7 @@ int main(int argc, char** argv) {
     for (i64 t = 1; t < threads; ++t) pool.emplace_back([&io] { io.run(); });
     io.run();
     for (auto& t : pool) t.join();
-    std::cout << "stopped: " << json::serialize(stats_json(svc.stats, 0)) << std::endl;
+    std::cout << "stopped: " << json::serialize(stats_json(svc.stats)) << std::endl;
   } catch (const std::exception& e) {
     std::cerr << "06_http_server: " << e.what() << '\n';
     return 1;

@@ -1,0 +1,224 @@
+"""The HTTP example (examples/06_http_server.cpp) under load and at its edges.
+
+Run by Meson as `python3 http_server.py <06_http_server binary>`. Starts the
+server on 127.0.0.1 (port 0, read from its first line), then:
+- load: 5,000 GET /sum requests over 32 keep-alive connections, n cycling
+  through distinct values, every body checked against the expected values;
+- pipelining: two requests in one write while the first runs, both answered;
+- disconnect: a slow request whose client closes; the server's /stats must
+  count the run cancelled (without cancellation it would sleep 30 s, past
+  the guard);
+- deadline: a run slower than its timeout_ms answers 504;
+- bad input: 400 naming the parameter, 404, 405;
+- stop: SIGTERM, the server exits 0 and its last line counts every run.
+Exits 0 when every check passed, 1 otherwise. Timings are hang guards only.
+"""
+import asyncio
+import json
+import signal
+import subprocess
+import sys
+import time
+
+REQUESTS, CONNECTIONS = 5000, 32
+NS = [0, 1, 2, 3, 16, 100, 999, 5000]
+GUARD = 60.0  # seconds: any single step taking longer is a hang
+
+failures = 0
+checks = 0
+
+
+def check(cond, what, detail=None):
+    global failures, checks
+    checks += 1
+    if not cond:
+        failures += 1
+        print(f"FAIL: {what}")
+        if detail is not None:
+            print(f"      {detail}")
+    return cond
+
+
+def expected_values(n):
+    t = n * (n + 1) // 2
+    return [(k + 1) * t for k in range(16)]
+
+
+async def read_response(reader):
+    """One HTTP/1.1 response: (status, headers, body as text)."""
+    status_line = await reader.readline()
+    if not status_line:
+        raise ConnectionError("connection closed before a response")
+    status = int(status_line.split()[1])
+    headers = {}
+    while True:
+        line = await reader.readline()
+        if line in (b"\r\n", b"\n", b""):
+            break
+        name, _, value = line.decode().partition(":")
+        headers[name.strip().lower()] = value.strip()
+    body = await reader.readexactly(int(headers.get("content-length", "0")))
+    return status, headers, body.decode()
+
+
+def request_bytes(target, method="GET"):
+    return f"{method} {target} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".encode()
+
+
+async def get(port, target, method="GET"):
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    try:
+        writer.write(request_bytes(target, method))
+        return await asyncio.wait_for(read_response(reader), GUARD)
+    finally:
+        writer.close()
+
+
+async def stats(port):
+    status, _, body = await get(port, "/stats")
+    if status != 200:
+        raise RuntimeError(f"/stats answered {status}: {body}")
+    return json.loads(body)
+
+
+def check_sum(status, body, n, what):
+    if not check(status == 200, f"{what}: 200", body):
+        return False
+    doc = json.loads(body)
+    values = expected_values(n)
+    return check(doc == {"n": n, "total": sum(values), "values": values}, f"{what}: body for n={n}", body)
+
+
+async def client(port, first, count, wrong):
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    for i in range(first, first + count):
+        n = NS[i % len(NS)]
+        writer.write(request_bytes(f"/sum?n={n}"))
+        status, headers, body = await read_response(reader)
+        if status != 200 or json.loads(body) != {"n": n, "total": sum(expected_values(n)),
+                                                 "values": expected_values(n)}:
+            wrong.append((n, status, body))
+        if headers.get("connection", "").lower() == "close":
+            raise ConnectionError("the server closed a keep-alive connection")
+    writer.close()
+
+
+async def load(port):
+    wrong = []
+    per = REQUESTS // CONNECTIONS
+    counts = [per + (1 if c < REQUESTS % CONNECTIONS else 0) for c in range(CONNECTIONS)]
+    starts = [sum(counts[:c]) for c in range(CONNECTIONS)]
+    t0 = time.monotonic()
+    await asyncio.wait_for(asyncio.gather(*(client(port, starts[c], counts[c], wrong) for c in range(CONNECTIONS))),
+                           GUARD)
+    print(f"load: {REQUESTS} requests over {CONNECTIONS} connections in {time.monotonic() - t0:.1f} s")
+    check(not wrong, f"load: every response right ({len(wrong)} wrong)", wrong[:3])
+
+
+async def pipelined(port):
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    writer.write(request_bytes("/sum?n=7&sleep_ms=200") + request_bytes("/sum?n=8"))
+    for n in (7, 8):
+        status, _, body = await asyncio.wait_for(read_response(reader), GUARD)
+        check_sum(status, body, n, "pipelined")
+    writer.close()
+
+
+async def wait_stats(port, cond, what):
+    deadline = time.monotonic() + 20.0
+    while time.monotonic() < deadline:
+        s = await stats(port)
+        if cond(s):
+            return s
+        await asyncio.sleep(0.05)
+    check(False, what, s)
+    return s
+
+
+async def disconnect(port):
+    before = await stats(port)
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    writer.write(request_bytes("/sum?n=1&sleep_ms=30000&timeout_ms=60000"))
+    await writer.drain()
+    await wait_stats(port, lambda s: s["started"] > before["started"] and s["in_flight"] >= 1,
+                     "disconnect: the slow run started")
+    writer.close()
+    after = await wait_stats(port, lambda s: s["cancelled"] > before["cancelled"] and s["in_flight"] == 0,
+                             "disconnect: the run was cancelled once the client left")
+    check(after["cancelled"] == before["cancelled"] + 1, "disconnect: one run cancelled", after)
+
+
+async def deadline(port):
+    before = await stats(port)
+    status, _, body = await get(port, "/sum?n=5&sleep_ms=30000&timeout_ms=100")
+    check(status == 504, "deadline: 504", body)
+    check(json.loads(body).get("error") == "timeout", "deadline: error timeout", body)
+    after = await stats(port)
+    check(after["timed_out"] == before["timed_out"] + 1, "deadline: counted timed out", after)
+
+
+async def bad_input(port):
+    cases = [
+        ("/sum?n=abc", 400, 'parameter \\"n\\": expected an integer'),
+        ("/sum?n=-1", 400, 'parameter \\"n\\" must be between 0 and 1000000'),
+        ("/sum?n=1000001", 400, 'parameter \\"n\\" must be between 0 and 1000000'),
+        ("/sum?n=1&sleep_ms=60001", 400, 'parameter \\"sleep_ms\\" must be between 0 and 60000'),
+        ("/sum?n=1&timeout_ms=0", 400, 'parameter \\"timeout_ms\\" must be between 1 and 60000'),
+        ("/sum?n=1&bogus=2", 400, 'unknown parameter \\"bogus\\"'),
+        ("/sum?n=1&n=2", 400, 'parameter \\"n\\" given twice'),
+        ("/sum", 400, 'missing parameter \\"n\\"'),
+        ("/nope", 404, "no such path: /nope"),
+    ]
+    for target, code, text in cases:
+        status, headers, body = await get(port, target)
+        check(status == code and text in body and headers.get("content-type") == "application/json",
+              f"{target}: {code} with {text}", f"{status} {body}")
+    status, _, body = await get(port, "/sum?n=1", method="POST")
+    check(status == 405, "POST: 405", body)
+    status, _, body = await get(port, "/sum?n=1000000")
+    check_sum(status, body, 1000000, "the largest n")
+
+
+async def main(port):
+    await load(port)
+    await pipelined(port)
+    await disconnect(port)
+    await deadline(port)
+    await bad_input(port)
+    return await stats(port)
+
+
+def run():
+    if len(sys.argv) != 2:
+        sys.exit(f"usage: {sys.argv[0]} HTTP_SERVER_BINARY")
+    t0 = time.monotonic()
+    server = subprocess.Popen([sys.argv[1], "--port", "0", "--threads", "2"], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True)
+    try:
+        first = server.stdout.readline()
+        check(first.startswith("listening on 127.0.0.1:"), "the server prints its address", first)
+        port = int(first.rsplit(":", 1)[1])
+        try:
+            final = asyncio.run(main(port))
+        except (OSError, RuntimeError, asyncio.TimeoutError, ValueError) as e:
+            check(False, "the client ran to its end", repr(e))
+            return 1
+        server.send_signal(signal.SIGTERM)
+        out, err = server.communicate(timeout=GUARD)
+        check(server.returncode == 0, "SIGTERM: exit status 0", f"{server.returncode}: {err}")
+        last = out.strip().splitlines()[-1] if out.strip() else ""
+        check(last.startswith("stopped: "), "the server reports its counters on exit", out)
+        if last.startswith("stopped: "):
+            counters = json.loads(last[len("stopped: "):])
+            check(counters["started"] == final["started"] and counters["in_flight"] == 0,
+                  "every run started was accounted for", f"{counters} vs {final}")
+    finally:
+        if server.poll() is None:
+            server.kill()
+            server.wait()
+    print(f"{checks} checks, {failures} failed, {time.monotonic() - t0:.1f} s")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(run())
