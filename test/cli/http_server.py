@@ -9,8 +9,10 @@ server on 127.0.0.1 (port 0, read from its first line), then:
   count the run cancelled (without cancellation it would sleep 30 s, past
   the guard);
 - deadline: a run slower than its timeout_ms answers 504;
-- bad input: 400 naming the parameter, 404, 405;
-- stop: SIGTERM, the server exits 0 and its last line counts every run.
+- bad input: 400 naming the parameter, 404, 405, a malformed request;
+- stop: SIGTERM with a keep-alive connection open; the server stops
+  accepting, answers that connection's next request with
+  `Connection: close`, exits 0 and its last line counts every run.
 Exits 0 when every check passed, 1 otherwise. Timings are hang guards only.
 """
 import asyncio
@@ -177,15 +179,52 @@ async def bad_input(port):
     check(status == 405, "POST: 405", body)
     status, _, body = await get(port, "/sum?n=1000000")
     check_sum(status, body, 1000000, "the largest n")
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    writer.write(b"NOT HTTP AT ALL\r\n\r\n")
+    status, headers, body = await asyncio.wait_for(read_response(reader), GUARD)
+    check(status == 400 and "malformed request" in body and headers.get("connection") == "close",
+          "a malformed request: 400, then close", f"{status} {headers} {body}")
+    check(await asyncio.wait_for(reader.read(), GUARD) == b"", "a malformed request: connection closed")
+    writer.close()
 
 
-async def main(port):
+async def refused(port):
+    try:
+        _, w = await asyncio.open_connection("127.0.0.1", port)
+        w.close()
+        return False
+    except OSError:
+        return True
+
+
+async def stop(port, server):
+    """SIGTERM with a keep-alive connection open, then a request on it."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    writer.write(request_bytes("/sum?n=4"))
+    status, _, body = await asyncio.wait_for(read_response(reader), GUARD)
+    check_sum(status, body, 4, "before the stop")
+    final = await stats(port)
+    server.send_signal(signal.SIGTERM)
+    deadline = time.monotonic() + GUARD
+    while not await refused(port) and time.monotonic() < deadline:
+        await asyncio.sleep(0.02)
+    check(await refused(port), "after SIGTERM: new connections refused")
+    writer.write(request_bytes("/sum?n=5"))
+    status, headers, body = await asyncio.wait_for(read_response(reader), GUARD)
+    check_sum(status, body, 5, "after SIGTERM: the open connection's request")
+    check(headers.get("connection") == "close", "after SIGTERM: answered with Connection: close", headers)
+    check(await asyncio.wait_for(reader.read(), GUARD) == b"", "after SIGTERM: the connection is closed")
+    writer.close()
+    return final["started"] + 1
+
+
+async def main(port, server):
     await load(port)
     await pipelined(port)
     await disconnect(port)
     await deadline(port)
     await bad_input(port)
-    return await stats(port)
+    return await stop(port, server)
 
 
 def run():
@@ -199,19 +238,18 @@ def run():
         check(first.startswith("listening on 127.0.0.1:"), "the server prints its address", first)
         port = int(first.rsplit(":", 1)[1])
         try:
-            final = asyncio.run(main(port))
+            started = asyncio.run(main(port, server))
         except (OSError, RuntimeError, asyncio.TimeoutError, ValueError) as e:
             check(False, "the client ran to its end", repr(e))
             return 1
-        server.send_signal(signal.SIGTERM)
         out, err = server.communicate(timeout=GUARD)
         check(server.returncode == 0, "SIGTERM: exit status 0", f"{server.returncode}: {err}")
         last = out.strip().splitlines()[-1] if out.strip() else ""
         check(last.startswith("stopped: "), "the server reports its counters on exit", out)
         if last.startswith("stopped: "):
             counters = json.loads(last[len("stopped: "):])
-            check(counters["started"] == final["started"] and counters["in_flight"] == 0,
-                  "every run started was accounted for", f"{counters} vs {final}")
+            check(counters["started"] == started and counters["in_flight"] == 0,
+                  "every run started was accounted for", f"{counters}, {started} started")
     finally:
         if server.poll() is None:
             server.kill()
