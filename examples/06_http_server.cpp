@@ -236,7 +236,10 @@ asio::awaitable<response> run_sum(service& svc, beast::tcp_stream& stream, beast
   }
   if (run_ec == tg::errc::cancelled) {
     svc.stats.cancelled.fetch_add(1, std::memory_order_relaxed);
-    co_return error_response(http::status::service_unavailable, "cancelled", report.failure->message, req);
+    // Only the watch cancels: the client left or flooded us, so close.
+    auto res = error_response(http::status::service_unavailable, "cancelled", report.failure->message, req);
+    res.keep_alive(false);
+    co_return res;
   }
   if (run_ec) {
     svc.stats.failed.fetch_add(1, std::memory_order_relaxed);

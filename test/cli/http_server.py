@@ -7,7 +7,7 @@ server on 127.0.0.1 (port 0, read from its first line), then:
 - pipelining: two requests in one write while the first runs, both answered;
 - disconnect: a slow request whose client closes; the server's /stats must
   count the run cancelled (without cancellation it would sleep 30 s, past
-  the guard);
+  the guard); a client sending over 64 KiB during a run is cut off (503);
 - deadline: a run slower than its timeout_ms answers 504;
 - bad input: 400 naming the parameter, 404, 405, a malformed request;
 - stop: SIGTERM with a keep-alive connection open; the server stops
@@ -148,6 +148,16 @@ async def disconnect(port):
     after = await wait_stats(port, lambda s: s["cancelled"] > before["cancelled"] and s["in_flight"] == 0,
                              "disconnect: the run was cancelled once the client left")
     check(after["cancelled"] == before["cancelled"] + 1, "disconnect: one run cancelled", after)
+    # A client that sends more than 64 KiB during a run is treated as gone.
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    writer.write(request_bytes("/sum?n=1&sleep_ms=30000&timeout_ms=60000") + b"x" * 70000)
+    await writer.drain()
+    status, headers, body = await asyncio.wait_for(read_response(reader), GUARD)
+    check(status == 503 and '"error":"cancelled"' in body and headers.get("connection") == "close",
+          "flooding during a run: 503 cancelled, then close", f"{status} {headers} {body}")
+    writer.close()
+    s = await stats(port)
+    check(s["cancelled"] == before["cancelled"] + 2 and s["in_flight"] == 0, "flooding: the run cancelled", s)
 
 
 async def deadline(port):
