@@ -327,7 +327,11 @@ asio::awaitable<void> listen(service& svc, asio::io_context& io, tcp::acceptor& 
     // disconnect watch never run at once.
     auto [ec, socket] = co_await acceptor.async_accept(asio::make_strand(io), asio::as_tuple(asio::use_awaitable));
     if (ec == asio::error::operation_aborted || !acceptor.is_open()) co_return;
-    if (ec) continue;  // e.g. too many open files: go on with the next
+    if (ec) {  // e.g. too many open files: back off, then go on
+      asio::steady_timer pause(acceptor.get_executor(), 100ms);
+      co_await pause.async_wait(asio::as_tuple(asio::use_awaitable));
+      continue;
+    }
     auto ex = socket.get_executor();
     asio::co_spawn(ex, serve(svc, std::move(socket)), [](std::exception_ptr ep) {
       if (ep) {
