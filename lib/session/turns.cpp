@@ -1,5 +1,6 @@
 #include "turns.hpp"
 
+#include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
@@ -16,7 +17,11 @@ asio::awaitable<result<node_turns::turn>> node_turns::acquire() {
     co_return turn(shared_from_this());
   }
   auto self = shared_from_this();
-  waiter w{asio::steady_timer(co_await asio::this_coro::executor, asio::steady_timer::time_point::max())};
+  // The executor first, in a variable of its own: GCC 12 destroys a
+  // temporary made by co_await inside an aggregate's braces twice (here an
+  // executor's reference count, released once too often).
+  const asio::any_io_executor ex = co_await asio::this_coro::executor;
+  waiter w{asio::steady_timer(ex, asio::steady_timer::time_point::max())};
   queue_.push_back(&w);
   // Out of the queue however the wait ends, even when its frame is
   // destroyed unresumed (an abandoned io_context).
