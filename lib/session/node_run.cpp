@@ -135,7 +135,6 @@ class node_batch final : public detail::task_host {
       // The node's strand: where runs complete.
       : task_host(rs->registry != nullptr ? *rs->registry : operator_registry::global(), n->strand),
         rs_(std::move(rs)),
-        n_(n),
         mode_(mode),
         tasks_(tasks) {}
 
@@ -212,7 +211,6 @@ class node_batch final : public detail::task_host {
   }
 
   std::shared_ptr<run_state> rs_;
-  node_state* n_;
   detail::join_mode mode_;
   std::size_t tasks_;
   std::vector<std::unique_ptr<detail::frame_free_run>> waiting_;
