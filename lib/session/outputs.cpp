@@ -22,6 +22,8 @@ std::string feed_name(std::string_view node, std::string_view blob) {
 }  // namespace
 
 status check_feeds(const task_group& g, const compiled_group& cg, const feeds& given, run_state& rs) {
+  // Most runs have neither: no maps to build, `rs.feeds` stays empty.
+  if (g.inputs().empty() && given.entries().empty()) return ok();
   std::map<std::pair<std::string_view, std::string_view>, const group_input*> declared;
   for (const auto& in : g.inputs())
     declared.emplace(std::pair<std::string_view, std::string_view>(in.node, in.blob), &in);
@@ -63,6 +65,7 @@ status check_feeds(const task_group& g, const compiled_group& cg, const feeds& g
 }
 
 status place_feeds(const run_state& rs, std::size_t i) {
+  if (rs.feeds.empty()) return ok();  // nothing declared, nothing fed
   workspace& ws = *rs.workspaces[i];
   for (const feeds::entry* f : rs.feeds[i]) {
     auto copy = f->value->clone();
