@@ -7,6 +7,7 @@
 
 #include "support/run.hpp"
 #include "support/steps.hpp"
+#include "support/tokens.hpp"
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/bind_cancellation_slot.hpp>
@@ -32,6 +33,8 @@
 using namespace taskgroup;
 using namespace std::chrono_literals;
 namespace asio = boost::asio;
+using test::seen;
+using test::token_kind;
 using i64 = std::int64_t;
 
 namespace {
@@ -357,79 +360,10 @@ task_group small_group(bool fail) {
   return g;
 }
 
-enum class token_kind { callback, future, awaitable, as_tuple, redirect_error, deferred };
-
-// Runs `g` through `kind` and returns what the caller saw: the code, the
-// report when the token delivers one, and whether an exception came.
-struct seen {
-  boost::system::error_code code;
-  std::optional<run_report> report;
-  bool threw = false;
-};
-
-asio::awaitable<void> await_forms(local_session& session, task_group g, token_kind kind, seen& out) {
-  switch (kind) {
-    case token_kind::awaitable: try { out.report = co_await session.async_run(g, {}, asio::use_awaitable);
-      } catch (const boost::system::system_error& e) {
-        out.threw = true;
-        out.code = e.code();
-      }
-      break;
-    case token_kind::as_tuple: {
-      auto [ec, r] = co_await session.async_run(g, {}, asio::as_tuple(asio::use_awaitable));
-      out.code = ec;
-      out.report = std::move(r);
-      break;
-    }
-    case token_kind::redirect_error: {
-      boost::system::error_code ec;
-      out.report = co_await session.async_run(g, {}, asio::redirect_error(asio::use_awaitable, ec));
-      out.code = ec;
-      break;
-    }
-    default: break;
-  }
-}
-
 seen run_with(token_kind kind, bool fail) {
   asio::io_context io;
   local_session session(io.get_executor());
-  task_group g = small_group(fail);
-  seen out;
-  switch (kind) {
-    case token_kind::callback:
-      session.async_run(g, {}, [&](boost::system::error_code ec, run_report r) {
-        out.code = ec;
-        out.report = std::move(r);
-      });
-      io.run();
-      break;
-    case token_kind::future: {
-      auto f = session.async_run(g, {}, asio::use_future);
-      io.run();
-      try {
-        out.report = f.get();
-      } catch (const boost::system::system_error& e) {
-        out.threw = true;
-        out.code = e.code();
-      }
-      break;
-    }
-    case token_kind::deferred: {
-      auto op = session.async_run(g, {}, asio::deferred);
-      std::move(op)([&](boost::system::error_code ec, run_report r) {
-        out.code = ec;
-        out.report = std::move(r);
-      });
-      io.run();
-      break;
-    }
-    default:
-      asio::co_spawn(io, await_forms(session, g, kind, out), asio::detached);
-      io.run();
-      break;
-  }
-  return out;
+  return test::run_with(io, session, small_group(fail), kind);
 }
 
 }  // namespace
@@ -440,7 +374,7 @@ TEST_CASE("async_run completes with (error_code, run_report) through every compl
   const bool fail = GENERATE(false, true);
   INFO("token " << static_cast<int>(kind) << (fail ? ", failing group" : ", succeeding group"));
   seen s = run_with(kind, fail);
-  const bool throwing = kind == token_kind::future || kind == token_kind::awaitable;
+  const bool throwing = test::throws(kind);
   if (!fail) {
     CHECK_FALSE(s.code);
     CHECK_FALSE(s.threw);

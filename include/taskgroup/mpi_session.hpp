@@ -182,49 +182,71 @@ class mpi_session {
   [[nodiscard]] result<std::map<std::string, int>> placement(const task_group& group) const;
 
   /// Runs `group` on every rank; every rank must call it for the same
-  /// group. On rank 0 completes with the report of every task (outputs
-  /// decoded from the ranks that ran them; a large value may be received
-  /// into the object of the last run's value when the handle alone held
-  /// it, so keep the report, not a raw pointer, to keep a value); elsewhere
-  /// with every task's status and failure, and copies of the outputs of
-  /// this rank's tasks (a value whose type cannot be copied reaches rank 0
-  /// but leaves this rank's handle with the copy's error). Errors: `errc::mpi_failed` when MPI is unusable (not
-  /// initialized, too low a thread level for a multi-threaded executor),
+  /// group: the token form, for any completion token, as
+  /// `local_session::async_run`. Completes with
+  /// `void(boost::system::error_code, run_report)`: the code is that of
+  /// `report.failure` (empty on success) and the report is always there.
+  /// On rank 0 it holds every task's report (outputs decoded from the
+  /// ranks that ran them; a large value may be received into the object
+  /// of the last run's value when the handle alone held it, so keep the
+  /// report, not a raw pointer, to keep a value). Elsewhere it holds the
+  /// reports of this rank's tasks, every other task's status and failure
+  /// when the run succeeded (a failed run is called off before the others
+  /// end), and copies of the outputs of this rank's tasks (a value whose
+  /// type cannot be copied reaches rank 0 but leaves this rank's handle
+  /// with the copy's error). A run that fails before any task ran lists
+  /// every task as not run.
+  ///
+  /// `options.feeds` are given on every rank, as the group is (SPMD, as
+  /// the `taskgroup` command does): each rank places the feeds of its own
+  /// nodes and checks all of them against the group's inputs, so a feed
+  /// error fails the run on every rank alike.
+  ///
+  /// Errors: `errc::mpi_failed` when MPI is unusable (not initialized, too
+  /// low a thread level for a multi-threaded executor),
   /// `errc::group_mismatch` when ranks built different groups or runs,
   /// `errc::invalid_task` when a run is already in flight or
   /// `options.timeout` is above `taskgroup::max_duration` (on every rank:
   /// rank 0's START carries the refusal), `errc::session_closed` for a
   /// run queued when the session was destroyed, the errors of
-  /// `local_session::run` (with the rank they came from), `errc::timeout`
-  /// when `options.timeout` expires, `errc::cancelled` when cancelled.
-  /// Cancellation: terminal cancellation on rank 0 cancels every task on
-  /// every rank; on another rank it cancels that rank's tasks, which fails
-  /// the run everywhere with `rank R: ... cancelled`.
-  boost::asio::awaitable<result<run_report>> run(task_group group, run_options options = {});
-
-  /// Token form of `run`: completes with `void(result<run_report>)`; the
-  /// token's cancellation slot cancels the run.
-  template <class CompletionToken>
-  auto async_run(task_group group, CompletionToken&& token, run_options options = {}) {
-    // The initiation holds the session's state, not `this`: a run queued
-    // when the session is destroyed starts later and fails cleanly.
+  /// `local_session::async_run` (with the rank they came from),
+  /// `errc::timeout` when `options.timeout` expires, `errc::cancelled`
+  /// when cancelled.
+  ///
+  /// Cancellation: through the token's cancellation slot. Terminal and
+  /// partial cancellation on rank 0 cancel every task on every rank; on
+  /// another rank they cancel that rank's tasks, which fails the run
+  /// everywhere with `rank R: ... cancelled`. Total cancellation is
+  /// ignored, as on the local session.
+  ///
+  /// The initiation holds the session's state, not `this`: a run queued
+  /// when the session is destroyed starts later and fails cleanly.
+  template <class CompletionToken = boost::asio::default_completion_token_t<boost::asio::any_io_executor>>
+  auto async_run(task_group group, run_options options = {},
+                 CompletionToken&& token = boost::asio::default_completion_token_t<boost::asio::any_io_executor>()) {
     auto init = [state = impl_](auto handler, task_group g, run_options o) {
       auto ex = strand_of(*state);
-      auto cancel = detail::forward_cancellation(boost::asio::get_associated_cancellation_slot(handler), ex);
+      auto cancel = relay_cancellation(boost::asio::get_associated_cancellation_slot(handler), *state);
       auto handler_ex = boost::asio::get_associated_executor(handler, ex);
       boost::asio::co_spawn(
-          ex, run_on_strand(state, std::move(g), o),
+          ex, run_on_strand(state, std::move(g), std::move(o)),
           boost::asio::bind_cancellation_slot(
-              cancel->slot(),
-              boost::asio::bind_executor(
-                  handler_ex, [h = std::move(handler), cancel](std::exception_ptr ep, result<run_report> r) mutable {
-                    if (ep) r = error(errc::op_failed, "unexpected exception in the MPI session");
-                    std::move(h)(std::move(r));
-                  })));
+              cancel->slot(), boost::asio::bind_executor(handler_ex, [h = std::move(handler), cancel](
+                                                                         std::exception_ptr ep, run_report r) mutable {
+                if (ep) r.failure = error(errc::op_failed, "unexpected exception in the MPI session");
+                const boost::system::error_code ec = r.failure ? r.failure->code : boost::system::error_code();
+                std::move(h)(ec, std::move(r));
+              })));
     };
-    return boost::asio::async_initiate<CompletionToken, void(result<run_report>)>(std::move(init), token,
-                                                                                  std::move(group), options);
+    return boost::asio::async_initiate<CompletionToken, void(boost::system::error_code, run_report)>(
+        std::move(init), token, std::move(group), std::move(options));
   }
+
+  /// Runs `group` (as `async_run`), completing with the report, or with
+  /// the run's error (`report.failure`) instead: for code that prefers
+  /// values to exceptions. Cancellation: the awaiting coroutine's, as
+  /// `async_run`.
+  boost::asio::awaitable<result<run_report>> run(task_group group, run_options options = {});
 
   /// Runs `group` and blocks until it ends, with the run's protocol on the
   /// calling thread (no hand-off to the executor's threads at either end)
@@ -240,8 +262,12 @@ class mpi_session {
  private:
   struct impl;
   [[nodiscard]] static boost::asio::any_io_executor strand_of(const impl& state);
-  static boost::asio::awaitable<result<run_report>> run_on_strand(std::shared_ptr<impl> state, task_group group,
-                                                                  run_options options);
+  // As local_session's: a signal whose emissions reach the run on the
+  // session's strand, kept alive by the completion handler.
+  static std::shared_ptr<boost::asio::cancellation_signal> relay_cancellation(boost::asio::cancellation_slot from,
+                                                                              const impl& state);
+  static boost::asio::awaitable<run_report> run_on_strand(std::shared_ptr<impl> state, task_group group,
+                                                          run_options options);
   std::unique_ptr<boost::asio::thread_pool> pool_;  // when the session owns its threads
   std::unique_ptr<local_session> local_;
   std::shared_ptr<impl> impl_;

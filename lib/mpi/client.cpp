@@ -9,6 +9,7 @@
 #include "wire.hpp"
 
 #include "../detail/limits.hpp"
+#include "../detail/report.hpp"
 
 #include <boost/asio/this_coro.hpp>
 
@@ -156,14 +157,14 @@ class client_run {
   bool take_local() {
     if (!ctx_->local_done || local_seen_) return false;
     local_seen_ = true;
-    if (!ctx_->local) {
-      fail_run(ctx_->local.error().with_context("rank 0"));
-    } else {
+    const run_report* local = ctx_->local ? &ctx_->local.value() : ctx_->failed_local ? &*ctx_->failed_local : nullptr;
+    if (local != nullptr) {
       for (std::size_t k = 0; k < report_.tasks.size(); ++k) {
-        const task_report& mine = ctx_->local.value().tasks[k];
+        const task_report& mine = local->tasks[k];
         if (mine.status != task_status::not_run) report_.tasks[k] = mine;
       }
     }
+    if (!ctx_->local) fail_run(ctx_->local.error().with_context("rank 0"));
     return true;
   }
 
@@ -256,11 +257,15 @@ class client_run {
   // When a sleeping poll must wake at the latest.
   [[nodiscard]] std::optional<clock_type::time_point> until() const { return grace_until_ ? grace_until_ : deadline_; }
 
-  // What the run completes with.
-  result<run_report> end() {
+  // What the run completes with: every task's report, and the run's
+  // error when it failed.
+  run_report end() {
     report_.finished = std::chrono::system_clock::now();
-    if (ctx_->mpi_error) return *ctx_->mpi_error;
-    if (first_) return *first_;
+    if (ctx_->mpi_error) {
+      report_.failure = *ctx_->mpi_error;
+    } else if (first_) {
+      report_.failure = *first_;
+    }
     return std::move(report_);
   }
 
@@ -283,14 +288,13 @@ class client_run {
 
 }  // namespace
 
-asio::awaitable<result<run_report>> run_client(state_ptr s, task_group group, run_options options,
-                                               std::uint64_t run_id) {
+asio::awaitable<run_report> run_client(state_ptr s, task_group group, run_options options, std::uint64_t run_id) {
   auto ctx = std::make_shared<run_ctx>(co_await asio::this_coro::executor);
   auto described = describe_group(*s, group);
   if (auto failure = send_start(s, *ctx, run_id, options, described)) {
     // Nobody starts: the other ranks end the run with this error on START.
     co_await flush_sends(s, *ctx);
-    co_return std::move(*failure);
+    co_return refused_report(group, std::move(*failure), std::chrono::system_clock::now());
   }
   client_run run(s, group, options, run_id, ctx);
   run.begin(described.value()->where);

@@ -25,6 +25,7 @@ void start_local(const state_ptr& s, const std::shared_ptr<run_ctx>& ctx, const 
   auto done = [ctx](boost::system::error_code, run_report r) {
     if (r.failure) {
       ctx->local = *r.failure;
+      ctx->failed_local = std::move(r);
     } else {
       ctx->local = std::move(r);
     }

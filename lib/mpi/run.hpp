@@ -36,6 +36,7 @@ struct run_ctx {
   boost::asio::cancellation_signal local_cancel;
   bool local_done = false;
   result<run_report> local;
+  std::optional<run_report> failed_local;  // the local report, when `local` is its failure
   std::vector<pending_send> sends;
   std::optional<error> mpi_error;  // MPI itself failed: stop talking, unwind
 };
@@ -47,11 +48,11 @@ void start_local(const state_ptr& s, const std::shared_ptr<run_ctx>& ctx, const 
 /// Cancels the local part of the run unless it has ended.
 void cancel_local(run_ctx& ctx);
 
-/// Rank 0's part of run `run_id`: completes with every task's report.
-boost::asio::awaitable<result<run_report>> run_client(state_ptr s, task_group group, run_options options,
-                                                      std::uint64_t run_id);
-/// Another rank's part of run `run_id`.
-boost::asio::awaitable<result<run_report>> run_worker(state_ptr s, task_group group, run_options options,
-                                                      std::uint64_t run_id);
+/// Rank 0's part of run `run_id`: completes with every task's report,
+/// `failure` set when the run failed.
+boost::asio::awaitable<run_report> run_client(state_ptr s, task_group group, run_options options, std::uint64_t run_id);
+/// Another rank's part of run `run_id`: this rank's report, `failure` set
+/// when the run failed.
+boost::asio::awaitable<run_report> run_worker(state_ptr s, task_group group, run_options options, std::uint64_t run_id);
 
 }  // namespace taskgroup::detail::mpi

@@ -3,18 +3,22 @@
 // client.cpp, the others' in worker.cpp; docs/mpi-protocol.md).
 #include <taskgroup/mpi_session.hpp>
 
+#include "../detail/cancellation.hpp"
 #include "../detail/errors.hpp"
+#include "../detail/report.hpp"
 #include "recycling.hpp"
 #include "run.hpp"
 #include "state.hpp"
 #include "transport.hpp"
 
+#include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/thread_pool.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
 #include <algorithm>
+#include <chrono>
 #include <exception>
 #include <string>
 #include <utility>
@@ -115,23 +119,30 @@ struct mpi_session::impl : detail::mpi::session_state {
 
 namespace {
 
-asio::awaitable<result<run_report>> run_protocol(detail::mpi::state_ptr s, task_group group, run_options options) {
-  if (s->closed.load()) co_return error(errc::session_closed, "MPI session is closed.");
-  if (s->init_error) co_return *s->init_error;
+// Every rank's run, always with a report: on failure the client's holds
+// what each task did; another rank's holds its local report when it has
+// one, or every task not run.
+asio::awaitable<run_report> run_protocol(detail::mpi::state_ptr s, task_group group, run_options options) {
+  const auto refused = [&](error e) {
+    return detail::refused_report(group, std::move(e), std::chrono::system_clock::now());
+  };
+  if (s->closed.load()) co_return refused(error(errc::session_closed, "MPI session is closed."));
+  if (s->init_error) co_return refused(*s->init_error);
   // Every rank makes the same check before any message: all fail alike.
-  if (auto e = s->wrong_thread("the run's MPI protocol runs")) co_return std::move(*e);
-  if (s->running.exchange(true)) co_return error(errc::invalid_task, "a run is already in flight on this MPI session");
+  if (auto e = s->wrong_thread("the run's MPI protocol runs")) co_return refused(std::move(*e));
+  if (s->running.exchange(true))
+    co_return refused(error(errc::invalid_task, "a run is already in flight on this MPI session"));
   const std::uint64_t run_id = ++s->runs;
   co_await asio::this_coro::throw_if_cancelled(false);
-  result<run_report> r = error(errc::no_result, "no result");
+  run_report r;
   try {
     if (s->rank == 0) {
-      r = co_await detail::mpi::run_client(s, std::move(group), options, run_id);
+      r = co_await detail::mpi::run_client(s, group, options, run_id);
     } else {
-      r = co_await detail::mpi::run_worker(s, std::move(group), options, run_id);
+      r = co_await detail::mpi::run_worker(s, group, options, run_id);
     }
   } catch (...) {
-    r = detail::error_from_exception(std::current_exception());
+    r = refused(detail::error_from_exception(std::current_exception()));
   }
   s->running.store(false);
   co_return r;
@@ -168,12 +179,19 @@ asio::any_io_executor mpi_session::strand_of(const impl& state) { return state.s
 
 result<std::map<std::string, int>> mpi_session::placement(const task_group& group) const { return impl_->place(group); }
 
-asio::awaitable<result<run_report>> mpi_session::run(task_group group, run_options options) {
-  co_return co_await async_run(std::move(group), asio::use_awaitable, options);
+std::shared_ptr<asio::cancellation_signal> mpi_session::relay_cancellation(asio::cancellation_slot from,
+                                                                           const impl& state) {
+  return detail::forward_cancellation(from, state.strand);
 }
 
-asio::awaitable<result<run_report>> mpi_session::run_on_strand(std::shared_ptr<impl> state, task_group group,
-                                                               run_options options) {
+asio::awaitable<result<run_report>> mpi_session::run(task_group group, run_options options) {
+  auto [ec, report] = co_await async_run(std::move(group), std::move(options), asio::as_tuple(asio::use_awaitable));
+  if (report.failure) co_return *report.failure;
+  co_return std::move(report);
+}
+
+asio::awaitable<run_report> mpi_session::run_on_strand(std::shared_ptr<impl> state, task_group group,
+                                                       run_options options) {
   return run_protocol(std::move(state), std::move(group), options);
 }
 
@@ -189,9 +207,15 @@ result<run_report> mpi_session::run_blocking(task_group group, run_options optio
   auto& here = impl_->blocking_loop ? *impl_->blocking_loop : impl_->blocking_loop.emplace(1);
   here.restart();
   result<run_report> out = error(errc::no_result, "the run did not complete");
-  asio::co_spawn(here, run_protocol(impl_, std::move(group), options),
-                 [&out](const std::exception_ptr& ep, result<run_report> r) {
-                   out = ep ? detail::error_from_exception(ep) : std::move(r);
+  asio::co_spawn(here, run_protocol(impl_, std::move(group), std::move(options)),
+                 [&out](const std::exception_ptr& ep, run_report r) {
+                   if (ep) {
+                     out = detail::error_from_exception(ep);
+                   } else if (r.failure) {
+                     out = *r.failure;
+                   } else {
+                     out = std::move(r);
+                   }
                  });
   try {
     here.run();

@@ -139,25 +139,31 @@ result<verdict> decode_ctrl(std::string_view bytes, std::uint64_t run_id) {
   return v;
 }
 
-status_message encode_status(const codec_registry& codecs, std::uint64_t run_id, const result<run_report>& local) {
+status_message encode_status(const codec_registry& codecs, std::uint64_t run_id, const result<run_report>& local,
+                             const run_report* failed) {
   status_message m;
   std::string& bytes = m.bytes;
   byte_writer w(bytes);
   w.u64(run_id);
+  // An output that cannot be encoded: the STATUS is that error alone.
   auto write_failure = [&](const error& e) {
     bytes.resize(8);  // keep the run id only
     m.payloads.clear();
     w.u8(1);
     write_error(w, e);
+    w.u32(0);
+    w.u32(0);
   };
-  if (!local) {
-    write_failure(local.error());
-    return m;
+  if (local) {
+    w.u8(0);
+  } else {
+    w.u8(1);
+    write_error(w, local.error());
   }
-  w.u8(0);
   const std::size_t count_at = bytes.size();
   w.u32(0);  // the number of detached values, known at the end
-  const auto& tasks = local.value().tasks;
+  static const std::vector<task_report> none;
+  const auto& tasks = local ? local.value().tasks : failed != nullptr ? failed->tasks : none;
   std::uint32_t count = 0;
   for (const auto& t : tasks) count += t.status != task_status::not_run ? 1 : 0;
   w.u32(count);
@@ -208,10 +214,12 @@ result<verdict> decode_status(int from, std::uint64_t run_id, std::string_view b
                    {}};
   }
   TASKGROUP_TRY(auto kind, r.u8());
+  if (kind > 1) return fail(errc::group_mismatch, who + " sent STATUS kind " + std::to_string(kind));
+  std::optional<error> rank_error;  // the reports of its tasks follow it
   if (kind == 1) {
     error e;
     TASKGROUP_TRY(read_error(r, e));
-    return verdict{e.with_context(who), {}};
+    rank_error = e.with_context(who);
   }
   TASKGROUP_TRY(counts.announced, r.u32());
   TASKGROUP_TRY(auto count, r.u32());
@@ -266,7 +274,7 @@ result<verdict> decode_status(int from, std::uint64_t run_id, std::string_view b
     receiver.task_decoded(k);
   }
   if (!r.at_end()) return fail(errc::group_mismatch, who + " sent " + std::to_string(r.remaining()) + " stray bytes");
-  return verdict{};
+  return verdict{std::move(rank_error), {}};
 }
 
 }  // namespace taskgroup::detail::mpi

@@ -91,9 +91,11 @@ struct status_message {
 
 /// The STATUS of a rank's part of run `run_id`: the reports of its tasks
 /// that ran, with their outputs encoded by `codecs` (large contiguous ones
-/// detached), or its error. An output that cannot be encoded makes the
-/// STATUS that error, naming the task and output.
-status_message encode_status(const codec_registry& codecs, std::uint64_t run_id, const result<run_report>& local);
+/// detached); or its error followed by the reports of `failed` (what its
+/// tasks did in the failed run), if given. An output that cannot be
+/// encoded makes the STATUS that error alone, naming the task and output.
+status_message encode_status(const codec_registry& codecs, std::uint64_t run_id, const result<run_report>& local,
+                             const run_report* failed = nullptr);
 
 /// What decoding a STATUS needs besides its bytes: the receipt of each
 /// detached value (which follows the STATUS on the wire, in order), and a

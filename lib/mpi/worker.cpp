@@ -6,6 +6,8 @@
 #include "transport.hpp"
 #include "wire.hpp"
 
+#include "../detail/report.hpp"
+
 #include <boost/asio/this_coro.hpp>
 
 #include <cstdint>
@@ -136,14 +138,30 @@ std::optional<error> refusal(const state_ptr& s, const task_group& group, const 
 
 // The other ranks' tasks in this rank's report: their status and failure
 // from DONE (their outputs stay on rank 0).
-void merge_others(result<run_report>& local, std::vector<std::pair<task_status, std::optional<error>>>& others) {
-  if (!local || others.size() != local.value().tasks.size()) return;
+void merge_others(run_report& local, std::vector<std::pair<task_status, std::optional<error>>>& others) {
+  if (others.size() != local.tasks.size()) return;
   for (std::size_t k = 0; k < others.size(); ++k) {
-    task_report& t = local.value().tasks[k];
+    task_report& t = local.tasks[k];
     if (t.status != task_status::not_run) continue;
     t.status = others[k].first;
     t.failure = std::move(others[k].second);
   }
+}
+
+// This rank's report of a failed run: its local report when it has one
+// (what its own tasks and, from DONE, the others did), else every task
+// not run.
+run_report failed_report(run_ctx* ctx, const task_group& group, error e) {
+  run_report r;
+  if (ctx != nullptr && ctx->local) {
+    r = std::move(ctx->local).value();
+  } else if (ctx != nullptr && ctx->failed_local) {
+    r = std::move(*ctx->failed_local);
+  } else {
+    return refused_report(group, std::move(e), std::chrono::system_clock::now());
+  }
+  r.failure = std::move(e);
+  return r;
 }
 
 // Rank 0's heartbeats in (they come until its CTRL: `ctrl_seen` stops the
@@ -167,8 +185,7 @@ std::optional<error> watch_rank0(const state_ptr& s, run_ctx& ctx, liveness& liv
 
 }  // namespace
 
-asio::awaitable<result<run_report>> run_worker(state_ptr s, task_group group, run_options options,
-                                               std::uint64_t run_id) {
+asio::awaitable<run_report> run_worker(state_ptr s, task_group group, run_options options, std::uint64_t run_id) {
   auto ctx = std::make_shared<run_ctx>(co_await asio::this_coro::executor);
   bool cancelled_outside = false;
   pacer pace(s->options);
@@ -176,8 +193,10 @@ asio::awaitable<result<run_report>> run_worker(state_ptr s, task_group group, ru
   std::optional<clock_type::time_point> watchdog;
   if (options.timeout) watchdog = deadline_after(deadline_after(clock_type::now(), *options.timeout), s->options.grace);
   auto start = co_await await_start(s, *ctx, pace, watchdog, cancelled_outside);
-  if (!start) co_return start.error();
-  if (start.value().failure) co_return *start.value().failure;  // rank 0 told everyone not to start
+  if (!start) co_return failed_report(nullptr, group, start.error());
+  if (start.value().failure) {  // rank 0 told everyone not to start
+    co_return failed_report(nullptr, group, *start.value().failure);
+  }
 
   auto described = describe_group(*s, group);
   std::optional<borrowed_outputs> borrowed;
@@ -227,12 +246,13 @@ asio::awaitable<result<run_report>> run_worker(state_ptr s, task_group group, ru
       }
       abandon_sends(s, *ctx, 0);
       if (ctx->local) keep_copies(s, group, ctx->local.value());
-      co_return *lost;
+      co_return failed_report(ctx.get(), group, *lost);
     }
     if (ctx->local_done && !status_sent) {
       progressed = true;
       status_sent = true;
-      status_message m = encode_status(*s->options.codecs, run_id, ctx->local);
+      status_message m =
+          encode_status(*s->options.codecs, run_id, ctx->local, ctx->failed_local ? &*ctx->failed_local : nullptr);
       send(s, *ctx, 0, tag_status, std::move(m.bytes));
       for (auto& p : m.payloads) send_bytes(s, *ctx, 0, tag_payload, p.bytes, std::move(p.keep));
     }
@@ -243,7 +263,7 @@ asio::awaitable<result<run_report>> run_worker(state_ptr s, task_group group, ru
       cancel_local(*ctx);
       if (ctx->local_done) {
         if (ctx->local) keep_copies(s, group, ctx->local.value());
-        co_return *ctx->mpi_error;
+        co_return failed_report(ctx.get(), group, *ctx->mpi_error);
       }
     }
     if (status_sent && ctrl && ctx->sends.empty()) break;
@@ -255,9 +275,13 @@ asio::awaitable<result<run_report>> run_worker(state_ptr s, task_group group, ru
   // The heartbeats rank 0 sent before its CTRL have arrived by now.
   (void)watch_rank0(s, *ctx, live, beat_id, true, true);
   if (ctx->local) keep_copies(s, group, ctx->local.value());
-  if (*ctrl) co_return **ctrl;
-  merge_others(ctx->local, others);
-  co_return ctx->local;
+  if (ctx->local) merge_others(ctx->local.value(), others);
+  if (*ctrl) {
+    if (ctx->failed_local) merge_others(*ctx->failed_local, others);
+    co_return failed_report(ctx.get(), group, **ctrl);
+  }
+  if (!ctx->local) co_return failed_report(nullptr, group, ctx->local.error());
+  co_return std::move(ctx->local).value();
 }
 
 }  // namespace taskgroup::detail::mpi

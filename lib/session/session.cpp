@@ -2,7 +2,9 @@
 
 #include <taskgroup/codec.hpp>
 
+#include "../detail/cancellation.hpp"
 #include "../detail/limits.hpp"
+#include "../detail/report.hpp"
 #include "../detail/task_misuse.hpp"
 #include "../detail/test_hooks.hpp"
 #include "state.hpp"
@@ -145,25 +147,6 @@ asio::awaitable<status> deadline(std::chrono::milliseconds limit, bool& expired)
 
 }  // namespace
 
-namespace {
-
-// The report of a run refused before it started: every task not run.
-run_report refused(const task_group& group, error e, std::chrono::system_clock::time_point at) {
-  run_report r;
-  r.started = r.finished = at;
-  r.tasks.reserve(group.tasks().size());
-  for (const auto& t : group.tasks()) {
-    task_report tr;
-    tr.name = detail::task_full_name(*t.state());
-    tr.node = t.node_name();
-    r.tasks.push_back(std::move(tr));
-  }
-  r.failure = std::move(e);
-  return r;
-}
-
-}  // namespace
-
 // Runs on the coordinator strand: every join state lives there. Holds the
 // session's state, which the session may have dropped meanwhile (a closed
 // session fails the run in compile()).
@@ -175,19 +158,19 @@ asio::awaitable<run_report> local_session::run_here(std::shared_ptr<impl> state,
   const auto started = std::chrono::system_clock::now();
   // Only the upper bound: a deadline of 0 (or less) expires at once.
   if (options.timeout && *options.timeout > max_duration) {
-    co_return refused(
+    co_return detail::refused_report(
         group, error(errc::invalid_task, "run_options::timeout " + detail::duration_fault(options.timeout->count())),
         started);
   }
   auto compiled_or = state->compile(group);
-  if (!compiled_or) co_return refused(group, compiled_or.error(), started);
+  if (!compiled_or) co_return detail::refused_report(group, compiled_or.error(), started);
   std::shared_ptr<const compiled_group> compiled = std::move(compiled_or).value();
   auto active_or = detail::active_nodes(*compiled, options);
-  if (!active_or) co_return refused(group, active_or.error(), started);
+  if (!active_or) co_return detail::refused_report(group, active_or.error(), started);
   const std::vector<std::size_t> active = std::move(active_or).value();
   if (options.strict_codecs != nullptr) {
     if (status st = check_output_codecs(group, *options.strict_codecs); !st)
-      co_return refused(group, st.error(), started);
+      co_return detail::refused_report(group, st.error(), started);
   }
   auto rs = std::make_shared<run_state>();
   rs->group = compiled;
@@ -195,7 +178,7 @@ asio::awaitable<run_report> local_session::run_here(std::shared_ptr<impl> state,
   const run_options& opt = rs->options;
   // Checked against the run's own copy, which the nodes read.
   if (status st = detail::check_feeds(group, *compiled, opt.feeds, *rs); !st) {
-    co_return refused(group, st.error(), started);
+    co_return detail::refused_report(group, st.error(), started);
   }
   rs->nodes.resize(compiled->nodes.size(), nullptr);
   {

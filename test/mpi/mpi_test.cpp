@@ -20,11 +20,14 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include "support/run.hpp"
+#include "support/tokens.hpp"
 #include "support/values.hpp"
 
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
+#include <future>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -127,6 +130,14 @@ task_group on_rank_one(const task& t) {
   REQUIRE(g.add(task("first", step("f").add_net(put<std::int64_t>("x", "x", 1))), node("n0")));
   REQUIRE(g.add(t, node("n1")));
   return g;
+}
+
+// `async_run` as a future of its result (the report or the failure).
+std::future<result<run_report>> run_future(mpi_session& s, task_group g) {
+  auto p = std::make_shared<std::promise<result<run_report>>>();
+  auto f = p->get_future();
+  s.async_run(std::move(g), {}, as_result([p](result<run_report> r) { p->set_value(std::move(r)); }));
+  return f;
 }
 
 }  // namespace
@@ -439,6 +450,73 @@ TEST_CASE("a failure on any rank cancels every task on every rank", "[mpi_failur
   }
 }
 
+TEST_CASE("async_run completes with (error_code, run_report) through every completion token", "[mpi_tokens]") {
+  const auto kind = GENERATE(token_kind::callback, token_kind::future, token_kind::awaitable, token_kind::as_tuple,
+                             token_kind::redirect_error, token_kind::deferred);
+  const bool failing = GENERATE(false, true);
+  INFO("token " << static_cast<int>(kind) << (failing ? ", a task on rank 1 fails" : ", every task succeeds"));
+  execution_step second("s");
+  if (failing) {
+    second.add_net(fail_after("f", 0, "boom"));
+  } else {
+    second.add_net(put<std::int64_t>("y", "y", 2));
+  }
+  task t("second", second);
+  if (!failing) (void)t.output<std::int64_t>("y");
+  task_group g = on_rank_one(t);
+  asio::io_context io;
+  mpi_session s(io.get_executor());
+  seen out = run_with(io, s, g, kind);
+  INFO("rank " << s.rank());
+  if (!failing) {
+    CHECK_FALSE(out.code);
+    CHECK_FALSE(out.threw);
+    REQUIRE(out.report);
+    CHECK(out.report->ok());
+    REQUIRE(out.report->tasks.size() == 2);
+    if (s.is_client()) CHECK(out.report->tasks[1].outputs.at(0).second->as<std::int64_t>() == 2);
+    return;
+  }
+  CHECK(out.code == errc::op_failed);
+  CHECK(out.threw == throws(kind));
+  if (throws(kind)) return;  // the exception carries the code
+  // The report is there on every rank: the run's failure, and what each
+  // task did.
+  REQUIRE(out.report);
+  REQUIRE(out.report->failure);
+  CHECK(out.report->failure->code == out.code);
+  CHECK_THAT(out.report->failure->message, Catch::StartsWith("rank 1: ") && Catch::EndsWith("boom"));
+  REQUIRE(out.report->tasks.size() == 2);
+  // Rank 0 knows what every task did; rank 1 what its own task did (a
+  // failed run's CTRL goes out before the other tasks end).
+  if (s.rank() == 0) CHECK(out.report->tasks[0].status == task_status::succeeded);
+  if (s.rank() <= 1) {
+    CHECK(out.report->tasks[1].status == task_status::failed);
+    REQUIRE(out.report->tasks[1].failure);
+    CHECK_THAT(out.report->tasks[1].failure->message, Catch::EndsWith("boom"));
+  }
+}
+
+TEST_CASE("a run refused before it starts still reports every task, as not run", "[mpi_tokens]") {
+  asio::io_context io;
+  mpi_session s(io.get_executor());
+  task_group g = on_rank_one(task("second", step("s").add_net(put<std::int64_t>("y", "y", 2))));
+  run_options o;
+  o.timeout = max_duration + std::chrono::milliseconds(1);
+  boost::system::error_code ec;
+  run_report report;
+  s.async_run(g, o, [&](boost::system::error_code e, run_report r) {
+    ec = e;
+    report = std::move(r);
+  });
+  io.run();
+  CHECK(ec == errc::invalid_task);
+  REQUIRE(report.failure);
+  CHECK(report.failure->code == ec);
+  REQUIRE(report.tasks.size() == 2);
+  for (const auto& t : report.tasks) CHECK(t.status == task_status::not_run);
+}
+
 TEST_CASE("cancelling a run from outside cancels every rank", "[mpi_cancel]") {
   // From rank 0 the run ends with the cancellation itself; from a worker
   // with that rank's cancellation, which fails the run everywhere.
@@ -456,7 +534,9 @@ TEST_CASE("cancelling a run from outside cancels every rank", "[mpi_cancel]") {
         t.async_wait([&](boost::system::error_code) { cancel.emit(asio::cancellation_type::terminal); });
       }
       std::optional<result<run_report>> out;
-      s.async_run(g, asio::bind_cancellation_slot(cancel.slot(), [&](result<run_report> r) { out = std::move(r); }));
+      s.async_run(g, {}, asio::bind_cancellation_slot(cancel.slot(), test::as_result([&](result<run_report> r) {
+                                                        out = std::move(r);
+                                                      })));
       io.run();
       REQUIRE(out);
       REQUIRE_FALSE(*out);
@@ -642,12 +722,12 @@ TEST_CASE("one run at a time: a run asked for while another is in flight fails a
   };
 
   // In flight through async_run: run_blocking and async_run are refused.
-  auto first = s.async_run(holding(), asio::use_future);
+  auto first = s.async_run(holding(), {}, asio::use_future);
   wait_started(1);
   refused(s.run_blocking(other));
-  refused(s.async_run(other, asio::use_future).get());
+  refused(run_future(s, other).get());
   release->store(true);
-  CHECK(first.get());
+  CHECK(first.get().ok());
 
   // In flight through run_blocking on another thread: both forms again.
   release->store(false);
@@ -656,7 +736,7 @@ TEST_CASE("one run at a time: a run asked for while another is in flight fails a
   std::thread caller([&] { blocked = s.run_blocking(holding()); });
   wait_started(1);
   refused(s.run_blocking(other));
-  refused(s.async_run(other, asio::use_future).get());
+  refused(run_future(s, other).get());
   release->store(true);
   caller.join();
   REQUIRE(blocked);
@@ -677,11 +757,11 @@ TEST_CASE("a run queued when the session is destroyed completes with session_clo
   {
     auto s = std::make_unique<mpi_session>(io.get_executor());
     // Queued on the executor, not started: io has not run yet.
-    s->async_run(g, [&](result<run_report> r) { queued = std::move(r); });
+    s->async_run(g, {}, test::as_result([&](result<run_report> r) { queued = std::move(r); }));
     // Initiated only after the session is gone.
-    auto op = s->async_run(g, asio::deferred);
+    auto op = s->async_run(g, {}, asio::deferred);
     s.reset();
-    std::move(op)([&](result<run_report> r) { deferred_out = std::move(r); });
+    std::move(op)(test::as_result([&](result<run_report> r) { deferred_out = std::move(r); }));
   }
   io.run();
   for (auto* out : {&queued, &deferred_out}) {
@@ -693,7 +773,7 @@ TEST_CASE("a run queued when the session is destroyed completes with session_clo
   // A new session on the same executor runs normally.
   mpi_session again(io.get_executor());
   std::optional<result<run_report>> next;
-  again.async_run(g, [&](result<run_report> r) { next = std::move(r); });
+  again.async_run(g, {}, test::as_result([&](result<run_report> r) { next = std::move(r); }));
   io.restart();
   io.run();
   REQUIRE(next);
@@ -905,13 +985,13 @@ TEST_CASE("below MPI_THREAD_SERIALIZED, MPI calls off MPI's main thread fail cle
   }
   SECTION("async_run on the session's own pool thread") {
     mpi_session s(1);
-    refused(s.async_run(g, asio::use_future).get(), "the run's MPI protocol runs");
+    refused(run_future(s, g).get(), "the run's MPI protocol runs");
   }
   SECTION("an executor run by the main thread") {
     asio::io_context io;
     mpi_session s(io.get_executor());
     std::optional<result<run_report>> r;
-    s.async_run(g, [&](result<run_report> out) { r = std::move(out); });
+    s.async_run(g, {}, test::as_result([&](result<run_report> out) { r = std::move(out); }));
     io.run();
     REQUIRE(r.has_value());
     REQUIRE(*r);

@@ -188,6 +188,35 @@ TEST_CASE("STATUS round-trips reports and outputs, large values detached", "[mpi
   CHECK(got.tasks[1].status == task_status::not_run);
 }
 
+TEST_CASE("STATUS: a rank's error carries what its tasks did; an unknown kind is refused", "[mpi_wire]") {
+  const codec_registry& codecs = codec_registry::global();
+  run_report mine = two_tasks();
+  mine.tasks[1].status = task_status::failed;
+  mine.tasks[1].failure = error(errc::op_failed, "task \"n2/b\": boom");
+  mine.tasks[1].iterations = 3;
+  const result<run_report> failure = error(errc::op_failed, "boom");
+  status_message m = encode_status(codecs, 4, failure, &mine);
+  run_report got = two_tasks();
+  status_message none;
+  loopback rx(none);
+  detached_counts counts;
+  auto v = decode_status(1, 4, m.bytes, codecs, got, rx, counts);
+  REQUIRE(v);
+  REQUIRE(v.value().e);
+  CHECK(v.value().e->message == "rank 1: boom");
+  CHECK(got.tasks[0].status == task_status::not_run);
+  CHECK(got.tasks[1].status == task_status::failed);
+  REQUIRE(got.tasks[1].failure);
+  CHECK(got.tasks[1].failure->message == "rank 1: task \"n2/b\": boom");
+  CHECK(got.tasks[1].iterations == 3);
+
+  std::string odd = m.bytes;
+  odd[8] = 2;  // the kind, after the run id
+  auto bad = decode_status(1, 4, odd, codecs, got, rx, counts);
+  REQUIRE_FALSE(bad);
+  CHECK(bad.error().message == "rank 1 sent STATUS kind 2");
+}
+
 TEST_CASE("STATUS: a rank's error, another run, stray bytes, a bad index", "[mpi_wire]") {
   const codec_registry& codecs = codec_registry::global();
   const result<run_report> failure = error(errc::op_failed, "boom");
