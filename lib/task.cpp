@@ -27,9 +27,10 @@ error detail::output_not_set(const output_state& s) {
 }
 
 result<std::vector<std::shared_ptr<const blob>>> detail::output_values(const output_state& s, const task_report* r) {
-  const std::string what = "task " + quote(s.task) + " output " + quote(s.blobs.empty() ? "" : s.blobs[0]);
-  if (r == nullptr) return fail(errc::output_not_set, what + ": the task was not in the run");
-  if (r->status != task_status::succeeded) return fail(errc::output_not_set, what + ": the task did not succeed");
+  // Built only on failure: every run publishes every output.
+  auto what = [&] { return "task " + quote(s.task) + " output " + quote(s.blobs.empty() ? "" : s.blobs[0]); };
+  if (r == nullptr) return fail(errc::output_not_set, what() + ": the task was not in the run");
+  if (r->status != task_status::succeeded) return fail(errc::output_not_set, what() + ": the task did not succeed");
   std::vector<std::shared_ptr<const blob>> values;
   values.reserve(s.blobs.size());
   for (const auto& name : s.blobs) {
