@@ -6,6 +6,8 @@
 
 #include <catch2/catch.hpp>
 
+#include "support/checks.hpp"
+
 #include <boost/asio/bind_cancellation_slot.hpp>
 #include <boost/asio/cancellation_signal.hpp>
 #include <boost/asio/co_spawn.hpp>
@@ -30,6 +32,8 @@
 
 namespace asio = boost::asio;
 using namespace taskgroup;
+using test::message_of;
+using test::require_error;
 using namespace std::chrono_literals;
 
 namespace {
@@ -38,36 +42,6 @@ using i64 = std::int64_t;
 using Catch::Matchers::Contains;
 using Catch::Matchers::EndsWith;
 using Catch::Matchers::StartsWith;
-
-std::string message_of(const status& st) { return st ? std::string("ok") : st.error().message; }
-template <class T>
-std::string message_of(const result<T>& r) {
-  return r ? std::string("ok") : r.error().message;
-}
-
-// Requires a successful status or result, showing the error message if not.
-#define REQUIRE_OK(expr)             \
-  do {                               \
-    const auto& tg_result_ = (expr); \
-    INFO(message_of(tg_result_));    \
-    REQUIRE(tg_result_.has_value()); \
-  } while (false)
-
-// Requires a failure with this code and exactly this message.
-void require_error(const status& st, errc code, const std::string& message) {
-  INFO("expected: " << message);
-  REQUIRE_FALSE(st);
-  CHECK(st.error().code == code);
-  CHECK(st.error().message == message);
-}
-
-template <class T>
-void require_error(const result<T>& r, errc code, const std::string& message) {
-  INFO("expected: " << message);
-  REQUIRE_FALSE(r);
-  CHECK(r.error().code == code);
-  CHECK(r.error().message == message);
-}
 
 bool has_code(const status& st, errc code) { return !st && st.error().code == code; }
 

@@ -9,30 +9,18 @@
 
 #include <catch2/catch.hpp>
 
+#include "support/checks.hpp"
+
 #include <cstdint>
 #include <string>
 #include <string_view>
 #include <vector>
 
 using namespace taskgroup;
+using test::message_of;
+using test::require_error;
 
 namespace {
-
-std::string message_of(const status& st) { return st ? std::string("ok") : st.error().message; }
-
-#define REQUIRE_OK(expr)             \
-  do {                               \
-    const auto& tg_result_ = (expr); \
-    INFO(message_of(tg_result_));    \
-    REQUIRE(tg_result_.has_value()); \
-  } while (false)
-
-void require_error(const status& st, errc code, const std::string& message) {
-  INFO("expected: " << message);
-  REQUIRE_FALSE(st);
-  CHECK(st.error().code == code);
-  CHECK(st.error().message == message);
-}
 
 // Instantiates `n` in `ws` and runs it once on a fresh io_context.
 status run_net_now(workspace& ws, const net& n) {

@@ -7,6 +7,8 @@
 
 #include <catch2/catch.hpp>
 
+#include "support/checks.hpp"
+
 #include <boost/asio/bind_cancellation_slot.hpp>
 #include <boost/asio/cancellation_signal.hpp>
 #include <boost/asio/co_spawn.hpp>
@@ -24,6 +26,8 @@
 
 namespace asio = boost::asio;
 using namespace taskgroup;
+using test::message_of;
+using test::require_error;
 
 namespace {
 
@@ -34,8 +38,6 @@ using pop_result = result<std::optional<blob>>;
 void rethrow(std::exception_ptr e) {
   if (e) std::rethrow_exception(e);
 }
-
-std::string message_of(const status& st) { return st ? std::string("ok") : st.error().message; }
 
 blob int_blob(i64 v) { return blob(v); }
 

@@ -26,4 +26,11 @@ inline run_report refused_report(const task_group& group, error e, std::chrono::
   return r;
 }
 
+// The report of a run that went well, or the run's failure: what `run`
+// and `run_blocking` complete with.
+inline result<run_report> result_of(run_report r) {
+  if (r.failure) return *r.failure;
+  return r;
+}
+
 }  // namespace taskgroup::detail

@@ -186,8 +186,7 @@ std::shared_ptr<asio::cancellation_signal> mpi_session::relay_cancellation(asio:
 
 asio::awaitable<result<run_report>> mpi_session::run(task_group group, run_options options) {
   auto [ec, report] = co_await async_run(std::move(group), std::move(options), asio::as_tuple(asio::use_awaitable));
-  if (report.failure) co_return *report.failure;
-  co_return std::move(report);
+  co_return detail::result_of(std::move(report));
 }
 
 asio::awaitable<run_report> mpi_session::run_on_strand(std::shared_ptr<impl> state, task_group group,
@@ -209,13 +208,7 @@ result<run_report> mpi_session::run_blocking(task_group group, run_options optio
   result<run_report> out = error(errc::no_result, "the run did not complete");
   asio::co_spawn(here, run_protocol(impl_, std::move(group), std::move(options)),
                  [&out](const std::exception_ptr& ep, run_report r) {
-                   if (ep) {
-                     out = detail::error_from_exception(ep);
-                   } else if (r.failure) {
-                     out = *r.failure;
-                   } else {
-                     out = std::move(r);
-                   }
+                   out = ep ? detail::error_from_exception(ep) : detail::result_of(std::move(r));
                  });
   try {
     here.run();

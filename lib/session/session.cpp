@@ -258,8 +258,7 @@ std::shared_ptr<asio::cancellation_signal> local_session::relay_cancellation(asi
 
 asio::awaitable<result<run_report>> local_session::run(task_group group, run_options options) {
   auto [ec, report] = co_await async_run(std::move(group), std::move(options), asio::as_tuple(asio::use_awaitable));
-  if (report.failure) co_return *report.failure;
-  co_return std::move(report);
+  co_return detail::result_of(std::move(report));
 }
 
 result<run_report> local_session::run_blocking(task_group group, run_options options) {
@@ -269,9 +268,7 @@ result<run_report> local_session::run_blocking(task_group group, run_options opt
   std::future<run_report> f =
       asio::co_spawn(impl_->coord, run_here(impl_, std::move(group), std::move(options)), asio::use_future);
   try {
-    run_report r = f.get();
-    if (r.failure) return *r.failure;
-    return r;
+    return detail::result_of(f.get());
   } catch (...) {
     return detail::error_from_exception(std::current_exception());
   }

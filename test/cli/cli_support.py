@@ -4,11 +4,17 @@ Every test script is run by Meson as `python3 <script> <taskgroup binary>
 <source root>`; it exits 0 when every check passed, 1 otherwise, 77 to be
 skipped.
 """
+import fcntl
 import json
 import os
+import pty
+import select
+import struct
 import subprocess
 import sys
 import tempfile
+import termios
+import time
 
 SHIPPED = ["seed.json", "pipeline.json", "fails.json"]
 
@@ -46,6 +52,35 @@ class Cli:
         if env:
             full_env.update(env)
         return subprocess.run([self.exe, *args], capture_output=True, text=True, timeout=timeout, env=full_env)
+
+    def run_on_terminal(self, *args, rows=None, cols=100, timeout=60):
+        """Runs the command with stderr on a pseudo-terminal (TERM=xterm; of
+        `rows` x `cols` when `rows` is given); returns (exit status, stdout,
+        what the terminal showed)."""
+        master, slave = pty.openpty()
+        if rows is not None:
+            fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
+        proc = subprocess.Popen([self.exe, *args], stdout=subprocess.PIPE, stderr=slave,
+                                env=dict(os.environ, TERM="xterm"))
+        os.close(slave)
+        screen = b""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            ready, _, _ = select.select([master], [], [], 0.1)
+            if ready:
+                try:
+                    chunk = os.read(master, 65536)
+                except OSError:  # EIO: the other side is closed
+                    break
+                if not chunk:
+                    break
+                screen += chunk
+            elif proc.poll() is not None:
+                break
+        out = proc.stdout.read().decode()
+        proc.wait(timeout=30)
+        os.close(master)
+        return proc.returncode, out, screen.decode(errors="replace")
 
     def check(self, cond, what, detail=None):
         self.checks += 1

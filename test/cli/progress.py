@@ -1,12 +1,7 @@
 """Progress on stderr: plain lines off a terminal, a redrawn block on one
 (checked through a pseudo-terminal), nothing with --quiet; stdout keeps
 only the results."""
-import os
-import pty
 import re
-import select
-import subprocess
-import time
 
 from cli_support import Cli, OK
 
@@ -40,30 +35,8 @@ p = cli.run("run", "--quiet", cli.shipped("pipeline.json"))
 cli.check(p.stdout == TABLE and p.stderr == "", "quiet: only the table", (p.stdout, p.stderr))
 
 # Live: stderr on a pseudo-terminal.
-master, slave = pty.openpty()
-env = dict(os.environ, TERM="xterm")
-proc = subprocess.Popen([cli.exe, "run", cli.shipped("pipeline.json"), "--threads", "2"], stdout=subprocess.PIPE,
-                        stderr=slave, env=env)
-os.close(slave)
-screen = b""
-deadline = time.monotonic() + 60
-while time.monotonic() < deadline:
-    ready, _, _ = select.select([master], [], [], 0.1)
-    if ready:
-        try:
-            chunk = os.read(master, 65536)
-        except OSError:  # EIO: the other side is closed
-            break
-        if not chunk:
-            break
-        screen += chunk
-    elif proc.poll() is not None:
-        break
-out = proc.stdout.read().decode()
-proc.wait(timeout=30)
-os.close(master)
-text = screen.decode(errors="replace")
-cli.check(proc.returncode == 0, "live: exit status 0", proc.returncode)
+code, out, text = cli.run_on_terminal("run", cli.shipped("pipeline.json"), "--threads", "2")
+cli.check(code == 0, "live: exit status 0", code)
 cli.check(out == TABLE, "live: stdout is exactly the outputs table", out)
 cli.check("\x1b[" in text and "A\x1b[J" in text, "live: the block is redrawn in place", text[:300])
 cli.check(re.search(r"local\s+running 2\s+done 0/2", text) is not None, "live: per-node running and done counts",

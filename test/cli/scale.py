@@ -3,15 +3,7 @@ setup under its own node (one pass over the group, linear in the nodes),
 and the live progress block fits the terminal, counting the nodes that do
 not fit. Sizes are large but quick; nothing here is timed."""
 import json
-import os
-import pty
 import re
-import select
-import struct
-import subprocess
-import time
-import fcntl
-import termios
 
 from cli_support import Cli, OK
 
@@ -61,30 +53,8 @@ small = {
     "tasks": [{"name": f"t{i}", "node": f"node{i:02}", "step": {"name": f"s{i}", "nets": ["wait"]}} for i in range(30)],
     "nets": [{"name": "wait", "ops": [{"type": "Sleep", "inputs": [], "outputs": [], "args": {"ms": 400}}]}],
 }
-master, slave = pty.openpty()
-fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 10, 100, 0, 0))
-proc = subprocess.Popen([cli.exe, "run", cli.temp("thirty.json", json.dumps(small))], stdout=subprocess.PIPE,
-                        stderr=slave, env=dict(os.environ, TERM="xterm"))
-os.close(slave)
-screen = b""
-deadline = time.monotonic() + 60
-while time.monotonic() < deadline:
-    ready, _, _ = select.select([master], [], [], 0.1)
-    if ready:
-        try:
-            chunk = os.read(master, 65536)
-        except OSError:
-            break
-        if not chunk:
-            break
-        screen += chunk
-    elif proc.poll() is not None:
-        break
-proc.stdout.read()
-proc.wait(timeout=30)
-os.close(master)
-text = screen.decode(errors="replace")
-cli.check(proc.returncode == 0, "live: exit status 0", proc.returncode)
+code, _, text = cli.run_on_terminal("run", cli.temp("thirty.json", json.dumps(small)), rows=10)
+cli.check(code == 0, "live: exit status 0", code)
 final = text.rsplit("\x1b[J", 1)[-1]
 block = [l.replace("\x1b[K", "") for l in final.replace("\r", "").split("\n") if l.strip()]
 cli.check(len(block) == 9, "live: the final block fits 10 rows (header, 7 nodes, the rest counted)", block)
