@@ -5,16 +5,17 @@ Usage: python3 run.py --example 06_http_server --asio w8_http_asio_server
                       [--warmup 2000] [--connections 32] [--threads 2]
                       [--check] [--quick]
 
-Each round starts the HTTP example (examples/06_http_server.cpp, "ours")
-and the hand-written Asio/Beast server (bench/w8_http/asio_server.cpp,
-"asio") one after the other, the first of the pair alternating between
-rounds, each on 127.0.0.1 with --port 0 (the port read from its first line,
+Each round starts the HTTP example (examples/06_http_server.cpp, "ours"),
+the hand-written Asio/Beast server (bench/w8_http/asio_server.cpp, "asio")
+and the same with --guards ("guards": the example's per-request deadline
+and disconnect watch, by hand; informational) one after the other, the
+order rotating between rounds, each on 127.0.0.1 with --port 0 (the port read from its first line,
 "listening on 127.0.0.1:P") and --threads (default 2, the example's
 default). The load driver (bench/w8_http/load.cpp) puts the same bounded
 load on each, checking every answer; then the server gets SIGTERM and must
 exit 0. Prints each round's requests/s and the server's CPU time per
-request (from /proc), the medians, and ours / asio of the median rps
-against the target (>= 0.7, issue 17).
+request (from /proc), the medians, ours / asio of the median rps against
+the target (>= 0.7, issue 17) and ours / guards.
 
 --quick: one round of 2,000 requests after 200 of warm-up, the target not
 checked (the smoke form run by `meson test --benchmark`). --check: exit 1
@@ -48,8 +49,8 @@ def cpu_seconds(pid):
     return (int(fields[11]) + int(fields[12])) / TICKS
 
 
-def start(binary, threads, procs):
-    server = subprocess.Popen([binary, "--port", "0", "--threads", str(threads)], stdout=subprocess.PIPE,
+def start(binary, extra, threads, procs):
+    server = subprocess.Popen([binary, "--port", "0", "--threads", str(threads)] + extra, stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True)
     procs.append(server)
     ready, _, _ = select.select([server.stdout], [], [], START_GUARD)
@@ -69,9 +70,9 @@ def stop(server, binary):
         raise Failure(f"{binary}: exit status {server.returncode} after SIGTERM: {err.strip()}")
 
 
-def measure(binary, args, procs):
-    """One server under one load: (requests/s, server CPU ms per request, client CPU s)."""
-    server, port = start(binary, args.threads, procs)
+def measure(binary, extra, args, procs):
+    """One server under one load: (requests/s, server CPU ms per request, client CPU s, seconds)."""
+    server, port = start(binary, extra, args.threads, procs)
     cpu0 = cpu_seconds(server.pid)
     cmd = [args.load, "--port", str(port), "--connections", str(args.connections), "--warmup", str(args.warmup),
            "--requests", str(args.requests), "--timeout", str(args.timeout)]
@@ -112,27 +113,27 @@ def parse_args():
 
 
 def run(args, procs):
-    servers = {"ours": args.example, "asio": args.asio}
-    rps = {"ours": [], "asio": []}
+    servers = {"ours": (args.example, []), "asio": (args.asio, []), "guards": (args.asio, ["--guards"])}
+    rps = {name: [] for name in servers}
     print(f"w8_http: {args.requests} requests (after {args.warmup} of warm-up) over {args.connections} "
           f"keep-alive connections, servers on {args.threads} threads, 127.0.0.1; load average "
           f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     for r in range(args.rounds):
-        order = ["ours", "asio"] if r % 2 == 0 else ["asio", "ours"]
-        for name in order:
-            got, cpu_ms, client_cpu, secs = measure(servers[name], args, procs)
+        names = list(servers)
+        for name in names[r % len(names):] + names[:r % len(names)]:
+            got, cpu_ms, client_cpu, secs = measure(*servers[name], args, procs)
             rps[name].append(got)
-            print(f"round {r + 1} {name:4}: {got:9.1f} requests/s ({secs:.2f} s), server CPU {cpu_ms * 1e3:6.1f} "
+            print(f"round {r + 1} {name:6}: {got:9.1f} requests/s ({secs:.2f} s), server CPU {cpu_ms * 1e3:6.1f} "
                   f"us/request, client CPU {client_cpu:.2f} s", flush=True)
     med = {name: statistics.median(v) for name, v in rps.items()}
     ratio = med["ours"] / med["asio"]
-    print(f"median requests/s: ours {med['ours']:.1f}, asio {med['asio']:.1f}")
+    print(f"median requests/s: ours {med['ours']:.1f}, asio {med['asio']:.1f}, guards {med['guards']:.1f}")
     print(f"ours / asio = {ratio:.3f} (target >= {TARGET}): ", end="")
-    if args.quick:
-        print("not checked (--quick)")
-        return 0
     holds = ratio >= TARGET
-    print("yes" if holds else "NO")
+    print("not checked (--quick)" if args.quick else "yes" if holds else "NO")
+    print(f"ours / guards = {med['ours'] / med['guards']:.3f} (informational)")
+    if args.quick:
+        return 0
     print(f"load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     return 1 if args.check and not holds else 0
 
