@@ -11,8 +11,11 @@
 // so key order or spacing alone is not an error). One thread, one
 // io_context, so that the client takes as little of the machine as it can.
 //
-// Prints one line: `requests R connections C seconds S rps X client_cpu_s U`
-// (U: this process's CPU time during the timed phase). Exit status 0 when
+// With --hold, it prints `warmed up` after the warm-up and waits for a line
+// on its standard input before the timed phase (so that a caller can read
+// the server's CPU clock in between). Then it prints one line:
+// `requests R connections C seconds S rps X client_cpu_s U` (U: this
+// process's CPU time during the timed phase). Exit status 0 when
 // every answer was right, 1 on the first wrong answer or I/O error (named
 // on stderr), or when the whole run exceeds --timeout seconds (default 120),
 // 2 on bad options.
@@ -157,12 +160,17 @@ struct options {
   i64 warmup = 2'000;
   i64 requests = 20'000;
   i64 timeout_s = 120;
+  bool hold = false;
 };
 
 std::optional<options> parse_options(int argc, char** argv) {
   options o;
   for (int i = 1; i < argc; ++i) {
     const std::string_view arg = argv[i];
+    if (arg == "--hold") {
+      o.hold = true;
+      continue;
+    }
     if (i + 1 >= argc) return std::nullopt;
     const std::string_view val = argv[++i];
     std::optional<i64> v;
@@ -194,7 +202,7 @@ int main(int argc, char** argv) {
   const auto opts = parse_options(argc, argv);
   if (!opts) {
     std::cerr << "usage: w8_http_load --port 1..65535 [--address A] [--connections 1..1024] [--warmup R]\n"
-                 "                    [--requests R] [--timeout 1..3600 s]\n";
+                 "                    [--requests R] [--timeout 1..3600 s] [--hold]\n";
     return 2;
   }
   try {
@@ -221,6 +229,11 @@ int main(int argc, char** argv) {
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(opts->timeout_s);
     const std::string too_long = "the load took over " + std::to_string(opts->timeout_s) + " s";
     phase(io, l, static_cast<std::uint64_t>(opts->warmup), deadline, too_long);
+    if (opts->hold && !l.error) {
+      std::cout << "warmed up" << std::endl;
+      std::string line;
+      if (!std::getline(std::cin, line)) l.fail("--hold: standard input closed before the timed phase");
+    }
     const auto t0 = std::chrono::steady_clock::now();
     const double c0 = cpu_s();
     if (!l.error) phase(io, l, static_cast<std::uint64_t>(opts->requests), deadline, too_long);

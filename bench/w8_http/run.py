@@ -14,7 +14,8 @@ order rotating between rounds, each on 127.0.0.1 with --port 0 (the port read fr
 default). The load driver (bench/w8_http/load.cpp) puts the same bounded
 load on each, checking every answer; then the server gets SIGTERM and must
 exit 0. Prints each round's requests/s and the server's CPU time per
-request (from /proc), the medians, ours / asio of the median rps against
+timed request (from /proc, read while the driver holds between its warm-up
+and its timed phase), the medians, ours / asio of the median rps against
 the target (>= 0.7, issue 17) and ours / guards.
 
 --quick: one round of 2,000 requests after 200 of warm-up, the target not
@@ -73,22 +74,28 @@ def stop(server, binary):
 def measure(binary, extra, args, procs):
     """One server under one load: (requests/s, server CPU ms per request, client CPU s, seconds)."""
     server, port = start(binary, extra, args.threads, procs)
-    cpu0 = cpu_seconds(server.pid)
     cmd = [args.load, "--port", str(port), "--connections", str(args.connections), "--warmup", str(args.warmup),
-           "--requests", str(args.requests), "--timeout", str(args.timeout)]
+           "--requests", str(args.requests), "--timeout", str(args.timeout), "--hold"]
+    load = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    procs.append(load)
+    ready, _, _ = select.select([load.stdout], [], [], args.timeout)
+    if not ready or load.stdout.readline() != "warmed up\n":
+        load.kill()
+        _, err = load.communicate()
+        raise Failure(f"{args.load} against {binary}: no warm-up within {args.timeout} s: {err.strip()}")
+    cpu0 = cpu_seconds(server.pid)  # the server is idle: the driver waits for the line below
     try:
-        load = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout + 10)
+        out, err = load.communicate("go\n", timeout=args.timeout + 10)
     except subprocess.TimeoutExpired:
         raise Failure(f"{args.load}: no end within {args.timeout + 10} s against {binary}")
-    cpu1 = cpu_seconds(server.pid)  # warm-up included: the driver does not say when it ended
+    cpu1 = cpu_seconds(server.pid)
     if load.returncode != 0:
-        raise Failure(f"{args.load} against {binary}: exit status {load.returncode}: {load.stderr.strip()}")
+        raise Failure(f"{args.load} against {binary}: exit status {load.returncode}: {err.strip()}")
     stop(server, binary)
-    fields = load.stdout.split()
+    fields = out.split()
     figures = dict(zip(fields[0::2], fields[1::2]))
-    rps = float(figures["rps"])
-    cpu_ms = (cpu1 - cpu0) * 1e3 / (args.warmup + args.requests)
-    return rps, cpu_ms, float(figures["client_cpu_s"]), float(figures["seconds"])
+    cpu_ms = (cpu1 - cpu0) * 1e3 / args.requests
+    return float(figures["rps"]), cpu_ms, float(figures["client_cpu_s"]), float(figures["seconds"])
 
 
 def parse_args():
