@@ -13,9 +13,9 @@
 #include "common/registry.hpp"
 
 #include <benchmark/benchmark.h>
+#include <oneapi/tbb/version.h>
 #include <boost/json.hpp>
 #include <boost/version.hpp>
-#include <oneapi/tbb/version.h>
 
 #include <algorithm>
 #include <cmath>
@@ -217,7 +217,7 @@ class collector final : public benchmark::BenchmarkReporter {
 
 struct figure {
   const contender* c = nullptr;
-  double median = nan;  // in the workload's unit
+  double median = nan;      // in the workload's unit
   double cpu_median = nan;  // CPU time of the benchmark thread, same unit
   double min = nan;
   double max = nan;
@@ -321,14 +321,10 @@ target_result check_target(const workload& w, const target& t, const std::vector
 
 std::string_view kind_name(target_kind k) {
   switch (k) {
-    case target_kind::max_value:
-      return "max_value";
-    case target_kind::max_difference:
-      return "max_difference";
-    case target_kind::max_ratio:
-      return "max_ratio";
-    case target_kind::min_inverse:
-      return "min_inverse_ratio";
+    case target_kind::max_value: return "max_value";
+    case target_kind::max_difference: return "max_difference";
+    case target_kind::max_ratio: return "max_ratio";
+    case target_kind::min_inverse: return "min_inverse_ratio";
   }
   return "?";
 }
@@ -518,12 +514,14 @@ int main(int argc, char** argv) {
     auto rank = [w](const contender& c) -> std::size_t {
       if (c.name == tgbench::ours) return 0;
       auto it = std::find(w->baselines.begin(), w->baselines.end(), c.name);
-      return it == w->baselines.end() ? w->baselines.size() + 1 : 1 + static_cast<std::size_t>(it - w->baselines.begin());
+      return it == w->baselines.end() ? w->baselines.size() + 1
+                                      : 1 + static_cast<std::size_t>(it - w->baselines.begin());
     };
     for (const contender& c : reg.contenders()) {
       if (c.workload == w->id) list.push_back(&c);
     }
-    std::stable_sort(list.begin(), list.end(), [&](const contender* a, const contender* b) { return rank(*a) < rank(*b); });
+    std::stable_sort(list.begin(), list.end(),
+                     [&](const contender* a, const contender* b) { return rank(*a) < rank(*b); });
     if (list.empty() || list.front()->name != tgbench::ours) {
       std::cerr << "taskgroup_bench: workload " << w->id << " has no \"ours\" contender\n";
       return 2;
@@ -560,8 +558,8 @@ int main(int argc, char** argv) {
     }
   }
 
-  std::cerr << "taskgroup_bench: " << (o.quick ? "quick" : "normal") << " mode, " << reps << " repetitions x >= "
-            << min_time << " s per contender (median reported)\n";
+  std::cerr << "taskgroup_bench: " << (o.quick ? "quick" : "normal") << " mode, " << reps
+            << " repetitions x >= " << min_time << " s per contender (median reported)\n";
   collector coll(o.verbose, units);
   benchmark::RunSpecifiedBenchmarks(&coll);
   benchmark::Shutdown();
@@ -582,10 +580,11 @@ int main(int argc, char** argv) {
   const machine& m = coll.machine_info();
   std::string load;
   for (double l : m.load_avg) load += (load.empty() ? "" : " ") + fmt(l);
-  std::printf("taskgroup_bench: %s, %s; %d CPUs @ %.0f MHz, load average %s; %s mode: median of %d repetitions "
-              "(>= %g s each)\n",
-              compiler().c_str(), build_kind().c_str(), m.cpus, m.mhz, load.empty() ? "n/a" : load.c_str(),
-              o.quick ? "quick" : "normal", reps, min_time);
+  std::printf(
+      "taskgroup_bench: %s, %s; %d CPUs @ %.0f MHz, load average %s; %s mode: median of %d repetitions "
+      "(>= %g s each)\n",
+      compiler().c_str(), build_kind().c_str(), m.cpus, m.mhz, load.empty() ? "n/a" : load.c_str(),
+      o.quick ? "quick" : "normal", reps, min_time);
   print_table(results);
   std::printf("\n");
   std::fflush(stdout);

@@ -36,8 +36,7 @@ int main() {
 
   // The consumer dequeues until the queue is closed and drained.
   net consume("consume");
-  consume.op("Dequeue", {"queue"}, {"value", "ok"})
-      .op("Sleep", {}, {}, {{"ms", i64{1}}});
+  consume.op("Dequeue", {"queue"}, {"value", "ok"}).op("Sleep", {}, {}, {{"ms", i64{1}}});
   net accumulate("accumulate");
   accumulate.op("Add", {"total", "value"}, {"total"}).op("Append", {"received", "value"}, {"received"});
 

@@ -63,10 +63,12 @@ struct ticker {
 double ms(std::chrono::nanoseconds d) { return std::chrono::duration<double, std::milli>(d).count(); }
 
 void print_report(const tg::run_report& report) {
-  std::cout << std::fixed << std::setprecision(1) << "run report (" << ms(report.finished - report.started) << " ms):\n";
+  std::cout << std::fixed << std::setprecision(1) << "run report (" << ms(report.finished - report.started)
+            << " ms):\n";
   for (const auto& t : report.tasks) {
     std::cout << "  " << t.name << ": " << tg::to_string(t.status) << " in " << ms(t.duration()) << " ms";
-    for (const auto& [blob_name, value] : t.outputs) std::cout << ", " << blob_name << " = " << tg::to_display_string(*value);
+    for (const auto& [blob_name, value] : t.outputs)
+      std::cout << ", " << blob_name << " = " << tg::to_display_string(*value);
     std::cout << '\n';
     if (t.failure) std::cout << "    " << t.failure->message << '\n';
   }

@@ -37,8 +37,7 @@ status run_and_cancel(const execution_step& s, const std::shared_ptr<workspace>&
   asio::io_context io;
   asio::cancellation_signal sig;
   std::optional<status> out;
-  asio::co_spawn(io, run_step(s, ws),
-                 asio::bind_cancellation_slot(sig.slot(), [&](std::exception_ptr e, status st) {
+  asio::co_spawn(io, run_step(s, ws), asio::bind_cancellation_slot(sig.slot(), [&](std::exception_ptr e, status st) {
                    REQUIRE_FALSE(e);
                    out.emplace(std::move(st));
                  }));
@@ -104,7 +103,8 @@ TEST_CASE("run_every may still be set on a frozen step", "[step]") {
 }
 
 TEST_CASE("two different nets with the same name in one tree are an error", "[step]") {
-  auto s = step("s").substeps({step("a").add_net(fill_int("same", "x", 1)), step("b").add_net(fill_int("same", "y", 2))});
+  auto s =
+      step("s").substeps({step("a").add_net(fill_int("same", "x", 1)), step("b").add_net(fill_int("same", "y", 2))});
   auto st = s.validate();
   REQUIRE_FALSE(st);
   CHECK(st.error().code == errc::duplicate_net);
@@ -115,7 +115,8 @@ TEST_CASE("two different nets with the same name in one tree are an error", "[st
 
 TEST_CASE("an invalid tree fails before anything runs", "[step]") {
   auto ws = workspace::make("w");
-  auto s = step("s").substeps({step("a").add_net(fill_int("a", "x", 1)), step("b").add_net(fill_int("b", "y", 1)).only_once()});
+  auto s = step("s").substeps(
+      {step("a").add_net(fill_int("a", "x", 1)), step("b").add_net(fill_int("b", "y", 1)).only_once()});
   CHECK(run_tree(s, ws).error().code == errc::invalid_step);
   CHECK_FALSE(ws->has("x"));
 }
@@ -150,7 +151,8 @@ TEST_CASE("scenario 13: disabled steps stop early, steps without a stop blob run
     const std::string i = std::to_string(k);
     ws->set("disabled" + i, disabled);
     net init("init" + i);
-    init.op("ConstantFill", {}, {"out" + i}, {{"value", i64{0}}}).op("ConstantFill", {}, {"stop" + i}, {{"value", false}});
+    init.op("ConstantFill", {}, {"out" + i}, {{"value", i64{0}}})
+        .op("ConstantFill", {}, {"stop" + i}, {{"value", false}});
     net gate("gate" + i);
     gate.op("Copy", {"disabled" + i}, {"stop" + i});
     net set_out = fill_int("set" + i, "out" + i, 1);
@@ -215,8 +217,10 @@ TEST_CASE("sequential substeps run in program order", "[step]") {
     n.op("ConstantFill", {}, {name + "/v"}, {{"value", v}}).op("Append", {"log", name + "/v"}, {"log"});
     return n;
   };
-  auto s = step("s").substeps({step("one").add_net(append("one", 1)), step("two").add_net(append("two", 2)),
-                               step("three").add_net(append("three", 3))}).iterations(2);
+  auto s = step("s")
+               .substeps({step("one").add_net(append("one", 1)), step("two").add_net(append("two", 2)),
+                          step("three").add_net(append("three", 3))})
+               .iterations(2);
   REQUIRE(run_tree(s, ws));
   CHECK(ws->read<std::vector<i64>>("log").value() == std::vector<i64>{1, 2, 3, 1, 2, 3});
 }
@@ -255,8 +259,8 @@ TEST_CASE("create_workspace gives every execution a fresh child workspace and fr
   ws->set("shared", i64{0});
   int constructed = 0;
   operator_registry reg(operator_registry::global());
-  REQUIRE(reg.add(operator_schema("Probe").inputs(0).outputs(0).factory(
-      [&](op_context&) -> result<std::unique_ptr<op_kernel>> {
+  REQUIRE(reg.add(
+      operator_schema("Probe").inputs(0).outputs(0).factory([&](op_context&) -> result<std::unique_ptr<op_kernel>> {
         ++constructed;
         return make_kernel([] { return ok(); });
       })));
@@ -302,7 +306,8 @@ TEST_CASE("concurrent substeps interleave at suspension points with a barrier pe
         .op("Append", {"log", name + "/id"}, {"log"});
     return n;
   };
-  auto s = step("s").substeps({step("a").add_net(worker("a", 1)), step("b").add_net(worker("b", 2))})
+  auto s = step("s")
+               .substeps({step("a").add_net(worker("a", 1)), step("b").add_net(worker("b", 2))})
                .concurrent_substeps()
                .iterations(2);
   REQUIRE(run_tree(s, ws));
@@ -468,8 +473,10 @@ TEST_CASE("in turn, a long child yields to the strand and a cancellation there s
 TEST_CASE("scenario 18: the first failure cancels a stuck async sibling once and is the error", "[step][scenario]") {
   auto ws = workspace::make("w");
   auto c = std::make_shared<stuck_counters>();
-  auto s = step("plan").substeps({step("stuck").add_net(stuck("stuck", c)), step("thrower").add_net(failing("throw", "test error"))})
-               .concurrent_substeps();
+  auto s =
+      step("plan")
+          .substeps({step("stuck").add_net(stuck("stuck", c)), step("thrower").add_net(failing("throw", "test error"))})
+          .concurrent_substeps();
   auto st = run_tree(s, ws);
   REQUIRE_FALSE(st);
   CHECK(st.error().code == errc::op_failed);
@@ -485,10 +492,11 @@ TEST_CASE("scenario 19: a sibling waiting on an empty queue is cancelled by the 
   init.op("CreateQueue", {}, {"q"}, {{"capacity", i64{1}}});
   net consume("consume");
   consume.op("Dequeue", {"q"}, {"item", "ok"});
-  auto s = step("plan").substeps({
-      step("init").add_net(init),
-      step("work").substeps({step("consumer").add_net(consume), step("thrower").add_net(failing("throw", "test error"))})
-          .concurrent_substeps()});
+  auto s = step("plan").substeps(
+      {step("init").add_net(init),
+       step("work")
+           .substeps({step("consumer").add_net(consume), step("thrower").add_net(failing("throw", "test error"))})
+           .concurrent_substeps()});
   auto st = run_tree(s, ws);
   REQUIRE_FALSE(st);
   CHECK(st.error().message == "plan/work/thrower/net \"throw\" op #0 (Fail): test error");
@@ -510,7 +518,8 @@ TEST_CASE("scenario 21: an endless stop loop ends through the sibling's failure"
   ws->set("never", false);
   ws->set("inner_runs", i64{0});
   ws->set("noop_ran", false);
-  auto endless = step("endless").add_substep(step("inner").add_net(incr("count", "inner_runs")).iterations(10))
+  auto endless = step("endless")
+                     .add_substep(step("inner").add_net(incr("count", "inner_runs")).iterations(10))
                      .should_stop_blob("never");
   auto thrower = step("thrower").nets({fill_bool("noop", "noop_ran", true), failing("throw", "test error")});
   auto st = run_tree(step("plan").substeps({endless, thrower}).concurrent_substeps(), ws);
@@ -519,7 +528,8 @@ TEST_CASE("scenario 21: an endless stop loop ends through the sibling's failure"
   CHECK(ws->read<bool>("noop_ran").value());
 }
 
-TEST_CASE("scenario 22: an instance blocked on an async wait is cancelled, the other's error wins", "[step][scenario]") {
+TEST_CASE("scenario 22: an instance blocked on an async wait is cancelled, the other's error wins",
+          "[step][scenario]") {
   auto ws = workspace::make("w");
   auto calls = std::make_shared<int>(0);
   auto c = std::make_shared<stuck_counters>();
@@ -545,7 +555,8 @@ TEST_CASE("errors name the full step path", "[step]") {
   ws->set("q", i64{0});
   net read("read");
   read.op("ConstantFill", {}, {"x"}, {{"value", i64{1}}}).op("Dequeue", {"q"}, {"v", "ok"});
-  auto s = step("train").add_substep(step("body:parallel").add_substep(step("reader").add_net(read)).concurrent_instances(4));
+  auto s = step("train").add_substep(
+      step("body:parallel").add_substep(step("reader").add_net(read)).concurrent_instances(4));
   auto st = run_tree(s, ws);
   REQUIRE_FALSE(st);
   CHECK_THAT(st.error().message,
@@ -562,8 +573,8 @@ TEST_CASE("a report step runs at least once after a body shorter than its interv
   step_stats stats;
   run_step_options o;
   o.stats = &stats;
-  auto s = step("parent").substeps({step("work").add_net(incr("w", "work")),
-                                    step("report").add_net(incr("r", "reports")).run_every(10s)});
+  auto s = step("parent").substeps(
+      {step("work").add_net(incr("w", "work")), step("report").add_net(incr("r", "reports")).run_every(10s)});
   REQUIRE(run_tree(s, ws, o));
   CHECK(ws->read<i64>("work").value() == 1);
   CHECK(ws->read<i64>("reports").value() == 1);
@@ -591,7 +602,8 @@ TEST_CASE("a report step runs in its parent's workspace across iterations", "[st
   body.op("ConstantFill", {}, {"local"}, {{"value", i64{1}}});
   net report("report");
   report.op("Add", {"seen", "local"}, {"seen"});
-  auto parent = step("parent").substeps({step("work").add_net(body), step("report").add_net(report).run_every(10s)})
+  auto parent = step("parent")
+                    .substeps({step("work").add_net(body), step("report").add_net(report).run_every(10s)})
                     .create_workspace();
   REQUIRE(run_tree(step("top").add_substep(parent), ws));
   CHECK(ws->read<i64>("seen").value() == 1);  // read "local" from the parent's child workspace
@@ -632,7 +644,9 @@ TEST_CASE("cancellation from outside stops the tree at every suspension point", 
     tick.op("Iter", {}, {"ticks"}).op("Sleep", {}, {}, {{"ms", i64{1}}});
     net report("report");
     report.op("Iter", {}, {"reports"});
-    auto work = step("work").substeps({step("a").add_net(tick).iterations(3), step("b").add_net(incr("count", "counts")).iterations(600)})
+    auto work = step("work")
+                    .substeps({step("a").add_net(tick).iterations(3),
+                               step("b").add_net(incr("count", "counts")).iterations(600)})
                     .concurrent_substeps();
     return step("tree").substeps({work, step("report").add_net(report).run_every(1ms)});
   };
@@ -662,8 +676,9 @@ TEST_CASE("abandoning the event loop at any point tears the tree down cleanly", 
     ws->set("x", i64{0});
     net n("n");
     n.op("Iter", {}, {"x"}).op("Sleep", {}, {}, {{"ms", i64{0}}});
-    auto s = step("t").substeps({step("a").add_net(n).iterations(5), step("b").add_net(incr("i", "x")).iterations(3),
-                                 step("r").add_net(incr("r", "x")).run_every(1ms)})
+    auto s = step("t")
+                 .substeps({step("a").add_net(n).iterations(5), step("b").add_net(incr("i", "x")).iterations(3),
+                            step("r").add_net(incr("r", "x")).run_every(1ms)})
                  .concurrent_substeps();
     asio::io_context io;
     asio::co_spawn(io, run_step(s, ws), [](std::exception_ptr, status) {});
@@ -685,7 +700,8 @@ TEST_CASE("async_run_step works with a callback and with use_future", "[step]") 
   CHECK(ws->read<i64>("x").value() == 3);
 
   io.restart();
-  std::future<status> f = async_run_step(io.get_executor(), step("f").add_net(failing("bad", "nope")), ws, asio::use_future);
+  std::future<status> f =
+      async_run_step(io.get_executor(), step("f").add_net(failing("bad", "nope")), ws, asio::use_future);
   io.run();
   auto st = f.get();
   REQUIRE_FALSE(st);
@@ -770,7 +786,9 @@ TEST_CASE("a million-iteration stop-blob loop keeps a flat stack", "[step][stack
   net check("check");
   check.op("GE", {"x", "limit"}, {"stop"});
   std::optional<status> got;
-  auto s = step("loop").add_substep(step("check").add_net(check)).add_substep(step("inc").add_net(incr("inc", "x")))
+  auto s = step("loop")
+               .add_substep(step("check").add_net(check))
+               .add_substep(step("inc").add_net(incr("inc", "x")))
                .should_stop_blob("stop");
   check_plan_round_trip(s);
   on_small_stack([&] { got.emplace(run(run_step(s, ws))); });

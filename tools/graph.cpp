@@ -185,7 +185,8 @@ class dot_writer {
       body_edges(id, obj->exit(), std::string(prefix) + "exit");
     }
     if (t.user_step()) edge(id, step_vertex(*t.user_step()), "step");
-    for (const auto& [s, every] : t.reports()) edge(id, step_vertex(s), "report every " + ms_text(every), "style=dashed");
+    for (const auto& [s, every] : t.reports())
+      edge(id, step_vertex(s), "report every " + ms_text(every), "style=dashed");
   }
 
   void indent(int level) { indent_.assign(static_cast<std::size_t>(level) * 2, ' '); }

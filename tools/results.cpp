@@ -153,7 +153,8 @@ std::string outputs_table(const run_report& report) {
       rows.push_back({t.name, "-", "(" + std::string(to_string(t.status)) + ")"});
       continue;
     }
-    for (const auto& [name, value] : t.outputs) rows.push_back({t.name, one_line(name), one_line(to_display_string(*value))});
+    for (const auto& [name, value] : t.outputs)
+      rows.push_back({t.name, one_line(name), one_line(to_display_string(*value))});
   }
   std::array<std::size_t, 2> width{0, 0};
   for (const auto& r : rows) {

@@ -112,8 +112,7 @@ void trace_recorder::step_end(std::string_view task, std::string_view node, std:
 void trace_recorder::net_begin(std::string_view task, std::string_view node, std::string_view net) {
   begin(kind::net, task, node, net);
 }
-void trace_recorder::net_end(std::string_view task, std::string_view node, std::string_view net,
-                             const status& result) {
+void trace_recorder::net_end(std::string_view task, std::string_view node, std::string_view net, const status& result) {
   end(kind::net, task, node, net, &result, -1);
 }
 void trace_recorder::report_begin(std::string_view task, std::string_view node, std::string_view step) {

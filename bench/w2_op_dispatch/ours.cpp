@@ -31,8 +31,8 @@ void run(benchmark::State& state) {
       }
     }
   }
-  const auto expected = static_cast<std::int64_t>(ops_per_net * (1 + static_cast<std::size_t>(state.iterations()) *
-                                                                         runs_per_iteration));
+  const auto expected =
+      static_cast<std::int64_t>(ops_per_net * (1 + static_cast<std::size_t>(state.iterations()) * runs_per_iteration));
   if (*acc != expected) state.SkipWithError("w2 ours: wrong sum");
 }
 

@@ -22,8 +22,8 @@ void run(benchmark::State& state) {
     }
   }
   benchmark::DoNotOptimize(c.acc);
-  const auto expected = static_cast<std::int64_t>(ops_per_net * (1 + static_cast<std::size_t>(state.iterations()) *
-                                                                         runs_per_iteration));
+  const auto expected =
+      static_cast<std::int64_t>(ops_per_net * (1 + static_cast<std::size_t>(state.iterations()) * runs_per_iteration));
   if (c.acc != expected) state.SkipWithError("w2 virtual_loop: wrong sum");
 }
 

@@ -117,7 +117,8 @@ class blob {
   [[nodiscard]] bool holds() const noexcept {
     // One pointer compare on the hot path; ops check their input types on
     // every run.
-    if (vt_ == &detail::blob_vtable_for<T>) [[likely]] return true;
+    if (vt_ == &detail::blob_vtable_for<T>) [[likely]]
+      return true;
     return vt_ != nullptr && detail::same_type(vt_->type, typeid(T));
   }
 

@@ -5,6 +5,7 @@
 // arguments and its input types, and fails with a message naming what is
 // wrong. Numeric ops accept int64 or double inputs (both of one type).
 //
+// clang-format off
 // | type | inputs -> outputs | arguments | effect |
 // |---|---|---|---|
 // | ConstantFill | 0 -> 1 | value (any kind, required) | output = value (a list makes a vector) |
@@ -29,6 +30,7 @@
 // | Enqueue | 2 -> 0 | | copies input 1 into the queue; waits while full; async |
 // | Dequeue | 1 -> 2 | | waits while empty; output 0 = value, output 1 = true; false once closed and drained; async |
 // | CloseQueue | 1 -> 0 | | closes the queue: waiting consumers drain then get false |
+// clang-format on
 //
 // Threading: the ops are strand-bound like the workspace they run in; the
 // print sink is thread-safe.

@@ -119,14 +119,13 @@ auto async_run_step(Executor ex, execution_step step, std::shared_ptr<workspace>
   auto init = [](auto handler, Executor e, execution_step s, std::shared_ptr<workspace> w, run_step_options o) {
     auto slot = boost::asio::get_associated_cancellation_slot(handler);
     auto handler_ex = boost::asio::get_associated_executor(handler, e);
-    boost::asio::co_spawn(
-        e, run_step(std::move(s), std::move(w), o),
-        boost::asio::bind_cancellation_slot(
-            slot, boost::asio::bind_executor(handler_ex, [h = std::move(handler)](std::exception_ptr ep,
-                                                                                  status st) mutable {
-              if (ep) st = fail(errc::op_failed, "unexpected exception in the step runner");
-              std::move(h)(std::move(st));
-            })));
+    boost::asio::co_spawn(e, run_step(std::move(s), std::move(w), o),
+                          boost::asio::bind_cancellation_slot(
+                              slot, boost::asio::bind_executor(
+                                        handler_ex, [h = std::move(handler)](std::exception_ptr ep, status st) mutable {
+                                          if (ep) st = fail(errc::op_failed, "unexpected exception in the step runner");
+                                          std::move(h)(std::move(st));
+                                        })));
   };
   return boost::asio::async_initiate<CompletionToken, void(status)>(std::move(init), token, std::move(ex),
                                                                     std::move(step), std::move(ws), options);

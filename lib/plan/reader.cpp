@@ -271,10 +271,9 @@ status reader::local_setups(task_group& g, const json::object& o, const std::set
 
 result<task_group> reader::plan(const json::value& v) {
   TASKGROUP_TRY(auto o, get_object(v, ""));
-  TASKGROUP_TRY(known_keys(
-      *o, "",
-      {"taskgroup_plan", "workspace_type", "nodes", "inputs", "nets", "tasks", "report_steps", "local_init",
-       "local_exit"}));
+  TASKGROUP_TRY(known_keys(*o, "",
+                           {"taskgroup_plan", "workspace_type", "nodes", "inputs", "nets", "tasks", "report_steps",
+                            "local_init", "local_exit"}));
   if (!o->contains("taskgroup_plan")) return bad("", "not a taskgroup plan (no \"taskgroup_plan\" version)");
   TASKGROUP_TRY(auto version, get_integer(o->at("taskgroup_plan"), "/taskgroup_plan"));
   if (version != plan_format_version) {
