@@ -304,6 +304,38 @@ TEST_CASE("feed errors name the node and blob, and nothing of the run is left be
   CHECK(y.get().value() == 5);
 }
 
+TEST_CASE("only_nodes: the required inputs of the nodes that do not run need no feed", "[serving][feeds]") {
+  task_group g;
+  REQUIRE(g.input<i64>("x", node("n1")));
+  REQUIRE(g.input<i64>("x", node("n2")));
+  net n("copy");
+  n.op("Copy", {"x"}, {"y"});
+  task t("t", step("s").add_net(n));
+  auto y = t.output<i64>("y");
+  REQUIRE(g.add(t, node("n1")));
+  REQUIRE(g.add(task("u", step("s").add_net(test::fill_int("f", "z", 1))), node("n2")));
+  local_session session(1);
+  run_options o{.only_nodes = std::vector<std::string>{"n1"}, .feeds = feeds().set("n1", "x", i64{4})};
+  auto r = session.run_blocking(g, o);
+  REQUIRE(r);
+  CHECK(y.get(r.value()).value() == 4);
+  // Those of a node that runs still do; a feed of a node that does not is
+  // still checked.
+  o.only_nodes = std::vector<std::string>{"n1", "n2"};
+  auto missing = session.run_blocking(g, o);
+  REQUIRE_FALSE(missing);
+  CHECK(missing.error().message == "input \"n2/x\" is required and was not fed (int64)");
+  o.only_nodes = std::vector<std::string>{"n1"};
+  o.feeds.set("n2", "x", std::string("two"));
+  auto wrong = session.run_blocking(g, o);
+  REQUIRE_FALSE(wrong);
+  CHECK(wrong.error().message == "feed \"n2/x\": expected int64, got string");
+  // The public check asks for every required input.
+  auto all = check_feeds(g, feeds().set("n1", "x", i64{4}));
+  REQUIRE_FALSE(all);
+  CHECK(all.error().message == "input \"n2/x\" is required and was not fed (int64)");
+}
+
 TEST_CASE("inputs: declaration errors", "[serving][feeds]") {
   task_group g;
   REQUIRE(g.input<i64>("x", node("n1")));

@@ -35,8 +35,8 @@ class codec_registry;
 /// each value, copied, in its own workspace of the node before any task
 /// starts; tasks read it as an ordinary blob. Every feed must name an
 /// input the group declares (`task_group::input`), of its type when the
-/// input is typed; each required input must be fed; a blob may be fed once
-/// per run. The run checks this before it starts anything and fails with
+/// input is typed; each required input (of the nodes that run) must be
+/// fed; a blob may be fed once per run. The run checks this before it starts anything and fails with
 /// `errc::invalid_feed` naming the node, the blob and what is wrong.
 ///
 /// A run takes its feeds by value when it is called: changing or
@@ -115,9 +115,10 @@ struct run_options {
   /// too. The MPI session always works this way.
   const codec_registry* strict_codecs = nullptr;
   /// When set, only these nodes run; tasks of the others are reported as
-  /// `task_status::not_run` and their outputs are left alone. Errors:
-  /// `errc::invalid_task` naming a node the group does not use. (The MPI
-  /// session runs each rank's own nodes this way.)
+  /// `task_status::not_run`, their outputs are left alone and their
+  /// required inputs need no feed (feeds given for them are checked, not
+  /// placed). Errors: `errc::invalid_task` naming a node the group does not
+  /// use. (The MPI session runs each rank's own nodes this way.)
   std::optional<std::vector<std::string>> only_nodes{};
   /// The run's input values (see `feeds`).
   taskgroup::feeds feeds{};

@@ -212,4 +212,13 @@ class local_session {
 /// task, the output and the type. Thread-safe (reads only).
 status check_output_codecs(const task_group& group, const codec_registry& codecs);
 
+/// The check a run makes of its feeds (`run_options::feeds`) before it
+/// starts anything: each names an input `group` declares, on a node with a
+/// task, holds a value of the input's type when it is typed, and is fed
+/// once; every required input is fed (a run with `run_options::only_nodes`
+/// asks this only of the nodes that run). Errors: `errc::invalid_feed`
+/// naming the feed (its node and blob) and what is wrong, or the required
+/// input not fed. Thread-safe (reads only).
+status check_feeds(const task_group& group, const feeds& given);
+
 }  // namespace taskgroup

@@ -19,17 +19,15 @@ std::string feed_name(std::string_view node, std::string_view blob) {
   return quote(std::string(node) + "/" + std::string(blob));
 }
 
-}  // namespace
-
-status check_feeds(const task_group& g, const compiled_group& cg, const feeds& given, run_state& rs) {
-  // Most runs have neither: no maps to build, `rs.feeds` stays empty.
-  if (g.inputs().empty() && given.entries().empty()) return ok();
+// The one check of a run's feeds (taskgroup::check_feeds). `node_of(name)`
+// is the index of node `name` when a task of the group is on it;
+// `runs(i)` whether node #i runs (its required inputs must be fed);
+// `placed(i, f)` is told each feed once checked, with its node's index.
+template <class NodeOf, class Runs, class Placed>
+status check_feeds_with(const task_group& g, const feeds& given, NodeOf node_of, Runs runs, Placed placed) {
   std::map<std::pair<std::string_view, std::string_view>, const group_input*> declared;
   for (const auto& in : g.inputs())
     declared.emplace(std::pair<std::string_view, std::string_view>(in.node, in.blob), &in);
-  std::map<std::string_view, std::size_t> node_index;
-  for (std::size_t i = 0; i < cg.nodes.size(); ++i) node_index.emplace(cg.nodes[i].name, i);
-  rs.feeds.assign(cg.nodes.size(), {});
   std::set<const group_input*> fed;
   for (const auto& f : given.entries()) {
     const std::string name = feed_name(f.node, f.blob);
@@ -49,19 +47,39 @@ status check_feeds(const task_group& g, const compiled_group& cg, const feeds& g
     if (in.type != nullptr && !same_type(f.value->type(), *in.type)) {
       return fail(errc::invalid_feed, "feed " + name + ": expected " + in.type_name + ", got " + f.value->type_name());
     }
-    auto n = node_index.find(in.node);
-    if (n == node_index.end()) {
-      return fail(errc::invalid_feed, "feed " + name + ": node " + quote(in.node) + " has no task in the group");
-    }
-    rs.feeds[n->second].push_back(&f);
+    const std::optional<std::size_t> n = node_of(in.node);
+    if (!n) return fail(errc::invalid_feed, "feed " + name + ": node " + quote(in.node) + " has no task in the group");
+    placed(*n, f);
   }
   for (const auto& in : g.inputs()) {
-    if (in.required && fed.count(&in) == 0) {
-      return fail(errc::invalid_feed, "input " + feed_name(in.node, in.blob) + " is required and was not fed" +
-                                          (in.type != nullptr ? " (" + in.type_name + ")" : ""));
-    }
+    if (!in.required || fed.count(&in) != 0) continue;
+    // A node that does not run (run_options::only_nodes) needs no feed.
+    if (const std::optional<std::size_t> n = node_of(in.node); n && !runs(*n)) continue;
+    return fail(errc::invalid_feed, "input " + feed_name(in.node, in.blob) + " is required and was not fed" +
+                                        (in.type != nullptr ? " (" + in.type_name + ")" : ""));
   }
   return ok();
+}
+
+}  // namespace
+
+status check_feeds(const task_group& g, const compiled_group& cg, const feeds& given,
+                   const std::vector<std::size_t>& active, run_state& rs) {
+  // Most runs have neither: no maps to build, `rs.feeds` stays empty.
+  if (g.inputs().empty() && given.entries().empty()) return ok();
+  std::map<std::string_view, std::size_t> node_index;
+  for (std::size_t i = 0; i < cg.nodes.size(); ++i) node_index.emplace(cg.nodes[i].name, i);
+  std::vector<bool> running(cg.nodes.size(), false);
+  for (std::size_t i : active) running[i] = true;
+  rs.feeds.assign(cg.nodes.size(), {});
+  return check_feeds_with(
+      g, given,
+      [&](std::string_view node) -> std::optional<std::size_t> {
+        auto n = node_index.find(node);
+        return n == node_index.end() ? std::nullopt : std::optional<std::size_t>(n->second);
+      },
+      [&](std::size_t i) { return running[i]; },
+      [&](std::size_t i, const feeds::entry& f) { rs.feeds[i].push_back(&f); });
 }
 
 status place_feeds(const run_state& rs, std::size_t i) {
@@ -147,3 +165,21 @@ void publish_outputs(const compiled_group& cg, const run_report& report, const s
 }
 
 }  // namespace taskgroup::detail
+
+namespace taskgroup {
+
+status check_feeds(const task_group& group, const feeds& given) {
+  if (group.inputs().empty() && given.entries().empty()) return ok();
+  // The group's nodes are those of its tasks (as the compiled group's).
+  return detail::check_feeds_with(
+      group, given,
+      [&](std::string_view node) -> std::optional<std::size_t> {
+        const auto& tasks = group.tasks();
+        auto t = std::find_if(tasks.begin(), tasks.end(), [&](const task& x) { return x.node_name() == node; });
+        // Any index: every node counts as running, and nothing is placed.
+        return t == tasks.end() ? std::nullopt : std::optional<std::size_t>(0);
+      },
+      [](std::size_t) { return true; }, [](std::size_t, const feeds::entry&) {});
+}
+
+}  // namespace taskgroup

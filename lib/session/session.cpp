@@ -177,7 +177,7 @@ asio::awaitable<run_report> local_session::run_here(std::shared_ptr<impl> state,
   rs->options = std::move(options);
   const run_options& opt = rs->options;
   // Checked against the run's own copy, which the nodes read.
-  if (status st = detail::check_feeds(group, *compiled, opt.feeds, *rs); !st) {
+  if (status st = detail::check_feeds(group, *compiled, opt.feeds, active, *rs); !st) {
     co_return detail::refused_report(group, st.error(), started);
   }
   rs->nodes.resize(compiled->nodes.size(), nullptr);

@@ -164,11 +164,11 @@ void fetch_outputs(run_state& rs, std::size_t i);
 // value that cannot be copied, naming the feed.
 status place_feeds(const run_state& rs, std::size_t i);
 
-// Checks `given` against the inputs `g` declares and files each feed
-// under its node in `rs.feeds`. Errors: `errc::invalid_feed` naming the
-// feed (an unknown node or blob, a wrong type, no value, fed twice) or a
-// required input not fed.
-status check_feeds(const task_group& g, const compiled_group& cg, const feeds& given, run_state& rs);
+// Checks `given` against the inputs `g` declares (taskgroup::check_feeds;
+// only the required inputs of the `active` nodes must be fed) and files
+// each feed under its node in `rs.feeds`.
+status check_feeds(const task_group& g, const compiled_group& cg, const feeds& given,
+                   const std::vector<std::size_t>& active, run_state& rs);
 
 // Fills the output handles of the tasks of the `active` nodes from the
 // run's report (on the coordinator, where every run of a session ends).
