@@ -197,14 +197,24 @@ class mpi_session {
   /// with the copy's error). A run that fails before any task ran lists
   /// every task as not run.
   ///
-  /// `options.feeds` are given on every rank, as the group is (SPMD, as
-  /// the `taskgroup` command does): each rank places the feeds of its own
-  /// nodes and checks all of them against the group's inputs, so a feed
-  /// error fails the run on every rank alike.
+  /// Feeds: rank 0's `options.feeds` are the run's; those given on another
+  /// rank are not read. Rank 0 checks them as a local run does
+  /// (`taskgroup::check_feeds`), encodes each value with the session's
+  /// codec registry (`mpi_options::codecs`) and sends every rank the feeds
+  /// of its nodes in its START; that rank decodes them for its own run.
+  /// Rank 0's own feeds go through the codecs too, so a feed fails the same
+  /// way wherever its node is placed. A feed rank 0 refuses
+  /// (`errc::invalid_feed`, the local session's message) or whose value's
+  /// type has no codec (`errc::not_serializable`, `feed "<node>/<blob>": no
+  /// codec for type T`) fails the run on every rank before anything runs;
+  /// a feed a rank cannot decode fails the run on every rank with that
+  /// rank's error (`rank R: feed "<node>/<blob>": ...`), as a group
+  /// mismatch does.
   ///
   /// Errors: `errc::mpi_failed` when MPI is unusable (not initialized, too
   /// low a thread level for a multi-threaded executor),
   /// `errc::group_mismatch` when ranks built different groups or runs,
+  /// `errc::invalid_feed` and `errc::not_serializable` for feeds (above),
   /// `errc::invalid_task` when a run is already in flight or
   /// `options.timeout` is above `taskgroup::max_duration` (on every rank:
   /// rank 0's START carries the refusal), `errc::session_closed` for a

@@ -72,25 +72,60 @@ class client_receiver final : public status_receiver {
   run_observer* observer_;
 };
 
-// Sends START to every rank: the run, or the error that keeps every rank
-// from starting it. Returns that error, if any.
-std::optional<error> send_start(const state_ptr& s, run_ctx& ctx, std::uint64_t run_id, const run_options& options,
-                                const result<std::shared_ptr<const group_description>>& described) {
+// The feeds of each rank's nodes, encoded by the session's codecs, after
+// the check a local run makes of them (so refused on every rank alike).
+// Rank 0's own are decoded again into `own`, so that its tasks read what
+// they would on another rank. Errors: the check's, a feed that cannot be
+// encoded or decoded, naming it.
+result<std::vector<std::vector<wire_feed>>> feeds_by_rank(const state_ptr& s, const task_group& group,
+                                                          const feeds& given, const std::map<std::string, int>& where,
+                                                          feeds& own) {
+  TASKGROUP_TRY(check_feeds(group, given));
+  if (given.empty()) return std::vector<std::vector<wire_feed>>();  // the common case: nothing to encode
+  std::vector<std::vector<wire_feed>> out(static_cast<std::size_t>(s->size));
+  for (const auto& f : given.entries()) {
+    TASKGROUP_TRY(auto encoded, encode_feed(*s->options.codecs, f));
+    auto r = where.find(f.node);  // every fed node has a task (checked)
+    out[r == where.end() ? 0 : static_cast<std::size_t>(r->second)].push_back(std::move(encoded));
+  }
+  auto decoded = decode_feeds(*s->options.codecs, out[0]);
+  if (!decoded) return decoded.error().with_context("rank 0");
+  own = std::move(decoded).value();
+  return out;
+}
+
+// Sends START to every rank: the run with the feeds of its nodes, or the
+// error that keeps every rank from starting it (then returned). Fills
+// `own` with rank 0's feeds.
+std::optional<error> send_start(const state_ptr& s, run_ctx& ctx, std::uint64_t run_id, const task_group& group,
+                                const run_options& options,
+                                const result<std::shared_ptr<const group_description>>& described, feeds& own) {
   start_message start;
   start.run_id = run_id;
   start.policy = options.policy;
   start.timeout = options.timeout;
+  std::vector<std::vector<wire_feed>> fed;
   // Refused as the local session refuses it, and on every rank alike.
   if (options.timeout && *options.timeout > max_duration) {
     start.failure = error(errc::invalid_task, "run_options::timeout " + duration_fault(options.timeout->count()));
-  } else if (described) {
-    start.fingerprint = described.value()->text;
-  } else {
+  } else if (!described) {
     start.failure = described.error();
+  } else if (auto by_rank = feeds_by_rank(s, group, options.feeds, described.value()->where, own); !by_rank) {
+    start.failure = by_rank.error();
+  } else {
+    start.fingerprint = described.value()->text;
+    fed = std::move(by_rank).value();
   }
-  const std::string start_bytes = encode_start(start);
-  for (int r = 1; r < s->size; ++r) send(s, ctx, r, tag_start, start_bytes);
-  return start.failure;
+  if (start.failure || options.feeds.empty()) {
+    const std::string start_bytes = encode_start(start);
+    for (int r = 1; r < s->size; ++r) send(s, ctx, r, tag_start, start_bytes);
+    return start.failure;
+  }
+  for (int r = 1; r < s->size; ++r) {
+    start.feeds = std::move(fed[static_cast<std::size_t>(r)]);
+    send(s, ctx, r, tag_start, encode_start(start));
+  }
+  return std::nullopt;
 }
 
 // Waits until every send has completed (or MPI failed).
@@ -122,8 +157,9 @@ class client_run {
     if (options_.timeout) deadline_ = deadline_after(clock_type::now(), *options_.timeout);
   }
 
-  // The report's frame, the observer's run_begin, and this rank's tasks.
-  void begin(const std::map<std::string, int>& where) {
+  // The report's frame, the observer's run_begin, and this rank's tasks
+  // (fed `own`).
+  void begin(const std::map<std::string, int>& where, feeds own) {
     report_.started = std::chrono::system_clock::now();
     for (const auto& t : group_.tasks()) {
       task_report& rep = report_.tasks.emplace_back();
@@ -135,7 +171,9 @@ class client_run {
       for (const auto& t : report_.tasks) names.emplace_back(t.name, t.node);
       options_.observer->run_begin(names);
     }
-    start_local(s_, ctx_, group_, where, options_);
+    run_options local = options_;
+    local.feeds = std::move(own);
+    start_local(s_, ctx_, group_, where, std::move(local));
   }
 
   // The run's error: CANCEL to every rank not yet told, this rank's tasks
@@ -291,13 +329,14 @@ class client_run {
 asio::awaitable<run_report> run_client(state_ptr s, task_group group, run_options options, std::uint64_t run_id) {
   auto ctx = std::make_shared<run_ctx>(co_await asio::this_coro::executor);
   auto described = describe_group(*s, group);
-  if (auto failure = send_start(s, *ctx, run_id, options, described)) {
+  feeds own;
+  if (auto failure = send_start(s, *ctx, run_id, group, options, described, own)) {
     // Nobody starts: the other ranks end the run with this error on START.
     co_await flush_sends(s, *ctx);
     co_return refused_report(group, std::move(*failure), std::chrono::system_clock::now());
   }
   client_run run(s, group, options, run_id, ctx);
-  run.begin(described.value()->where);
+  run.begin(described.value()->where, std::move(own));
   bool cancelled_outside = false;
   pacer pace(s->options);
   for (;;) {

@@ -1,5 +1,6 @@
 // taskgroup: the encodings of the MPI session's protocol messages
-// (docs/mpi-protocol.md): START, STATUS, CTRL and the errors they carry.
+// (docs/mpi-protocol.md): START with its feeds, STATUS, CTRL and the errors
+// they carry.
 #include "wire.hpp"
 
 #include <cstring>
@@ -10,6 +11,11 @@ namespace {
 
 std::int64_t to_ns(std::chrono::system_clock::time_point t) {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
+}
+
+// How a feed is named in errors, as the local session names it.
+std::string feed_name(std::string_view node, std::string_view blob) {
+  return "feed " + quote(std::string(node) + "/" + std::string(blob));
 }
 
 std::chrono::system_clock::time_point from_ns(std::int64_t ns) {
@@ -51,7 +57,35 @@ std::string encode_start(const start_message& m) {
   w.u64(m.timeout ? static_cast<std::uint64_t>(m.timeout->count()) + 1 : 0);
   w.boolean(m.failure.has_value());
   if (m.failure) write_error(w, *m.failure);
+  w.u32(static_cast<std::uint32_t>(m.feeds.size()));
+  for (const auto& f : m.feeds) {
+    w.string(f.node);
+    w.string(f.blob);
+    w.string(f.value);
+  }
   return bytes;
+}
+
+result<wire_feed> encode_feed(const codec_registry& codecs, const feeds::entry& f) {
+  wire_feed out{f.node, f.blob, {}};
+  byte_writer w(out.value);
+  if (auto st = codecs.encode(*f.value, w); !st) return st.error().with_context(feed_name(f.node, f.blob));
+  return out;
+}
+
+result<feeds> decode_feeds(const codec_registry& codecs, const std::vector<wire_feed>& wire) {
+  feeds out;
+  for (const auto& f : wire) {
+    byte_reader r(f.value);
+    auto value = codecs.decode(r);
+    if (!value) return value.error().with_context(feed_name(f.node, f.blob));
+    if (!r.at_end()) {
+      return fail(errc::not_serializable,
+                  feed_name(f.node, f.blob) + ": " + std::to_string(r.remaining()) + " bytes left after its value");
+    }
+    out.set_blob(f.node, f.blob, std::make_shared<const blob>(std::move(value).value()));
+  }
+  return out;
 }
 
 std::string encode_heartbeat(std::uint64_t run_id) {
@@ -83,6 +117,15 @@ result<start_message> decode_start(std::string_view bytes) {
     TASKGROUP_TRY(read_error(r, e));
     m.failure = e;
   }
+  // Read one by one: a count is not trusted before what it counts.
+  TASKGROUP_TRY(auto count, r.u32());
+  for (std::uint32_t i = 0; i < count; ++i) {
+    wire_feed& f = m.feeds.emplace_back();
+    TASKGROUP_TRY(f.node, r.string());
+    TASKGROUP_TRY(f.blob, r.string());
+    TASKGROUP_TRY(f.value, r.string());
+  }
+  if (!r.at_end()) return fail(errc::group_mismatch, "a START with stray bytes at its end");
   return m;
 }
 

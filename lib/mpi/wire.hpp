@@ -42,16 +42,36 @@ void write_error(byte_writer& w, const error& e);
 /// message saying the category and value. Errors: those of byte_reader.
 status read_error(byte_reader& r, error& out);
 
-/// START: rank 0 starts run `run_id` (or tells every rank not to).
+/// A feed as it travels in START: its node, its blob, and its value as
+/// `codec_registry::encode` writes it (its codec's tag, then its bytes).
+struct wire_feed {
+  std::string node;
+  std::string blob;
+  std::string value;
+};
+
+/// Feed `f`'s value encoded by `codecs`. Errors: `errc::not_serializable`
+/// naming the feed (`feed "<node>/<blob>"`) and its value's type when the
+/// type has no codec (or the codec's own error).
+result<wire_feed> encode_feed(const codec_registry& codecs, const feeds::entry& f);
+/// The values of `wire` decoded by `codecs`, as a run's feeds. Errors:
+/// `errc::not_serializable` naming the first feed that does not decode (an
+/// unknown codec tag, malformed bytes, bytes left after its value).
+result<feeds> decode_feeds(const codec_registry& codecs, const std::vector<wire_feed>& wire);
+
+/// START: rank 0 starts run `run_id` (or tells every rank not to), with the
+/// feeds of the receiving rank's nodes.
 struct start_message {
   std::uint64_t run_id = 0;
   std::string fingerprint;  // the group's description (group_description::text)
   run_policy policy = run_policy::join;
   std::optional<std::chrono::milliseconds> timeout;
   std::optional<error> failure;  // rank 0 could not start the run
+  std::vector<wire_feed> feeds;  // none when `failure` is set
 };
 std::string encode_start(const start_message& m);
-/// Errors: those of byte_reader (a truncated START).
+/// Reads a START; feed values stay encoded (decode_feeds). Errors: those
+/// of byte_reader (a truncated START); stray bytes (`errc::group_mismatch`).
 result<start_message> decode_start(std::string_view bytes);
 
 /// What a rank said: nothing wrong, or its error.

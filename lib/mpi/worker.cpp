@@ -119,10 +119,11 @@ asio::awaitable<result<start_message>> await_start(const state_ptr& s, run_ctx& 
 }
 
 // Why this rank does not run what `start` asks for, if it does not: another
-// run, another group, an output type without a codec, a cancellation.
+// run, another group, an output type without a codec, a feed that does not
+// decode, a cancellation. Otherwise `fed` holds the feeds rank 0 sent.
 std::optional<error> refusal(const state_ptr& s, const task_group& group, const start_message& start,
                              std::uint64_t run_id, const result<std::shared_ptr<const group_description>>& described,
-                             bool cancelled_outside) {
+                             bool cancelled_outside, feeds& fed) {
   if (start.run_id != run_id) {
     return error(errc::group_mismatch,
                  "is at run " + std::to_string(run_id) + ", rank 0 at run " + std::to_string(start.run_id));
@@ -132,6 +133,9 @@ std::optional<error> refusal(const state_ptr& s, const task_group& group, const 
     return group_mismatch(s->rank, split_lines(start.fingerprint), described.value()->lines);
   }
   if (auto st = check_output_codecs(group, *s->options.codecs); !st) return st.error();
+  auto decoded = decode_feeds(*s->options.codecs, start.feeds);
+  if (!decoded) return decoded.error();
+  fed = std::move(decoded).value();
   if (cancelled_outside) return error(errc::cancelled, "run cancelled");
   return std::nullopt;
 }
@@ -200,12 +204,14 @@ asio::awaitable<run_report> run_worker(state_ptr s, task_group group, run_option
 
   auto described = describe_group(*s, group);
   std::optional<borrowed_outputs> borrowed;
-  if (auto refused = refusal(s, group, start.value(), run_id, described, cancelled_outside)) {
+  feeds fed;
+  if (auto refused = refusal(s, group, start.value(), run_id, described, cancelled_outside, fed)) {
     ctx->local_done = true;
     ctx->local = *refused;
   } else {
     run_options local = options;
     local.policy = start.value().policy;
+    local.feeds = std::move(fed);  // rank 0's: this rank's own are not read
     borrowed.emplace(group, described.value()->where, s->rank);
     start_local(s, ctx, group, described.value()->where, local);
   }

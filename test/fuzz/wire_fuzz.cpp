@@ -4,10 +4,11 @@
 // message that decodes must encode to bytes that decode to the same
 // message and encode to the same bytes again.
 //
-// Input: the first byte picks the message (START, CTRL, STATUS, HEARTBEAT
-// or an error, modulo 5); the rest is the message. For CTRL and STATUS the
-// expected run id is the message's own first 8 bytes (so that the rest is
-// reached), and STATUS decodes into a report of 4 tasks.
+// Input: the first byte picks the message (START with its feeds' values,
+// CTRL, STATUS, HEARTBEAT or an error, modulo 5); the rest is the message.
+// For CTRL and STATUS the expected run id is the message's own first 8
+// bytes (so that the rest is reached), and STATUS decodes into a report of
+// 4 tasks.
 #include "mpi/wire.hpp"
 
 #include <taskgroup/codec.hpp>
@@ -49,10 +50,25 @@ void start_bytes(std::string_view bytes) {
   const start_message& a = m.value();
   const start_message& b = back.value();
   if (a.run_id != b.run_id || a.fingerprint != b.fingerprint || a.policy != b.policy || a.timeout != b.timeout ||
-      !same(a.failure, b.failure)) {
+      !same(a.failure, b.failure) || a.feeds.size() != b.feeds.size()) {
     broken("START changes through a round trip");
   }
+  for (std::size_t k = 0; k < a.feeds.size(); ++k) {
+    if (a.feeds[k].node != b.feeds[k].node || a.feeds[k].blob != b.feeds[k].blob ||
+        a.feeds[k].value != b.feeds[k].value) {
+      broken("START's feeds change through a round trip");
+    }
+  }
   if (encode_start(b) != once) broken("START's encoding is not stable");
+  // The feeds' values, as a worker decodes them: any bytes, no crash; a
+  // value that decodes encodes again to a value that decodes.
+  auto fed = decode_feeds(codec_registry::global(), a.feeds);
+  if (!fed) return;
+  for (const auto& f : fed.value().entries()) {
+    auto again = encode_feed(codec_registry::global(), f);
+    if (!again) broken("a decoded feed does not encode:", again.error().message);
+    if (!decode_feeds(codec_registry::global(), {again.value()})) broken("a re-encoded feed does not decode");
+  }
 }
 
 // A report whose tasks carry what a DONE said about them.

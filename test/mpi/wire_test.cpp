@@ -92,6 +92,86 @@ TEST_CASE("START round-trips, with or without a failure", "[mpi_wire]") {
   CHECK(cut.error().code == errc::not_serializable);
 }
 
+TEST_CASE("START carries the feeds of a rank's nodes, their values encoded by the codecs", "[mpi_wire]") {
+  const codec_registry& codecs = codec_registry::global();
+  feeds given;
+  given.set("n1", "i", std::int64_t{-42})
+      .set("n1", "d", 2.5)
+      .set("n2", "s", std::string("hello\0there", 11))
+      .set("n2", "v", std::vector<std::int64_t>{1, 2, 3});
+  start_message m;
+  m.run_id = 3;
+  m.fingerprint = "ranks 3\n";
+  for (const auto& f : given.entries()) {
+    auto w = encode_feed(codecs, f);
+    REQUIRE(w);
+    m.feeds.push_back(std::move(w).value());
+  }
+  const std::string bytes = encode_start(m);
+  auto back = decode_start(bytes);
+  REQUIRE(back);
+  REQUIRE(back.value().feeds.size() == 4);
+  CHECK(back.value().feeds[2].node == "n2");
+  CHECK(back.value().feeds[2].blob == "s");
+  auto fed = decode_feeds(codecs, back.value().feeds);
+  REQUIRE(fed);
+  const auto& e = fed.value().entries();
+  REQUIRE(e.size() == 4);
+  CHECK(e[0].node == "n1");
+  CHECK(e[0].blob == "i");
+  CHECK(*e[0].value->get<std::int64_t>().value() == -42);
+  CHECK(*e[1].value->get<double>().value() == 2.5);
+  CHECK(*e[2].value->get<std::string>().value() == std::string("hello\0there", 11));
+  CHECK(e[3].node == "n2");
+  CHECK(e[3].blob == "v");
+  CHECK(*e[3].value->get<std::vector<std::int64_t>>().value() == std::vector<std::int64_t>{1, 2, 3});
+
+  // Every truncation is refused, and so are stray bytes.
+  for (std::size_t n = 0; n < bytes.size(); ++n) {
+    auto cut = decode_start(std::string_view(bytes).substr(0, n));
+    REQUIRE_FALSE(cut);
+    CHECK(cut.error().code == errc::not_serializable);
+  }
+  auto stray = decode_start(bytes + "x");
+  REQUIRE_FALSE(stray);
+  CHECK(stray.error().code == errc::group_mismatch);
+}
+
+TEST_CASE("a feed without a codec, or whose value does not decode, is refused naming it", "[mpi_wire]") {
+  codec_registry bare;  // the built-in codecs only
+  struct unknown {
+    int v = 0;
+  };
+  auto no_codec = encode_feed(bare, feeds::entry{"n1", "u", std::make_shared<const blob>(blob(unknown{}))});
+  REQUIRE_FALSE(no_codec);
+  CHECK(no_codec.error().code == errc::not_serializable);
+  CHECK_THAT(no_codec.error().message,
+             Catch::StartsWith("feed \"n1/u\": no codec for type ") && Catch::Contains("unknown"));
+
+  auto good = encode_feed(bare, feeds::entry{"n2", "x", std::make_shared<const blob>(blob(std::int64_t{7}))});
+  REQUIRE(good);
+  // The value cut short, its codec unknown here, bytes after it.
+  wire_feed cut = good.value();
+  cut.value.pop_back();
+  wire_feed foreign = good.value();
+  foreign.value = std::string();
+  byte_writer w(foreign.value);
+  w.string("nobody");
+  wire_feed longer = good.value();
+  longer.value += "zz";
+  const std::vector<std::pair<wire_feed, std::string>> cases = {
+      {cut, "feed \"n2/x\": "},
+      {foreign, "feed \"n2/x\": no codec tagged \"nobody\" in this process"},
+      {longer, "feed \"n2/x\": 2 bytes left after its value"},
+  };
+  for (const auto& [feed, message] : cases) {
+    auto fed = decode_feeds(bare, {good.value(), feed});
+    REQUIRE_FALSE(fed);
+    CHECK(fed.error().code == errc::not_serializable);
+    CHECK_THAT(fed.error().message, Catch::StartsWith(message));
+  }
+}
+
 TEST_CASE("HEARTBEAT carries its run id and nothing else", "[mpi_wire]") {
   const std::string beat = encode_heartbeat(0x0102030405060708ULL);
   CHECK(beat.size() == 8);
