@@ -53,6 +53,17 @@ cli.check('taskgroup: rank 0: task "worker/train" (node "worker"): train/check/n
 cli.check(p.stdout == "", "fails.json: no results on stdout", p.stdout)
 cli.check(elapsed < 20, "fails.json: the failure cancels the sleeper on the other rank", f"{elapsed:.1f} s")
 
+# Feeds over three ranks: rank 0's reach the node on rank 1 (every rank
+# passes them; rank 0's are read). A feed error: exit 2, one message.
+plan = cli.shipped("inputs.json")
+p = launch("run", "--json", "-q", plan, "--input", "n1/x=4", "--input", "n2/scale=1.5", "--input", 'n2/label="four"')
+cli.check_exit(p, OK, "mpirun run inputs.json --input ...")
+doc = cli.json_of(p.stdout, "mpirun inputs.json")
+cli.check(doc == {"n1/triple": {"y": 12}, "n2/double": {"z": 3.0}}, "--input: feeds reach every rank", doc)
+p = launch("run", "-q", plan, "--input", 'n1/x="four"', "--input", "n2/scale=1")
+cli.check(p.returncode == USAGE, "mpirun run with a bad feed: exit 2", (p.returncode, p.stderr))
+cli.check(p.stderr.count('feed "n1/x": expected int64, got string') == 1, "bad feed: one message", p.stderr)
+
 # A plan error is the same on every rank: exit 2, one message.
 p = launch("run", cli.temp("missing.json"))
 cli.check(p.returncode == USAGE, "mpirun run on a missing plan: exit 2", (p.returncode, p.stderr))
