@@ -247,7 +247,10 @@ TEST_CASE("ranks waiting on a sleeping task do not burn CPU", "[mpi_placement]")
   const auto cpu = process_cpu() - cpu0;
   const auto wall = std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - wall0);
   INFO("rank " << s.rank() << ": " << cpu.count() << " us CPU in " << wall.count() << " us");
-  CHECK(wall >= 1s);
+  // Rank 0 starts its clock before its START goes out and rank 1 before
+  // its 1 s Sleep begins: both waited it all. Rank 2 may come back from the
+  // warm-up run after rank 1 began sleeping, so its wait is shorter.
+  if (s.rank() != 2) CHECK(wall >= 1s);
   CHECK(cpu < wall / 4);
 }
 
