@@ -195,7 +195,7 @@ class client_run {
   bool take_local() {
     if (!ctx_->local_done || local_seen_) return false;
     local_seen_ = true;
-    const run_report* local = ctx_->local ? &ctx_->local.value() : ctx_->failed_local ? &*ctx_->failed_local : nullptr;
+    const run_report* local = ctx_->local_report();
     if (local != nullptr) {
       for (std::size_t k = 0; k < report_.tasks.size(); ++k) {
         const task_report& mine = local->tasks[k];

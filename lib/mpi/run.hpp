@@ -37,6 +37,9 @@ struct run_ctx {
   bool local_done = false;
   result<run_report> local;
   std::optional<run_report> failed_local;  // the local report, when `local` is its failure
+  /// The local part's report, whether it went well or not; null until it
+  /// has ended.
+  run_report* local_report() { return local ? &local.value() : failed_local ? &*failed_local : nullptr; }
   std::vector<pending_send> sends;
   std::optional<error> mpi_error;  // MPI itself failed: stop talking, unwind
 };

@@ -156,14 +156,9 @@ void merge_others(run_report& local, std::vector<std::pair<task_status, std::opt
 // (what its own tasks and, from DONE, the others did), else every task
 // not run.
 run_report failed_report(run_ctx* ctx, const task_group& group, error e) {
-  run_report r;
-  if (ctx != nullptr && ctx->local) {
-    r = std::move(ctx->local).value();
-  } else if (ctx != nullptr && ctx->failed_local) {
-    r = std::move(*ctx->failed_local);
-  } else {
-    return refused_report(group, std::move(e), std::chrono::system_clock::now());
-  }
+  run_report* mine = ctx != nullptr ? ctx->local_report() : nullptr;
+  if (mine == nullptr) return refused_report(group, std::move(e), std::chrono::system_clock::now());
+  run_report r = std::move(*mine);
   r.failure = std::move(e);
   return r;
 }
@@ -258,7 +253,7 @@ asio::awaitable<run_report> run_worker(state_ptr s, task_group group, run_option
       progressed = true;
       status_sent = true;
       status_message m =
-          encode_status(*s->options.codecs, run_id, ctx->local, ctx->failed_local ? &*ctx->failed_local : nullptr);
+          encode_status(*s->options.codecs, run_id, ctx->local, ctx->local ? nullptr : ctx->local_report());
       send(s, *ctx, 0, tag_status, std::move(m.bytes));
       for (auto& p : m.payloads) send_bytes(s, *ctx, 0, tag_payload, p.bytes, std::move(p.keep));
     }
@@ -281,11 +276,8 @@ asio::awaitable<run_report> run_worker(state_ptr s, task_group group, run_option
   // The heartbeats rank 0 sent before its CTRL have arrived by now.
   (void)watch_rank0(s, *ctx, live, beat_id, true, true);
   if (ctx->local) keep_copies(s, group, ctx->local.value());
-  if (ctx->local) merge_others(ctx->local.value(), others);
-  if (*ctrl) {
-    if (ctx->failed_local) merge_others(*ctx->failed_local, others);
-    co_return failed_report(ctx.get(), group, **ctrl);
-  }
+  if (run_report* mine = ctx->local_report()) merge_others(*mine, others);
+  if (*ctrl) co_return failed_report(ctx.get(), group, **ctrl);
   if (!ctx->local) co_return failed_report(nullptr, group, ctx->local.error());
   co_return std::move(ctx->local).value();
 }
