@@ -2,7 +2,12 @@
 
 #include <taskgroup/workspace.hpp>
 
+#include "detail/await_started.hpp"
 #include "detail/errors.hpp"
+#include "detail/offload_gate.hpp"
+#include "ops/offload.hpp"
+
+#include <boost/asio/this_coro.hpp>
 
 #include <atomic>
 #include <exception>
@@ -97,6 +102,7 @@ net_instance::net_instance(const net& def) : defs_(def.freeze()) {}
 result<std::unique_ptr<net_instance>> net_instance::make(const net& n, workspace& ws,
                                                          const operator_registry& registry) {
   std::unique_ptr<net_instance> inst(new net_instance(n));
+  inst->ws_ = &ws;
   const std::size_t count = inst->defs_->ops.size();
   // Kernels may keep pointers to their context: never reallocate.
   inst->ops_.reserve(count);
@@ -123,6 +129,7 @@ result<std::unique_ptr<net_instance>> net_instance::make(const net& n, workspace
     op_context& ctx = slot.ctx;
     result<std::unique_ptr<op_kernel>> kernel = [&]() -> result<std::unique_ptr<op_kernel>> {
       try {
+        if (schema.value()->is_offloaded() || def.offload) return detail::offload_kernel::make(*schema.value(), ctx);
         return schema.value()->instantiate(ctx);
       } catch (const system_error& e) {
         return e.error();
@@ -158,14 +165,43 @@ error net_instance::op_error(std::size_t i, const error& e) const {
   return op_error(i, detail::error_from_exception(std::current_exception()));
 }
 
-// Runs synchronous kernels from `i` until the end or the next asynchronous
-// one; `i` is left on the op that stopped the loop.
+bool net_instance::may_wait() const noexcept {
+  if (has_async()) return true;
+  const detail::offload_gate* g = detail::find_gate(*ws_);
+  return g != nullptr && g->active();
+}
+
+bool net_instance::blocked(std::size_t i) const noexcept {
+  const detail::offload_gate* g = detail::find_gate(*ws_);
+  if (g == nullptr || !g->active()) return false;
+  const op_slot& o = ops_[i];
+  for (std::size_t j = 0; j < o.ctx.num_outputs(); ++j) {
+    if (g->leased(&o.ctx.output_blob(j))) return true;
+  }
+  return g->leased(o.kernel.get());  // an offloaded op's run in flight
+}
+
+void net_instance::wait_unblocked(const boost::asio::any_io_executor& ex, op_completion done) noexcept {
+  detail::offload_gate* g = detail::find_gate(*ws_);
+  if (g == nullptr) {
+    done(ok());  // nothing to wait for (never reached: blocked was true)
+    return;
+  }
+  g->wait(ex, std::move(done));
+}
+
+// Runs synchronous kernels from `i` until the end, the next asynchronous
+// one or the next blocked one; `i` is left on the op that stopped the loop.
 status net_instance::run_from(std::size_t& i) noexcept {
   const std::size_t n = ops_.size();
+  // No op of this loop can start an offloaded run: a gate that is idle
+  // now stays idle until the loop returns.
+  const detail::offload_gate* g = detail::find_gate(*ws_);
+  const bool gated = g != nullptr && g->active();
   try {
     for (; i < n; ++i) {
       op_kernel& k = *ops_[i].kernel;
-      if (k.is_async()) return ok();
+      if (k.is_async() || (gated && blocked(i))) return ok();
       if (k.fast().fn != nullptr && k.fast().fn(k.fast().state)) continue;
       if (status st = k.run(); !st) [[unlikely]] {
         return op_error(i, st.error());
@@ -228,6 +264,17 @@ boost::asio::awaitable<status> net_instance::run() {
     if (status st = run_from(i); !st) co_return st;
     if (i >= ops_.size()) co_return ok();
     status st = ok();
+    if (blocked(i)) {
+      const boost::asio::any_io_executor ex = co_await boost::asio::this_coro::executor;
+      st = co_await detail::await_started(
+          ex,
+          [](void* self, const boost::asio::any_io_executor& e, op_completion done) {
+            static_cast<net_instance*>(self)->wait_unblocked(e, std::move(done));
+          },
+          this);
+      if (!st) co_return op_error(i, st.error());
+      continue;  // op i again: it may run now
+    }
     try {
       st = co_await ops_[i].kernel->run_async();
     } catch (...) {

@@ -2,6 +2,8 @@
 
 #include <taskgroup/net.hpp>
 
+#include "detail/offload_gate.hpp"
+
 #include <algorithm>
 
 namespace taskgroup {
@@ -172,5 +174,31 @@ std::vector<std::string> workspace::nets() const {
   for (const auto& [n, i] : more_->nets) names.push_back(n);
   return names;
 }
+
+void workspace::set_compute_executor(boost::asio::any_io_executor ex) {
+  detail::gate_of(*this).compute = std::move(ex);
+}
+
+boost::asio::any_io_executor workspace::compute_executor() const {
+  if (const detail::offload_gate* g = detail::find_gate(*this); g != nullptr && g->compute) return *g->compute;
+  return default_compute_executor();
+}
+
+namespace detail {
+
+offload_gate& gate_of(workspace& ws) {
+  workspace* root = &ws;
+  while (root->parent_) root = root->parent_.get();
+  if (!root->gate_) root->gate_ = std::make_unique<offload_gate>();
+  return *root->gate_;
+}
+
+offload_gate* find_gate(const workspace& ws) noexcept {
+  const workspace* root = &ws;
+  while (root->parent_) root = root->parent_.get();
+  return root->gate_.get();
+}
+
+}  // namespace detail
 
 }  // namespace taskgroup

@@ -160,6 +160,7 @@ const std::vector<arity> table = {
     {"Enqueue", 2, 2, 0, 0},
     {"Dequeue", 1, 1, 2, 2},
     {"CloseQueue", 1, 1, 0, 0},
+    {"Hash", 1, 1, 1, 1},
 };
 
 std::vector<std::string> names(const char* prefix, std::size_t n) {

@@ -91,6 +91,7 @@ json::value operators_json(const operator_registry& registry, const std::vector<
                                {"inputs", bounds(schema->input_bounds())},
                                {"outputs", bounds(schema->output_bounds())},
                                {"async", schema->is_async()},
+                               {"offload", schema->is_offloaded()},
                                {"any_args", schema->accepts_any_args()},
                                {"library", from == origin.end() ? json::value(nullptr) : json::value(from->second)},
                                {"arguments", std::move(args)}});
@@ -106,6 +107,7 @@ std::string operators_text(const operator_registry& registry, const std::vector<
     out += std::string(op.at("type").as_string()) + "  " + count_text(op.at("inputs")) + " -> " +
            count_text(op.at("outputs"));
     if (op.at("async").as_bool()) out += ", async";
+    if (op.at("offload").as_bool()) out += ", offloaded";
     if (op.at("any_args").as_bool()) out += ", any arguments";
     if (!op.at("library").is_null()) out += "  (from " + std::string(op.at("library").as_string()) + ")";
     out += '\n';

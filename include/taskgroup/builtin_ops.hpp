@@ -30,6 +30,7 @@
 // | Enqueue | 2 -> 0 | | copies input 1 into the queue; waits while full; async |
 // | Dequeue | 1 -> 2 | | waits while empty; output 0 = value, output 1 = true; false once closed and drained; async |
 // | CloseQueue | 1 -> 0 | | closes the queue: waiting consumers drain then get false |
+// | Hash | 1 -> 1 | rounds (int64 >= 1, default 1) | int64 64-bit FNV-1a hash of the string input repeated `rounds` times; offloaded (see operator_schema::offload), checks for cancellation every 64 KiB hashed |
 // clang-format on
 //
 // Threading: the ops are strand-bound like the workspace they run in; the

@@ -112,22 +112,38 @@ class net_instance {
   /// The op definitions this instance was bound from (a snapshot).
   [[nodiscard]] const std::vector<op_def>& ops() const noexcept { return defs_->ops; }
   [[nodiscard]] std::size_t size() const noexcept { return ops_.size(); }
-  /// True when some op is asynchronous (then only `run` may be used).
+  /// True when some op is asynchronous (then only `run` may be used);
+  /// an offloaded op is.
   [[nodiscard]] bool has_async() const noexcept { return sync_.size() != ops_.size(); }
+  /// True when running this net now may have to wait: it has an
+  /// asynchronous op, or an offloaded op of its node is running (any op
+  /// may then have to wait for it, see `operator_schema::offload`). When
+  /// false, `run_sync` may be used.
+  [[nodiscard]] bool may_wait() const noexcept;
+  /// True when op `i` must wait before it runs: it writes a blob that a
+  /// running offloaded op reads, or it is an offloaded op whose previous
+  /// run has not ended.
+  [[nodiscard]] bool blocked(std::size_t i) const noexcept;
+  /// Completes `done` through `ex` after the node's next offloaded op ends
+  /// (then check `blocked` again), or with `errc::cancelled` when its slot
+  /// fires. Threading: on the strand, like `run`.
+  void wait_unblocked(const boost::asio::any_io_executor& ex, op_completion done) noexcept;
 
-  /// Runs every op in order, inline. Requires `!has_async()`. Returns the
+  /// Runs every op in order, inline. Requires `!may_wait()`. Returns the
   /// first failure, with the net, op index and type in its message.
   status run_sync() noexcept;
 
   /// Runs every op in order: synchronous ones inline, asynchronous ones
-  /// awaited. Completes with the first failure. Cancellation: reaches the
-  /// awaited async op; the net then completes with `errc::cancelled`.
+  /// awaited, a blocked one once it is not. Completes with the first
+  /// failure. Cancellation: reaches the awaited async op (or the wait);
+  /// the net then completes with `errc::cancelled`.
   boost::asio::awaitable<status> run();
 
   /// For runners that drive a net themselves (the frame-free task path):
-  /// runs the synchronous ops from op `i` inline until the end of the net
-  /// or the next asynchronous op, and leaves `i` there (`size()` at the
-  /// end). Returns the first failure, as `run_sync` does.
+  /// runs the synchronous ops from op `i` inline until the end of the net,
+  /// the next asynchronous op or the next `blocked` one, and leaves `i`
+  /// there (`size()` at the end). Returns the first failure, as `run_sync`
+  /// does.
   status run_from(std::size_t& i) noexcept;
   /// The kernel of op `i` (`i < size()`).
   [[nodiscard]] op_kernel& kernel(std::size_t i) const noexcept { return *ops_[i].kernel; }
@@ -144,6 +160,7 @@ class net_instance {
   [[nodiscard]] status op_exception(std::size_t i) const;
 
   std::shared_ptr<const net::frozen> defs_;  // later edits of the net do not reach a bound instance
+  workspace* ws_ = nullptr;                  // where it is bound (its node's gate: offloaded ops)
   // An op's context and the kernel built on it (destroyed first).
   struct op_slot {
     template <class... Args>

@@ -6,11 +6,14 @@
 // that turns a definition bound in a workspace into a runnable kernel.
 // Kernels are synchronous (a plain call, run inline by the net runner) or
 // asynchronous (an `asio::awaitable`, awaited by the net runner). Only the
-// asynchronous ones suspend (DESIGN "Ops are not coroutines").
+// asynchronous ones suspend (DESIGN "Ops are not coroutines"). A
+// synchronous kernel marked CPU-bound (`operator_schema::offload`) runs on
+// a compute executor while its task waits off the node strand.
 //
 // Threading: `op_def`, `arguments` and `operator_schema` are value types
 // (reentrant). `operator_registry` is thread-safe. An `op_context` and its
-// kernel are strand-bound, like the workspace they were bound in.
+// kernel are strand-bound, like the workspace they were bound in (an
+// offloaded kernel runs elsewhere, under the blob rule of `offload`).
 #pragma once
 
 #include <taskgroup/blob.hpp>
@@ -20,6 +23,7 @@
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/cancellation_signal.hpp>
 
+#include <atomic>
 #include <chrono>
 #include <concepts>
 #include <cstddef>
@@ -44,6 +48,9 @@ namespace taskgroup {
 
 class workspace;
 class operator_schema;
+namespace detail {
+class offload_kernel;
+}
 
 /// The value of one op argument.
 using argument = std::variant<std::int64_t, double, bool, std::string, std::vector<std::int64_t>, std::vector<double>,
@@ -122,6 +129,11 @@ struct op_def {
   /// Set only for inline (lambda) operators: the schema travels with the
   /// definition instead of being looked up. Such an op is not serializable.
   std::shared_ptr<const operator_schema> inline_schema;
+  /// Run this op's kernel on the compute executor, off the node strand
+  /// (plan key `"offload": true`), as for a schema marked `offload()`.
+  /// Only synchronous kernels can be offloaded: binding another is an
+  /// `errc::bad_argument`. See `operator_schema::offload`.
+  bool offload = false;
 };
 
 /// What a kernel sees of its op: the bound input and output blobs, the
@@ -177,11 +189,24 @@ class op_context {
     return args().get_or<T>(name, std::move(fallback)).value();
   }
 
+  /// True once the run of an offloaded kernel has been asked to stop (the
+  /// task was cancelled or failed elsewhere): a long kernel polls it and
+  /// returns early, e.g. with `fail(errc::cancelled, ...)`; the op ends
+  /// cancelled whatever it returns. A running kernel cannot be interrupted
+  /// otherwise, so a cancelled run waits until the kernel's next check.
+  /// Always false for a kernel that runs on the node strand (its task is
+  /// cancelled between ops). Threading: thread-safe (an atomic load).
+  [[nodiscard]] bool stop_requested() const noexcept {
+    return stop_ != nullptr && stop_->load(std::memory_order_relaxed);
+  }
+
  private:
+  friend class detail::offload_kernel;
   [[nodiscard]] error input_error(std::size_t i, const std::string& expected) const;
 
   const op_def* def_;
   workspace* ws_;
+  const std::atomic<bool>* stop_ = nullptr;  // an offloaded kernel's stop request
   std::vector<std::shared_ptr<blob>> inputs_;
   std::vector<std::shared_ptr<blob>> outputs_;
 };
@@ -350,6 +375,12 @@ void sleep_until(const boost::asio::any_io_executor& ex, std::chrono::steady_clo
 void sleep_for(const boost::asio::any_io_executor& ex, std::chrono::steady_clock::duration d,
                op_completion done) noexcept;
 
+/// The compute executor of offloaded kernels when none is set (see
+/// `operator_schema::offload`): a process-wide `asio::thread_pool` of one
+/// thread per core (`std::thread::hardware_concurrency()`, at least one),
+/// started on first use and joined at exit. Threading: thread-safe.
+boost::asio::any_io_executor default_compute_executor();
+
 /// Turns a bound op into a kernel; may reject bad arguments or input types.
 using kernel_factory = std::function<result<std::unique_ptr<op_kernel>>(op_context&)>;
 /// The body of a synchronous function operator.
@@ -482,6 +513,25 @@ class operator_schema {
   /// free-form arguments). Off by default: unknown arguments are errors.
   operator_schema& any_args();
   operator_schema& doc(std::string text);
+  /// Marks the kernel CPU-bound: a session runs it on its compute executor
+  /// (`local_session::set_compute_executor`, by default a process-wide
+  /// pool of one thread per core) instead of on the node strand, and the
+  /// task waits for it without holding the strand, so the node's other
+  /// tasks, its report steps and cancellation go on meanwhile.
+  ///
+  /// The blob rule that keeps this free of data races: while an offloaded
+  /// op runs, its input blobs are read-shared (ops on the strand may read
+  /// them; an op that writes one, as an output, waits until the offloaded
+  /// op ends) and its outputs are private (the kernel writes fresh blobs,
+  /// which replace the outputs' values on the strand when it ends; until
+  /// then the node sees their previous values). So an offloaded kernel's
+  /// outputs start empty on each run: to read a previous value, list the
+  /// blob as an input too. Runs of one offloaded op never overlap. The
+  /// kernel must touch no blob but its inputs and outputs (not through
+  /// `op_context::ws()`). Only synchronous kernels can be offloaded
+  /// (binding another is an `errc::bad_argument`); cancellation reaches a
+  /// running kernel only through `op_context::stop_requested`.
+  operator_schema& offload(bool on = true);
 
   /// The kernel: a factory, or a synchronous / asynchronous function
   /// called with the op's context on every run.
@@ -491,6 +541,8 @@ class operator_schema {
 
   [[nodiscard]] const std::string& type() const noexcept { return type_; }
   [[nodiscard]] bool is_async() const noexcept { return async_; }
+  /// True when the kernel runs on the compute executor (`offload`).
+  [[nodiscard]] bool is_offloaded() const noexcept { return offload_; }
   [[nodiscard]] const std::string& doc() const noexcept { return doc_; }
   [[nodiscard]] std::pair<std::size_t, std::size_t> input_bounds() const noexcept { return {min_in_, max_in_}; }
   [[nodiscard]] std::pair<std::size_t, std::size_t> output_bounds() const noexcept { return {min_out_, max_out_}; }
@@ -513,6 +565,7 @@ class operator_schema {
   std::vector<argument_spec> args_;
   bool any_args_ = false;
   bool async_ = false;
+  bool offload_ = false;
   std::string doc_;
   kernel_factory factory_;
 };

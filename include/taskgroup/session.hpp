@@ -184,6 +184,14 @@ class local_session {
   /// Operator registry used by later runs (default: the global one).
   void set_registry(const operator_registry& registry);
 
+  /// The executor that runs offloaded kernels (`operator_schema::offload`)
+  /// on every node of this session, e.g. an `asio::thread_pool`'s; by
+  /// default `default_compute_executor()` (one thread per core). The
+  /// session's own executor works too, but then CPU-bound kernels share
+  /// its threads again. It must run until the runs using it have ended.
+  /// Threading: thread-safe; call it while no run is in flight.
+  void set_compute_executor(boost::asio::any_io_executor ex);
+
   /// Closes the session: later runs fail with `errc::session_closed`
   /// ("Session is closed."). Idempotent. Runs in flight go on.
   void close();

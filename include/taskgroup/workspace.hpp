@@ -14,6 +14,8 @@
 #include <taskgroup/blob.hpp>
 #include <taskgroup/error.hpp>
 
+#include <boost/asio/any_io_executor.hpp>
+
 #include <cstddef>
 #include <map>
 #include <memory>
@@ -26,6 +28,13 @@ namespace taskgroup {
 class net;
 class net_instance;
 class operator_registry;
+class workspace;
+
+namespace detail {
+class offload_gate;
+offload_gate& gate_of(workspace& ws);
+offload_gate* find_gate(const workspace& ws) noexcept;
+}  // namespace detail
 
 /// A store of named blobs and instantiated nets, optionally a child of a
 /// parent workspace (which it keeps alive).
@@ -139,7 +148,21 @@ class workspace : public std::enable_shared_from_this<workspace> {
   /// the binding errors of `create_net`.
   result<net_instance*> instance_of(const net& n, const operator_registry& registry);
 
+  // --- offload -----------------------------------------------------------
+
+  /// Sets the executor that runs the offloaded kernels of this workspace's
+  /// node (`operator_schema::offload`): its root workspace and every child
+  /// share it. A session sets it on its node workspaces
+  /// (`local_session::set_compute_executor`). Threading: strand-bound; set
+  /// it while no offloaded op runs.
+  void set_compute_executor(boost::asio::any_io_executor ex);
+  /// That executor, or `default_compute_executor()` when none was set.
+  [[nodiscard]] boost::asio::any_io_executor compute_executor() const;
+
  private:
+  friend detail::offload_gate& detail::gate_of(workspace& ws);
+  friend detail::offload_gate* detail::find_gate(const workspace& ws) noexcept;
+
   [[nodiscard]] error typed_error(std::string_view name, const blob& b, const std::string& expected) const;
   [[nodiscard]] std::shared_ptr<blob> lookup(std::string_view name) const noexcept;
 
@@ -168,6 +191,7 @@ class workspace : public std::enable_shared_from_this<workspace> {
   const void* first_key_ = nullptr;
   keyed_instance first_;
   std::unique_ptr<extras> more_;
+  std::unique_ptr<detail::offload_gate> gate_;  // a root's, made by the first offloaded op or executor set
 };
 
 }  // namespace taskgroup

@@ -19,6 +19,7 @@ status register_builtin_ops(operator_registry& registry) {
   detail::add_counter_ops(table);
   detail::add_effect_ops(table);
   detail::add_queue_ops(table);
+  detail::add_compute_ops(table);
   return std::move(table).first_failure();
 }
 

@@ -43,6 +43,7 @@ void add_arithmetic_ops(builtin_table& t);  // Add ... Mod Negate, LT ... NE, An
 void add_counter_ops(builtin_table& t);     // CreateCounter CountDown ResetCounter Iter AtomicIter (counters.cpp)
 void add_effect_ops(builtin_table& t);      // Print Sleep Fail (effects.cpp)
 void add_queue_ops(builtin_table& t);       // CreateQueue Enqueue Dequeue CloseQueue (queues.cpp)
+void add_compute_ops(builtin_table& t);     // Hash, offloaded (compute.cpp)
 
 // --- messages (cold paths; messages.cpp) -------------------------------------
 

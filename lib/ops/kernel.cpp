@@ -4,6 +4,8 @@
 
 #include <taskgroup/workspace.hpp>
 
+#include "detail/await_started.hpp"
+
 #include <boost/asio/associated_cancellation_slot.hpp>
 #include <boost/asio/async_result.hpp>
 #include <boost/asio/post.hpp>
@@ -121,20 +123,33 @@ class handler_target final : public op_completion::target {
 
 }  // namespace
 
-boost::asio::awaitable<status> op_kernel::run_async() {
-  if (!startable_) co_return run();
-  const boost::asio::any_io_executor ex = co_await boost::asio::this_coro::executor;
-  co_return co_await boost::asio::async_initiate<const boost::asio::use_awaitable_t<>, void(status)>(
-      [this, &ex](auto handler) {
+namespace detail {
+
+boost::asio::awaitable<status> await_started(const boost::asio::any_io_executor& ex, start_fn start, void* arg) {
+  return boost::asio::async_initiate<const boost::asio::use_awaitable_t<>, void(status)>(
+      [&ex, start, arg](auto handler) {
         // The coroutine's own slot is the run's: cancelling the awaiting
-        // coroutine cancels the kernel's operation, as it would an Asio
-        // operation awaited directly.
+        // coroutine cancels the operation, as it would an Asio operation
+        // awaited directly.
         const boost::asio::cancellation_slot slot = boost::asio::get_associated_cancellation_slot(handler);
         auto* t = new handler_target<decltype(handler)>(std::move(handler));
-        start(ex, op_completion(*t, slot));
+        start(arg, ex, op_completion(*t, slot));
         t->started(ex);
       },
       boost::asio::use_awaitable);
+}
+
+}  // namespace detail
+
+boost::asio::awaitable<status> op_kernel::run_async() {
+  if (!startable_) co_return run();
+  const boost::asio::any_io_executor ex = co_await boost::asio::this_coro::executor;
+  co_return co_await detail::await_started(
+      ex,
+      [](void* k, const boost::asio::any_io_executor& e, op_completion done) {
+        static_cast<op_kernel*>(k)->start(e, std::move(done));
+      },
+      this);
 }
 
 void op_kernel::start(const boost::asio::any_io_executor& /*ex*/, op_completion done) noexcept {

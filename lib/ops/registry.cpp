@@ -69,6 +69,11 @@ operator_schema& operator_schema::any_args() {
   return *this;
 }
 
+operator_schema& operator_schema::offload(bool on) {
+  offload_ = on;
+  return *this;
+}
+
 operator_schema& operator_schema::doc(std::string text) {
   doc_ = std::move(text);
   return *this;

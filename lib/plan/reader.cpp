@@ -36,7 +36,7 @@ class reader {
  private:
   result<op_def> op(const json::value& v, const std::string& opp) {
     TASKGROUP_TRY(auto o, get_object(v, opp));
-    TASKGROUP_TRY(known_keys(*o, opp, {"type", "inputs", "outputs", "args"}));
+    TASKGROUP_TRY(known_keys(*o, opp, {"type", "inputs", "outputs", "args", "offload"}));
     if (!o->contains("type")) return bad(opp, "an op needs a \"type\"");
     op_def def;
     TASKGROUP_TRY(def.type, get_string(o->at("type"), child(opp, "type")));
@@ -53,6 +53,9 @@ class reader {
         TASKGROUP_TRY(auto value, argument_from_json(a, child(ap, k)));
         def.args.set(std::string(k), std::move(value));
       }
+    }
+    if (const auto* x = o->if_contains("offload")) {
+      TASKGROUP_TRY(def.offload, get_bool(*x, child(opp, "offload")));
     }
     auto schema = registry_.find(def.type);
     if (!schema) return bad(opp, "unknown operator type " + quote(printable(def.type)));

@@ -41,6 +41,7 @@ class writer {
         }
         o["args"] = std::move(args);
       }
+      if (op.offload) o["offload"] = true;
       ops.emplace_back(std::move(o));
     }
     seen_.emplace(n.name(), n);

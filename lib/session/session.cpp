@@ -50,6 +50,7 @@ struct local_session::impl {
   mutable std::mutex mutex;  // guards what follows
   bool closed = false;
   const operator_registry* registry = nullptr;
+  std::optional<asio::any_io_executor> compute;                  // offloaded kernels' (none: the default)
   std::vector<std::unique_ptr<node_state>> nodes;                // in order of first use
   std::unordered_map<std::string_view, node_state*> node_index;  // names in `nodes`
   struct cached {
@@ -62,6 +63,7 @@ struct local_session::impl {
   node_state& node(const std::string& name) {
     if (auto it = node_index.find(name); it != node_index.end()) return *it->second;
     nodes.push_back(std::make_unique<node_state>(node_state{name, asio::make_strand(ex), workspace::make(name)}));
+    if (compute) nodes.back()->ws->set_compute_executor(*compute);
     node_index.emplace(nodes.back()->name, nodes.back().get());
     return *nodes.back();
   }
@@ -116,6 +118,12 @@ asio::any_io_executor local_session::get_executor() const { return impl_->ex; }
 void local_session::set_registry(const operator_registry& registry) {
   std::lock_guard lock(impl_->mutex);
   impl_->registry = &registry;
+}
+
+void local_session::set_compute_executor(asio::any_io_executor ex) {
+  std::lock_guard lock(impl_->mutex);
+  impl_->compute = ex;
+  for (const auto& n : impl_->nodes) n->ws->set_compute_executor(ex);
 }
 
 std::shared_ptr<workspace> local_session::node_workspace(const std::string& name) {

@@ -283,7 +283,7 @@ struct runner {  // internal: every member is used by the entry points below
     events_.net_begins(inst);
     // No co_await inside ?: — GCC 12 miscompiles the temporaries there.
     status st = ok();
-    if (inst.has_async()) {
+    if (inst.may_wait()) {
       st = co_await inst.run();
     } else {
       st = inst.run_sync();
@@ -328,6 +328,8 @@ struct runner {  // internal: every member is used by the entry points below
           case loop_exit::yield: break;
         }
         if (!co_await yield(*stop.cs)) co_return cancelled_at(path);
+        // An offloaded op may have started meanwhile: the nets may wait now.
+        if (!has_only_sync_nets(n, b)) break;
       }
     }
     for (auto a = m.next(stop, clock, stats_);;) {
@@ -339,7 +341,7 @@ struct runner {  // internal: every member is used by the entry points below
           if (stats_ != nullptr) ++stats_->net_runs;
           events_.net_begins(inst);
           status st = ok();
-          if (inst.has_async()) {
+          if (inst.may_wait()) {
             st = co_await inst.run();
           } else {
             st = inst.run_sync();
@@ -357,7 +359,7 @@ struct runner {  // internal: every member is used by the entry points below
         case step_machine::action::run_concurrent: {
           status st = ok();
           if (in_turn) {
-            st = co_await children_in_turn(n, b, paths, stop, clock);
+            st = co_await children_in_turn(n, ws, b, paths, stop, clock);
           } else if (join) {
             // Turns what an awaited Asio operation throws (cancellation of
             // an already-cancelled coroutine) into a status, as `guarded`.
@@ -398,7 +400,7 @@ struct runner {  // internal: every member is used by the entry points below
     return true;
   }
 
-  asio::awaitable<status> children_in_turn(const program_step& n, const bound_step& b,
+  asio::awaitable<status> children_in_turn(const program_step& n, workspace& ws, const bound_step& b,
                                            const std::vector<step_path>& paths, const stop_query& stop,
                                            yield_clock& clock) {
     for (std::size_t k = 0, e = n.recurring_size(); k < e; ++k) {
@@ -417,7 +419,14 @@ struct runner {  // internal: every member is used by the entry points below
           case loop_exit::cancelled: st = cancelled_at(&paths[k]); break;
           case loop_exit::yield:
             more = co_await yield(*stop.cs);
-            if (!more) st = cancelled_at(&paths[k]);
+            if (!more) {
+              st = cancelled_at(&paths[k]);
+            } else if (!has_only_sync_nets(c, b.children[idx])) {
+              // An offloaded op started meanwhile: the child's nets may
+              // wait now, so the general loop carries it on.
+              more = false;
+              st = co_await drive(child, ws, &paths[k], stop, clock);
+            }
             break;
         }
       }

@@ -169,11 +169,12 @@ class frame_free_driver final : public frame_free_run, private op_completion::ta
     std::optional<action> a;
     if (resumed) {
       if (!*resumed) {
+        retry_ = false;
         result_ = net_->op_error(op_, resumed->error());
         (void)net_ended(clock);
         return true;
       }
-      ++op_;
+      if (!std::exchange(retry_, false)) ++op_;  // after a wait for an offloaded op, op_ runs now
       if (!continue_net()) return false;
       a = net_ended(clock);
     } else {
@@ -188,7 +189,7 @@ class frame_free_driver final : public frame_free_run, private op_completion::ta
           events_.net_begins(inst);
           net_ = &inst;
           op_ = 0;
-          if (!inst.has_async()) {
+          if (!inst.may_wait()) {
             result_ = inst.run_sync();
           } else if (!continue_net()) {
             return false;
@@ -243,13 +244,24 @@ class frame_free_driver final : public frame_free_run, private op_completion::ta
         return true;
       }
       if (op_ == net_->size()) return true;
-      std::optional<status> now = start_op(net_->kernel(op_));
-      if (!now) return false;
+      // A blocked op waits for the node's offloaded op, then runs.
+      const bool blocked = net_->blocked(op_);
+      std::optional<status> now =
+          blocked ? start_op([this](const asio::any_io_executor& ex, op_completion done) {
+            net_->wait_unblocked(ex, std::move(done));
+          })
+                  : start_op([k = &net_->kernel(op_)](const asio::any_io_executor& ex, op_completion done) {
+                      k->start(ex, std::move(done));
+                    });
+      if (!now) {
+        retry_ = blocked;
+        return false;
+      }
       if (!*now) {
         result_ = net_->op_error(op_, now->error());
         return true;
       }
-      ++op_;
+      if (!blocked) ++op_;
     }
   }
 
@@ -265,12 +277,15 @@ class frame_free_driver final : public frame_free_run, private op_completion::ta
     return stack_.back().unit_ended(stop(), clock, &stats_);
   }
 
-  // Starts op `k`: its status when it ended at once, nullopt when it waits.
-  std::optional<status> start_op(op_kernel& k) {
+  // Starts an op through `start(ex, done)` (its kernel's start, or the
+  // wait for an offloaded op): its status when it ended at once, nullopt
+  // when it waits.
+  template <class Start>
+  std::optional<status> start_op(Start start) {
     if (stop().requested()) return status(fail(errc::cancelled, "cancelled"));
     in_start_ = true;
     ended_early_ = false;
-    k.start(host_.executor(), op_completion(*this, signal_.slot()));
+    start(host_.executor(), op_completion(*this, signal_.slot()));
     in_start_ = false;
     if (ended_early_) return result_.take();
     waiting_ = true;
@@ -312,6 +327,7 @@ class frame_free_driver final : public frame_free_run, private op_completion::ta
   bool waiting_ = false;
   bool in_start_ = false;
   bool ended_early_ = false;
+  bool retry_ = false;  // the pending wait is for an offloaded op: op_ runs when it ends
 };
 
 }  // namespace

@@ -5,7 +5,7 @@ namespace taskgroup::detail {
 bool has_only_sync_nets(const program_step& n, const bound_step& b) noexcept {
   if (n.nets.empty()) return false;
   for (const net_instance* inst : b.nets) {
-    if (inst->has_async()) return false;
+    if (inst->may_wait()) return false;
   }
   return true;
 }

@@ -88,8 +88,10 @@ struct step_events {
   return (n.concurrent && n.recurring_size() >= 2) || n.instances() > 1;
 }
 
-/// A net step whose bound nets are all synchronous: its whole loop runs in
-/// `run_sync_loop`, by either driver.
+/// A net step whose bound nets are all synchronous and none of which may
+/// wait now (`net_instance::may_wait`: no offloaded op of the node runs):
+/// its whole loop runs in `run_sync_loop`, by either driver. Only valid
+/// until the driver next suspends (an offloaded op may start meanwhile).
 [[nodiscard]] bool has_only_sync_nets(const program_step& n, const bound_step& b) noexcept;
 
 /// The stop blob's verdict: go on, stop (the step ends with success), or a

@@ -23,6 +23,36 @@ pipe = cli.json_of(p.stdout, "pipeline --json")
 cli.check(pipe == {"local/produce": {}, "local/consume": {"total": 420, "consumed": 40}},
           "pipeline: 2 producers x 20 items, sum 2 * (1 + ... + 20)", pipe)
 
+# offload.json: four offloaded Hash tasks beside a heartbeat on one node.
+p = cli.run("run", "--json", "--quiet", cli.shipped("offload.json"))
+cli.check_exit(p, OK, "run --json offload.json")
+off = cli.json_of(p.stdout, "offload --json") or {}
+
+
+def fnv1a_repeated(text, rounds):
+    h = 0xcbf29ce484222325
+    data = text.encode()
+    for _ in range(rounds):
+        for b in data:
+            h = ((h ^ b) * 0x100000001b3) & 0xFFFFFFFFFFFFFFFF
+    return h - (1 << 64) if h >= 1 << 63 else h
+
+
+# (Its 4,000,000 rounds would take minutes in a Python model: hash.json
+# checks the values on short inputs.)
+cli.check(off.get("cpu/heartbeat") == {"beats": 20}, "offload: the heartbeat ran its 20 beats", off)
+cli.check(sorted(off) == ["cpu/hash0", "cpu/hash1", "cpu/hash2", "cpu/hash3", "cpu/heartbeat"],
+          "offload: every task reported", off)
+values = [off.get(f"cpu/hash{i}", {}).get(f"h{i}") for i in range(4)]
+cli.check(all(isinstance(v, int) for v in values) and len(set(values)) == 4,
+          "offload: four distinct int64 hashes", values)
+
+p = cli.run("run", "--json", "--quiet", cli.plan("hash.json"))
+cli.check_exit(p, OK, "run --json hash.json")
+got = (cli.json_of(p.stdout, "hash --json") or {}).get("local/hash", {})
+cli.check(got == {"h": fnv1a_repeated("taskgroup", 300), "one": fnv1a_repeated("a", 1)},
+          "hash.json: Hash is FNV-1a of the input repeated `rounds` times", got)
+
 p = cli.run("run", "--json", "-q", cli.plan("types.json"))
 cli.check_exit(p, OK, "run --json types.json")
 values = (cli.json_of(p.stdout, "types --json") or {}).get("local/values", {})

@@ -78,7 +78,7 @@ def listing(*load):
 
 
 ops = listing()
-keys = {"type", "doc", "inputs", "outputs", "async", "any_args", "library", "arguments"}
+keys = {"type", "doc", "inputs", "outputs", "async", "offload", "any_args", "library", "arguments"}
 cli.check(all(set(op) == keys for op in ops.values()), "ops --json: every entry has the documented keys",
           [sorted(op) for op in ops.values() if set(op) != keys])
 cli.check(list(ops) == sorted(ops), "ops --json: sorted by type", list(ops))
@@ -86,6 +86,8 @@ cli.check("Upper" not in ops and all(op["library"] is None for op in ops.values(
           "ops: without --load, only built-ins", list(ops))
 cli.check(ops.get("Sleep", {}).get("async") is True and ops.get("Add", {}).get("async") is False,
           "ops: Sleep is async, Add is not", (ops.get("Sleep"), ops.get("Add")))
+cli.check(ops.get("Hash", {}).get("offload") is True and ops.get("Add", {}).get("offload") is False,
+          "ops: Hash is offloaded, Add is not", (ops.get("Hash"), ops.get("Add")))
 cli.check(ops.get("Add", {}).get("inputs") == {"min": 2, "max": 2} and
           ops.get("Print", {}).get("inputs") == {"min": 1, "max": None}, "ops: arities (null: unbounded)",
           (ops.get("Add"), ops.get("Print")))
