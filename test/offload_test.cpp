@@ -16,6 +16,7 @@
 #include <boost/asio/thread_pool.hpp>
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -24,6 +25,12 @@
 #include <string>
 #include <thread>
 #include <vector>
+
+#if defined(__linux__)
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
 
 using namespace taskgroup;
 using namespace std::chrono_literals;
@@ -48,6 +55,7 @@ struct probe {
   std::atomic<int> runs{0};
   std::atomic<bool> on_pool{true};
   std::atomic<bool> off_io_thread{true};
+  std::atomic<int> nice{-100};  // the kernel's thread's (Linux)
   asio::thread_pool* pool = nullptr;
   std::thread::id io_thread;
   // Written on the strand only, read after the run.
@@ -69,6 +77,9 @@ bool spin_until(F cond) {
 void note_thread(probe& p) {
   if (p.pool != nullptr && !p.pool->get_executor().running_in_this_thread()) p.on_pool = false;
   if (std::this_thread::get_id() == p.io_thread) p.off_io_thread = false;
+#if defined(__linux__)
+  p.nice = getpriority(PRIO_PROCESS, static_cast<id_t>(syscall(SYS_gettid)));
+#endif
 }
 
 // The registry of the test ops (and the built-ins).
@@ -194,11 +205,13 @@ struct fixture {
   operator_registry registry = registry_for(p);
   local_session session{io.get_executor()};
 
-  fixture() {
-    p.pool = &pool;
+  // With `own_pool`, the kernels run on `pool`; else on the default
+  // compute executor.
+  explicit fixture(bool own_pool = true) {
+    p.pool = own_pool ? &pool : nullptr;
     p.io_thread = std::this_thread::get_id();
     session.set_registry(registry);
-    session.set_compute_executor(pool.get_executor());
+    if (own_pool) session.set_compute_executor(pool.get_executor());
   }
   result<run_report> run(const task_group& g, run_options o = {}) {
     return test::run(io, session.run(g, std::move(o)));
@@ -209,8 +222,9 @@ struct fixture {
 
 TEST_CASE("an offloaded op runs on the compute executor and leaves the node strand free", "[offload]") {
   const bool concurrent = GENERATE(false, true);
-  CAPTURE(concurrent);
-  fixture f;
+  const bool own_pool = GENERATE(true, false);
+  CAPTURE(concurrent, own_pool);
+  fixture f(own_pool);
   net a("a");
   a.op("ConstantFill", {}, {"y"}, {{"value", i64{7}}});
   net hold("hold");
@@ -227,6 +241,11 @@ TEST_CASE("an offloaded op runs on the compute executor and leaves the node stra
   REQUIRE_OK(r);
   CHECK(f.p.on_pool);
   CHECK(f.p.off_io_thread);
+#if defined(__linux__)
+  // The default pool's threads run below the program's priority; a pool
+  // of the caller's keeps its own.
+  CHECK(f.p.nice == (own_pool ? getpriority(PRIO_PROCESS, 0) : std::min(19, getpriority(PRIO_PROCESS, 0) + 10)));
+#endif
   // The sibling ran while the kernel held, and saw y's previous value:
   // the kernel's output is private until it ends.
   REQUIRE(f.p.observed == std::vector<i64>{7});

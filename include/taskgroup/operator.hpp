@@ -376,9 +376,13 @@ void sleep_for(const boost::asio::any_io_executor& ex, std::chrono::steady_clock
                op_completion done) noexcept;
 
 /// The compute executor of offloaded kernels when none is set (see
-/// `operator_schema::offload`): a process-wide `asio::thread_pool` of one
-/// thread per core (`std::thread::hardware_concurrency()`, at least one),
-/// started on first use and joined at exit. Threading: thread-safe.
+/// `operator_schema::offload`): a process-wide pool of one thread per core
+/// (`std::thread::hardware_concurrency()`, at least one), started on first
+/// use and joined at exit (running kernels end first; queued ones are
+/// dropped). On Linux its threads run at nice +10, below the program's own
+/// threads, so that an I/O thread that wakes up preempts a CPU-bound kernel
+/// at once; a pool you pass to `set_compute_executor` keeps the priority you
+/// give it. Threading: thread-safe.
 boost::asio::any_io_executor default_compute_executor();
 
 /// Turns a bound op into a kernel; may reject bad arguments or input types.

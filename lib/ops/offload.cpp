@@ -9,22 +9,78 @@
 #include "detail/offload_gate.hpp"
 
 #include <boost/asio/execution/outstanding_work.hpp>
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/prefer.hpp>
-#include <boost/asio/thread_pool.hpp>
 
 #include <algorithm>
+#include <cerrno>
 #include <atomic>
 #include <thread>
+#include <vector>
+
+#if defined(__linux__)
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
 
 namespace taskgroup {
 
 namespace asio = boost::asio;
 
+namespace {
+
+// The default compute pool: one thread per core, each at a lower scheduling
+// priority than the program's own threads (nice +10 on Linux), so that an
+// I/O thread that wakes up (a timer, a socket) preempts a CPU-bound kernel
+// at once instead of waiting for a time slice.
+class compute_pool {
+ public:
+  compute_pool() : work_(ctx_.get_executor()) {
+    const unsigned n = std::max(1U, std::thread::hardware_concurrency());
+    threads_.reserve(n);
+    for (unsigned i = 0; i < n; ++i) {
+      threads_.emplace_back([this] {
+        lower_priority();
+        ctx_.run();
+      });
+    }
+  }
+  compute_pool(const compute_pool&) = delete;
+  compute_pool& operator=(const compute_pool&) = delete;
+  // At exit: kernels running end first; queued ones are dropped (their
+  // runs abandoned), as a thread_pool's destructor does.
+  ~compute_pool() {
+    work_.reset();
+    ctx_.stop();
+    for (auto& t : threads_) t.join();
+  }
+  asio::any_io_executor executor() { return ctx_.get_executor(); }
+
+ private:
+  static void lower_priority() noexcept {
+#if defined(__linux__)
+    // Per thread on Linux: the id is the thread's. Raising one's own nice
+    // value needs no privilege; a failure leaves the priority as it was.
+    const auto tid = static_cast<id_t>(syscall(SYS_gettid));
+    errno = 0;
+    const int now = getpriority(PRIO_PROCESS, tid);
+    if (errno == 0) (void)setpriority(PRIO_PROCESS, tid, std::min(19, now + 10));
+#endif
+  }
+
+  asio::io_context ctx_;
+  asio::executor_work_guard<asio::io_context::executor_type> work_;
+  std::vector<std::thread> threads_;
+};
+
+}  // namespace
+
 asio::any_io_executor default_compute_executor() {
-  // Joined at exit (after main returns, kernels still running end first).
-  static asio::thread_pool pool(std::max(1U, std::thread::hardware_concurrency()));
-  return pool.get_executor();
+  static compute_pool pool;
+  return pool.executor();
 }
 
 namespace detail {
