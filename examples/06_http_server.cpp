@@ -32,8 +32,9 @@
 // and stop) is in http_sum_server.hpp, shared with the hand-written
 // baseline of the benchmark (bench/w8_http/asio_server.cpp).
 //
-// Usage: 06_http_server [--address A] [--port P] [--threads N]
-// (defaults 127.0.0.1, 8080, 2; --port 0 picks a free port). It prints
+// Usage: 06_http_server [--address A] [--port P] [--threads N] [--offload]
+// (defaults 127.0.0.1, 8080, 2; --port 0 picks a free port; --offload runs
+// the Sum ops on the compute executor, off the I/O threads). It prints
 // "listening on A:P" once ready. SIGINT or SIGTERM: it stops accepting,
 // lets requests in flight finish, closes keep-alive connections at their
 // next request (idle ones within 5 s), and exits 0.
@@ -78,7 +79,9 @@ std::string node_name(int j) { return "n" + std::to_string(j); }
 // blob name per task.
 std::string value_blob(int k) { return "value" + std::to_string(k); }
 
-tg::net work_net(int k) {
+// With `offload`, Sum (CPU work that grows with n) runs on the default
+// compute executor instead of the I/O thread running the node's strand.
+tg::net work_net(int k, bool offload) {
   tg::net n("work");
   n.lambda("Nap", {"sleep_ms"}, {}, [](tg::op_context& ctx) -> asio::awaitable<tg::status> {
     const i64 ms = ctx.input<i64>(0);
@@ -88,14 +91,19 @@ tg::net work_net(int k) {
     if (ec) co_return tg::fail(tg::errc::cancelled, "nap cancelled");
     co_return tg::ok();
   });
-  n.lambda("Sum", {"n"}, {value_blob(k)}, [k](tg::op_context& ctx) -> tg::status {
+  auto sum = [k](tg::op_context& ctx) -> tg::status {
     const i64 count = ctx.input<i64>(0);
     i64 s = 0;
     for (i64 i = 1; i <= count; ++i) s += i * (k + 1);
     ctx.set_output(0, s);
     return tg::ok();
-  });
-  return n;
+  };
+  if (!offload) return n.lambda("Sum", {"n"}, {value_blob(k)}, sum);
+  // An inline op asked to be offloaded: its definition says so.
+  tg::op_def def{"Sum", {"n"}, {value_blob(k)}, {}, nullptr};
+  def.offload = true;
+  def.inline_schema = std::make_shared<const tg::operator_schema>(tg::operator_schema("Sum").sync(sum));
+  return n.add(std::move(def));
 }
 
 struct service {
@@ -105,13 +113,13 @@ struct service {
   counters stats;
   std::atomic<bool> stopping{false};
 
-  explicit service(asio::any_io_executor ex) : session(std::move(ex)) {
+  service(asio::any_io_executor ex, bool offload) : session(std::move(ex)) {
     for (int j = 0; j < nodes; ++j) {
       check(group.input<i64>("n", tg::node(node_name(j))));
       check(group.input<i64>("sleep_ms", tg::node(node_name(j))));
     }
     for (int k = 0; k < tasks; ++k) {
-      tg::task t("t" + std::to_string(k), tg::step("work").add_net(work_net(k)));
+      tg::task t("t" + std::to_string(k), tg::step("work").add_net(work_net(k, offload)));
       values.push_back(t.output<i64>(value_blob(k)));
       check(group.add(t, tg::node(node_name(k % nodes))));
     }
@@ -192,8 +200,10 @@ std::string service::stopped() const { return "stopped: " + json::serialize(stat
 }  // namespace
 
 int main(int argc, char** argv) {
-  const auto options = sum_server::parse_options(argc, argv, "06_http_server");
+  const auto options = sum_server::parse_options(argc, argv, "06_http_server", {"--offload"});
   if (!options) return 2;
-  return sum_server::run(*options, "06_http_server",
-                         [](asio::io_context& io) { return std::make_unique<service>(io.get_executor()); });
+  const bool offload = options->has("--offload");
+  return sum_server::run(*options, "06_http_server", [offload](asio::io_context& io) {
+    return std::make_unique<service>(io.get_executor(), offload);
+  });
 }

@@ -1,6 +1,7 @@
 """The HTTP example (examples/06_http_server.cpp) under load and at its edges.
 
-Run by Meson as `python3 http_server.py <06_http_server binary>`. Starts the
+Run by Meson as `python3 http_server.py <06_http_server binary> [flags]`
+(once plain, once with `--offload`). Starts the
 server on 127.0.0.1 (port 0, read from its first line), then:
 - load: 5,000 GET /sum requests over 32 keep-alive connections, n cycling
   through distinct values, every body checked against the expected values;
@@ -238,10 +239,10 @@ async def main(port, server):
 
 
 def run():
-    if len(sys.argv) != 2:
-        sys.exit(f"usage: {sys.argv[0]} HTTP_SERVER_BINARY")
+    if len(sys.argv) < 2:
+        sys.exit(f"usage: {sys.argv[0]} HTTP_SERVER_BINARY [SERVER_FLAG...]")
     t0 = time.monotonic()
-    server = subprocess.Popen([sys.argv[1], "--port", "0", "--threads", "2"], stdout=subprocess.PIPE,
+    server = subprocess.Popen([sys.argv[1], "--port", "0", "--threads", "2", *sys.argv[2:]], stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True)
     try:
         first = server.stdout.readline()
