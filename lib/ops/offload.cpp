@@ -200,11 +200,6 @@ result<std::unique_ptr<op_kernel>> offload_kernel::make(const operator_schema& s
   return std::unique_ptr<op_kernel>(std::move(k));
 }
 
-bool offload_kernel::running() const noexcept {
-  const offload_gate* g = find_gate(outer_->ws());
-  return g != nullptr && g->leased(static_cast<const op_kernel*>(this));
-}
-
 // One run, owned by the handler that carries it: to the compute executor,
 // then back to the strand. The strand's executor is held with outstanding
 // work, so that its context does not run out while the kernel runs.

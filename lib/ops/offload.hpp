@@ -27,8 +27,6 @@ class offload_kernel final : public op_kernel, private op_completion::target {
   offload_kernel& operator=(const offload_kernel&) = delete;
 
   void start(const boost::asio::any_io_executor& ex, op_completion done) noexcept override;
-  /// True while a run is in flight (a second run waits: runs never overlap).
-  [[nodiscard]] bool running() const noexcept;
 
  private:
   struct run_state;
