@@ -24,36 +24,20 @@ namespace {
 
 // The tasks of one node run without coroutine frames
 // (detail::frame_free_run): those whose tree allows it, observed or not.
-// Each runs on the node's strand until its end or its first
-// wait; a waiting task then costs its run, its workspace and its pending
-// operation only. The batch ends each task's report, keeps the first
-// failure and, under fail_fast, stops the others at once. It lives until
-// its holder (run_tasks) has let go and no run waits: a waiting run's
-// operation may be the last thing alive when an abandoned io_context is
-// destroyed.
-class node_batch final : public detail::task_host {
+// Each runs on the node's strand until its end or its first wait; a
+// waiting task then costs its run, its workspace and its pending operation
+// only. The batch is the join of those runs (detail::join_core, with the
+// rules of every join): it ends each task's report, keeps the first
+// failure and, under fail_fast, stops the others at once. Each waiting run
+// holds the batch (`frame_free_run::host_ref`), as its holder does: a
+// waiting run's operation may be the last thing alive when an abandoned
+// io_context is destroyed.
+class node_batch final : public detail::join_core<node_batch>, public detail::task_host {
  public:
-  using handler_type = asio::async_result<asio::use_awaitable_t<>, void(status)>::handler_type;
-
-  // The holder's reference.
-  class handle {
-   public:
-    explicit handle(node_batch* b = nullptr) noexcept : b_(b) {}
-    handle(handle&& o) noexcept : b_(std::exchange(o.b_, nullptr)) {}
-    handle& operator=(handle&&) = delete;
-    ~handle() {
-      if (b_ != nullptr) b_->let_go();
-    }
-    node_batch* operator->() const noexcept { return b_; }
-
-   private:
-    friend class node_batch;
-    node_batch* b_;
-  };
-
   // `tasks`: how many tasks the node may start here.
-  static handle make(std::shared_ptr<run_state> rs, node_state* n, detail::join_mode mode, std::size_t tasks) {
-    return handle(new node_batch(std::move(rs), n, mode, tasks));
+  static std::shared_ptr<node_batch> make(std::shared_ptr<run_state> rs, node_state* n, detail::join_mode mode,
+                                          std::size_t tasks) {
+    return std::shared_ptr<node_batch>(new node_batch(std::move(rs), n, mode, tasks));
   }
 
   // Runs task k here until its end (true; its report is then ended) or
@@ -86,6 +70,7 @@ class node_batch final : public detail::task_host {
       case detail::frame_free_run::outcome::declined: return false;
       case detail::frame_free_run::outcome::waiting:
         spare_->slot = static_cast<std::uint32_t>(waiting_.size());
+        spare_->host_ref = shared_from_this();
         waiting_.push_back(std::move(spare_));  // within the capacity reserved above
         return true;
       case detail::frame_free_run::outcome::ended: break;
@@ -97,70 +82,46 @@ class node_batch final : public detail::task_host {
     return true;
   }
 
-  // Asks every waiting run to stop (they end cancelled); no run starts.
-  void stop() noexcept {
-    stopping_ = true;
-    for (std::size_t i = 0; i < waiting_.size(); ++i) waiting_[i]->cancel();
+  [[nodiscard]] bool idle() const noexcept { return waiting_.empty(); }
+
+  // Completes once no run waits, with the first failure of the batch's
+  // tasks (or errc::cancelled when cancelled from outside with none).
+  // Cancelling it stops the runs. Meanwhile the runs hold the batch: `b`
+  // is empty until the completion hands it back.
+  static asio::awaitable<status> wait(std::shared_ptr<node_batch>& b) {
+    return await_round(b, [](node_batch& self) {
+      if (self.waiting_.empty()) self.complete();
+    });
   }
 
-  [[nodiscard]] bool idle() const noexcept { return waiting_.empty(); }
-  [[nodiscard]] const std::optional<error>& first() const noexcept { return first_; }
-
-  // Completes once no run waits (await only when some run does), with the
-  // first failure of the batch's tasks (or errc::cancelled when cancelled
-  // with none). Cancelling it stops the runs. Meanwhile the runs hold the
-  // batch: `h` is empty until the completion hands it back.
-  static asio::awaitable<status> wait(handle& h) {
-    return asio::async_initiate<const asio::use_awaitable_t<>, void(status)>(
-        [&h](handler_type handler) {
-          node_batch* self = std::exchange(h.b_, nullptr);
-          self->held_ = false;
-          self->owner_ = &h;
-          self->waiter_.emplace(std::move(handler));
-          self->slot_ = asio::get_associated_cancellation_slot(*self->waiter_);
-          if (self->slot_.is_connected()) {
-            // A plain pointer: the batch outlives the slot's use (cleared on
-            // completion; abandoning the run destroys both).
-            self->slot_.assign([self](asio::cancellation_type_t) {
-              self->cancelled_ = true;
-              self->stop();
-            });
-          }
-        },
-        asio::use_awaitable);
+  // join_core's hook: asks every waiting run to stop (they end cancelled);
+  // no run starts.
+  void cancel_running() noexcept {
+    stopping_ = true;
+    for (std::size_t i = 0; i < waiting_.size(); ++i) waiting_[i]->cancel();
   }
 
  private:
   node_batch(std::shared_ptr<run_state> rs, node_state* n, detail::join_mode mode, std::size_t tasks)
       // The node's strand: where runs complete.
-      : task_host(rs->registry != nullptr ? *rs->registry : operator_registry::global(), n->strand),
+      : join_core(mode),
+        task_host(rs->registry != nullptr ? *rs->registry : operator_registry::global(), n->strand),
         rs_(std::move(rs)),
-        mode_(mode),
         tasks_(tasks) {}
 
   // Ends task k's report with the run's status.
   void ended(std::size_t k, const detail::frame_free_run& r, std::chrono::system_clock::time_point at) {
-    const status st = r.result();
-    (void)end_task(*rs_, k, st, r.stats(), at);
+    const status st = end_task(*rs_, k, r.result(), r.stats(), at);
     if (run_observer* o = rs_->options.observer; o != nullptr)
       o->task_end(report_of(rs_->group->tasks[k], rs_->records[k], {}));
-    if (st) return;
-    // After a stop, the cancelled ends it caused are not failures.
-    if (first_ || (stopping_ && st.error().is_cancelled())) return;
-    first_ = *rs_->records[k].failure;
-    if (mode_ == detail::join_mode::fail_fast) stop();
+    child_ended(st);
   }
 
   void run_ended(detail::frame_free_run& r) noexcept override {
     ended(r.task, r, std::chrono::system_clock::now());
     std::unique_ptr<detail::frame_free_run> done = remove(r);
     if (!spare_) spare_ = std::move(done);
-    if (!waiting_.empty()) return;
-    if (waiter_) {
-      complete();
-    } else if (!held_) {
-      delete this;
-    }
+    if (waiting_.empty() && awaited()) complete();
   }
 
   void run_begins(detail::frame_free_run& r) noexcept override {
@@ -170,12 +131,8 @@ class node_batch final : public detail::task_host {
     }
   }
 
-  void run_abandoned(detail::frame_free_run& r) noexcept override {
-    remove(r);
-    // Gone with the last run, and with it a waiting coroutine (whose
-    // handle is empty).
-    if (waiting_.empty() && !held_) delete this;
-  }
+  // The run's reference to the batch goes with it.
+  void run_abandoned(detail::frame_free_run& r) noexcept override { remove(r); }
 
   std::unique_ptr<detail::frame_free_run> remove(detail::frame_free_run& r) {
     const std::size_t i = r.slot;
@@ -188,39 +145,10 @@ class node_batch final : public detail::task_host {
     return out;
   }
 
-  void complete() {
-    if (slot_.is_connected()) slot_.clear();
-    status result = ok();
-    if (first_) {
-      result = *first_;
-    } else if (cancelled_) {
-      result = fail(errc::cancelled, "cancelled");
-    }
-    owner_->b_ = this;  // the holder's reference again
-    owner_ = nullptr;
-    held_ = true;
-    handler_type h = std::move(*waiter_);
-    waiter_.reset();
-    std::move(h)(std::move(result));
-  }
-
-  // The holder lets go: the batch ends with its last waiting run.
-  void let_go() noexcept {
-    held_ = false;
-    if (waiting_.empty()) delete this;
-  }
-
   std::shared_ptr<run_state> rs_;
-  detail::join_mode mode_;
   std::size_t tasks_;
   std::vector<std::unique_ptr<detail::frame_free_run>> waiting_;
   std::unique_ptr<detail::frame_free_run> spare_;
-  std::optional<error> first_;
-  bool held_ = true;         // a handle refers to the batch
-  handle* owner_ = nullptr;  // while waited for: the handle to give it back to
-  std::optional<handler_type> waiter_;
-  asio::cancellation_slot slot_;
-  bool cancelled_ = false;
 };
 
 // A task as a coroutine; `ws` is its workspace when already made.
@@ -251,10 +179,10 @@ asio::awaitable<status> run_task(std::shared_ptr<run_state> rs, std::size_t k, s
 }
 
 // The batch's part in a join beside the coroutine tasks.
-asio::awaitable<status> await_batch(node_batch::handle& batch) {
+asio::awaitable<status> await_batch(std::shared_ptr<node_batch>& batch) {
   co_await asio::this_coro::throw_if_cancelled(false);  // the runs must be waited for
   asio::cancellation_state cs = co_await asio::this_coro::cancellation_state;
-  if (cs.cancelled() != asio::cancellation_type::none) batch->stop();  // cancelled before it started
+  if (cs.cancelled() != asio::cancellation_type::none) batch->cancel();  // cancelled before it started
   co_return co_await node_batch::wait(batch);
 }
 
@@ -270,10 +198,10 @@ asio::awaitable<status> run_tasks(std::shared_ptr<run_state> rs, const compiled_
   co_await asio::this_coro::throw_if_cancelled(false);
   asio::cancellation_state cs = co_await asio::this_coro::cancellation_state;
   constexpr std::size_t yield_every = run_step_options{}.yield_every;
-  node_batch::handle batch = node_batch::make(rs, n, mode, cn.tasks.size());
+  std::shared_ptr<node_batch> batch = node_batch::make(rs, n, mode, cn.tasks.size());
   std::vector<std::pair<std::size_t, std::shared_ptr<workspace>>> rest;
   bool cancelled = false;
-  auto halted = [&] { return cancelled || (batch->first() && mode == detail::join_mode::fail_fast); };
+  auto halted = [&] { return cancelled || (batch->first_failure() && mode == detail::join_mode::fail_fast); };
   std::size_t since_yield = 0;
   auto now = std::chrono::system_clock::now();
   for (std::size_t k : cn.tasks) {
@@ -295,9 +223,9 @@ asio::awaitable<status> run_tasks(std::shared_ptr<run_state> rs, const compiled_
   }
   if (halted()) {
     for (const auto& [k, ws] : rest) cancel_unstarted(*rs, k);
-    batch->stop();
+    batch->cancel();
     if (!batch->idle()) (void)co_await node_batch::wait(batch);
-    if (batch->first()) co_return *batch->first();
+    if (batch->first_failure()) co_return *batch->first_failure();
     co_return error(errc::cancelled, "cancelled");
   }
   status joined = ok();
@@ -313,7 +241,7 @@ asio::awaitable<status> run_tasks(std::shared_ptr<run_state> rs, const compiled_
         },
         mode);
   }
-  if (batch->first()) co_return *batch->first();
+  if (batch->first_failure()) co_return *batch->first_failure();
   co_return joined;
 }
 

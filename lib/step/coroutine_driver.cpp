@@ -45,120 +45,6 @@ struct report_control {
   }
 };
 
-// The join of the iterations of one concurrent step: each iteration spawns
-// the children with co_spawn and completes once all of them have, with the
-// first failure (fail-fast, as detail::join: the first failing child cancels
-// the others at once; cancelling the parent cancels every child). One
-// barrier serves every iteration of an execution, so its bookkeeping and
-// the children's cancellation signals (with their handler memory) are made
-// once, not per iteration. While an iteration runs the barrier is owned by
-// the children's completion handlers only, and it owns the parent's handler
-// (as detail::join's state): a run abandoned with its io_context frees it
-// all. Completion hands the ownership back to the parent's frame.
-class barrier : public std::enable_shared_from_this<barrier> {
- public:
-  using handler_type = asio::async_result<asio::use_awaitable_t<>, void(status)>::handler_type;
-
-  explicit barrier(std::size_t n) : n_(n), signals_(2 * n), state_(n, not_started) {}
-
-  // One iteration: child k is `make(k)`, spawned on `ex`. `owner` holds the
-  // barrier and is left empty until the iteration completes.
-  template <class Make>
-  static asio::awaitable<status> iteration(std::shared_ptr<barrier>& owner, const asio::any_io_executor& ex,
-                                           Make make) {
-    return asio::async_initiate<const asio::use_awaitable_t<>, void(status)>(
-        [&owner, &ex, make](handler_type handler) mutable {
-          std::shared_ptr<barrier> self = std::move(owner);
-          self->start(owner, std::move(handler));
-          asio::cancellation_signal* signals = self->signals();
-          for (std::size_t k = 0; k < self->n_; ++k) {
-            self->state_[k] = running;
-            asio::co_spawn(ex, make(k), asio::bind_cancellation_slot(signals[k].slot(), ticket{self, k}));
-          }
-        },
-        asio::use_awaitable);
-  }
-
- private:
-  // A child's completion handler.
-  struct ticket {
-    std::shared_ptr<barrier> b;
-    std::size_t k;
-    void operator()(std::exception_ptr e, status st) { b->child_done(k, e, std::move(st)); }
-  };
-
-  enum : char { not_started, running, finished };
-
-  // The cancellation signals of the running iteration. They alternate
-  // between two sets: the last child of the previous iteration may still be
-  // unwinding inside its own completion when the next iteration starts.
-  asio::cancellation_signal* signals() { return &signals_[odd_ ? n_ : 0]; }
-
-  void start(std::shared_ptr<barrier>& owner, handler_type handler) {
-    odd_ = !odd_;
-    owner_ = &owner;
-    handler_.emplace(std::move(handler));
-    remaining_ = n_;
-    std::fill(state_.begin(), state_.end(), not_started);
-    first_.reset();
-    cancel_sent_ = false;
-    cancelled_from_outside_ = false;
-    parent_slot_ = asio::get_associated_cancellation_slot(*handler_);
-    if (parent_slot_.is_connected()) {
-      // A plain pointer: the barrier outlives the slot's use (the slot is
-      // cleared on completion; abandoning the run destroys both).
-      parent_slot_.assign([this](asio::cancellation_type_t) {
-        cancelled_from_outside_ = true;
-        cancel_all();
-      });
-    }
-  }
-
-  void child_done(std::size_t k, std::exception_ptr e, status st) {
-    state_[k] = finished;
-    if (e) st = detail::error_from_exception(e);
-    if (!st && !first_ && !(cancel_sent_ && st.error().is_cancelled())) {
-      first_ = st.error();
-      cancel_all();
-    }
-    if (--remaining_ == 0) complete();
-  }
-
-  void cancel_all() {
-    cancel_sent_ = true;
-    // Only running children: a finished child's coroutine state is gone,
-    // and a signal not yet handed to this iteration's child still holds a
-    // handler of an earlier one.
-    asio::cancellation_signal* sig = signals();
-    for (std::size_t k = 0; k < n_; ++k) {
-      if (state_[k] == running) sig[k].emit(asio::cancellation_type::terminal);
-    }
-  }
-
-  void complete() {
-    if (parent_slot_.is_connected()) parent_slot_.clear();
-    status result = ok();
-    if (first_) result = std::move(*first_);
-    if (result && cancelled_from_outside_) result = fail(errc::cancelled, "cancelled");
-    *owner_ = shared_from_this();
-    handler_type h = std::move(*handler_);
-    handler_.reset();
-    std::move(h)(std::move(result));  // may start the next iteration
-  }
-
-  std::size_t n_;
-  std::vector<asio::cancellation_signal> signals_;
-  std::vector<char> state_;
-  bool odd_ = true;
-  std::size_t remaining_ = 0;
-  std::shared_ptr<barrier>* owner_ = nullptr;
-  std::optional<handler_type> handler_;
-  asio::cancellation_slot parent_slot_;
-  std::optional<error> first_;
-  bool cancel_sent_ = false;
-  bool cancelled_from_outside_ = false;
-};
-
 // The coroutine driver: awaits what the step machine asks for. Concurrent
 // iterations, deadlines, report steps and coroutine-form ops need it; a
 // task whose tree needs none of them runs on the frame-free driver.
@@ -310,11 +196,13 @@ struct runner {  // internal: every member is used by the entry points below
     const bound_step& b = m.bound();
     const bool concurrent = runs_concurrently(n);
     std::vector<step_path> paths;
-    std::shared_ptr<barrier> join;
+    std::shared_ptr<spawn_join> join;
     const bool in_turn = concurrent && children_run_in_turn(n, b);
     if (concurrent && concurrent_children(n) > 0) {
       paths = child_paths(n, path);
-      if (!in_turn) join = std::make_shared<barrier>(concurrent_children(n));
+      // One join for every iteration of this execution: its bookkeeping
+      // and the children's signals are made once, not per iteration.
+      if (!in_turn) join = std::make_shared<spawn_join>(concurrent_children(n), join_mode::fail_fast);
     }
     if (!concurrent && has_only_sync_nets(n, b)) {
       // The common loop runs in a plain function, back here only to yield.
@@ -387,7 +275,7 @@ struct runner {  // internal: every member is used by the entry points below
   // A concurrent step whose children are all plain synchronous net steps
   // that end on their own (no stop-blob loop waiting for a sibling): one
   // substep per child, no instances. They run one after another, as plain
-  // calls (no spawn, no barrier): on one strand that is what the barrier's
+  // calls (no spawn, no join): on one strand that is what the join's
   // schedule comes to, minus its cost; the first failure skips the
   // children not yet run, as it would cancel them.
   static bool children_run_in_turn(const program_step& n, const bound_step& b) {
@@ -477,13 +365,14 @@ struct runner {  // internal: every member is used by the entry points below
     return units * static_cast<std::size_t>(n.instances());
   }
 
-  // One concurrent iteration: a when_all of the children with a barrier.
-  asio::awaitable<status> concurrent_iteration(std::shared_ptr<barrier>& join, const program_step& n, workspace& ws,
+  // One concurrent iteration: a round of the step's join over its children
+  // (fail-fast: the first failing child cancels the others at once).
+  asio::awaitable<status> concurrent_iteration(std::shared_ptr<spawn_join>& join, const program_step& n, workspace& ws,
                                                const bound_step& b, const step_path* path,
                                                const std::vector<step_path>& paths) {
     const std::size_t units = n.nets.empty() ? n.recurring_size() : 1;
     const auto instances = static_cast<std::size_t>(n.instances());
-    return barrier::iteration(join, ex_, [this, &n, &ws, &b, path, &paths, units, instances](std::size_t k) {
+    auto child = [this, &n, &ws, &b, path, &paths, units, instances](std::size_t k) {
       const std::int64_t instance = instances > 1 ? static_cast<std::int64_t>(k / units) : -1;
       if (!n.nets.empty()) return nets_instance(b, path, instance);
       const std::size_t idx = n.recurring_at(k % units);
@@ -492,7 +381,8 @@ struct runner {  // internal: every member is used by the entry points below
       // child), so a plain child needs neither `exec` nor a reference.
       if (exec_elidable(c)) return iterate(c, ws, b.children[idx], &paths[k], nullptr);
       return substep_instance(c, shared(ws), b.children[idx], path, instance);
-    });
+    };
+    return spawn_join::round<true>(join, ex_, child, [](std::size_t) { return 0; });
   }
 
   asio::awaitable<status> nets_instance(const bound_step& b, const step_path* parent, std::int64_t instance) {

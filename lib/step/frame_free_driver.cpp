@@ -301,7 +301,9 @@ class frame_free_driver final : public frame_free_run, private op_completion::ta
     waiting_ = false;
     if (!advance(std::move(st))) return;  // waits again
     reset();
-    host_.run_ended(*this);  // last: the host may destroy this run
+    // The host outlives the call, in which it may destroy this run.
+    const std::shared_ptr<task_host> host = std::move(host_ref);
+    host_.run_ended(*this);  // last: this run may be gone
   }
 
   void abandon() noexcept override {
@@ -311,7 +313,8 @@ class frame_free_driver final : public frame_free_run, private op_completion::ta
       return;
     }
     waiting_ = false;
-    host_.run_abandoned(*this);  // last: the host may destroy this run
+    const std::shared_ptr<task_host> host = std::move(host_ref);
+    host_.run_abandoned(*this);  // last: this run may be gone
   }
 
   task_host& host_;
