@@ -189,14 +189,15 @@ namespace detail {
 offload_gate& gate_of(workspace& ws) {
   workspace* root = &ws;
   while (root->parent_) root = root->parent_.get();
-  if (!root->gate_) root->gate_ = std::make_unique<offload_gate>();
-  return *root->gate_;
+  std::unique_ptr<offload_gate>& gate = root->more().gate;
+  if (!gate) gate = std::make_unique<offload_gate>();
+  return *gate;
 }
 
 offload_gate* find_gate(const workspace& ws) noexcept {
   const workspace* root = &ws;
   while (root->parent_) root = root->parent_.get();
-  return root->gate_.get();
+  return root->more_ ? root->more_->gate.get() : nullptr;
 }
 
 }  // namespace detail

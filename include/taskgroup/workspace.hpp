@@ -180,6 +180,8 @@ class workspace : public std::enable_shared_from_this<workspace> {
     // this size, then sets it to twice the survivors: amortized O(log n)
     // per new instance, at most about twice the live instances kept.
     std::size_t sweep_at = 64;
+    // A root's: made by its first offloaded op or a compute executor set.
+    std::unique_ptr<detail::offload_gate> gate;
   };
   extras& more();
 
@@ -191,7 +193,6 @@ class workspace : public std::enable_shared_from_this<workspace> {
   const void* first_key_ = nullptr;
   keyed_instance first_;
   std::unique_ptr<extras> more_;
-  std::unique_ptr<detail::offload_gate> gate_;  // a root's, made by the first offloaded op or executor set
 };
 
 }  // namespace taskgroup

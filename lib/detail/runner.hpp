@@ -56,8 +56,9 @@ std::string_view root_name(const compiled_step& s) noexcept;
 class frame_free_run;
 
 /// The owner of frame-free runs (the session's tasks of one node). Called
-/// on the strand that runs them. Owned by `shared_ptr`: its holder and its
-/// waiting runs (`frame_free_run::host_ref`) share it.
+/// on the strand that runs them. It must outlive its waiting runs: a run
+/// touches nothing after telling the host of its end, so the host may go
+/// in that call.
 class task_host {
  public:
   /// A run that waited has ended: its `result()` and `stats()` are final.
@@ -128,10 +129,6 @@ class frame_free_run {
   /// The host's: told of the run's step executions and net runs when set
   /// before `start` (released by `reset`).
   std::unique_ptr<step_observer> observer;
-  /// The host's: set while the run waits, it keeps the host alive for as
-  /// long as the run's operation pends. The run lets it go only after
-  /// telling the host of its end (`run_ended`, `run_abandoned`).
-  std::shared_ptr<task_host> host_ref;
   // 32 bits each: a waiting task holds its run.
   std::uint32_t task = 0;  ///< the host's: which task this run is
   std::uint32_t slot = 0;  ///< the host's: where it keeps the run

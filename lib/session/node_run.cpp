@@ -28,8 +28,9 @@ namespace {
 // waiting task then costs its run, its workspace and its pending operation
 // only. The batch is the join of those runs (detail::join_core, with the
 // rules of every join): it ends each task's report, keeps the first
-// failure and, under fail_fast, stops the others at once. Each waiting run
-// holds the batch (`frame_free_run::host_ref`), as its holder does: a
+// failure and, under fail_fast, stops the others at once. It is shared by
+// its holder and, while any run waits, by its waiting runs (one reference,
+// `waiting_ref_`, for all of them, dropped when the last one ends): a
 // waiting run's operation may be the last thing alive when an abandoned
 // io_context is destroyed.
 class node_batch final : public detail::join_core<node_batch>, public detail::task_host {
@@ -70,7 +71,7 @@ class node_batch final : public detail::join_core<node_batch>, public detail::ta
       case detail::frame_free_run::outcome::declined: return false;
       case detail::frame_free_run::outcome::waiting:
         spare_->slot = static_cast<std::uint32_t>(waiting_.size());
-        spare_->host_ref = shared_from_this();
+        if (waiting_.empty()) waiting_ref_ = shared_from_this();
         waiting_.push_back(std::move(spare_));  // within the capacity reserved above
         return true;
       case detail::frame_free_run::outcome::ended: break;
@@ -121,7 +122,11 @@ class node_batch final : public detail::join_core<node_batch>, public detail::ta
     ended(r.task, r, std::chrono::system_clock::now());
     std::unique_ptr<detail::frame_free_run> done = remove(r);
     if (!spare_) spare_ = std::move(done);
-    if (waiting_.empty() && awaited()) complete();
+    if (!waiting_.empty()) return;
+    // The waiting runs' reference goes last, when this call returns: the
+    // batch may end with it (and `r` with the batch).
+    const std::shared_ptr<node_batch> last = std::move(waiting_ref_);
+    if (awaited()) complete();
   }
 
   void run_begins(detail::frame_free_run& r) noexcept override {
@@ -131,8 +136,11 @@ class node_batch final : public detail::join_core<node_batch>, public detail::ta
     }
   }
 
-  // The run's reference to the batch goes with it.
-  void run_abandoned(detail::frame_free_run& r) noexcept override { remove(r); }
+  void run_abandoned(detail::frame_free_run& r) noexcept override {
+    remove(r);
+    if (!waiting_.empty()) return;
+    const std::shared_ptr<node_batch> last = std::move(waiting_ref_);  // as in run_ended
+  }
 
   std::unique_ptr<detail::frame_free_run> remove(detail::frame_free_run& r) {
     const std::size_t i = r.slot;
@@ -149,6 +157,7 @@ class node_batch final : public detail::join_core<node_batch>, public detail::ta
   std::size_t tasks_;
   std::vector<std::unique_ptr<detail::frame_free_run>> waiting_;
   std::unique_ptr<detail::frame_free_run> spare_;
+  std::shared_ptr<node_batch> waiting_ref_;  // while a run waits
 };
 
 // A task as a coroutine; `ws` is its workspace when already made.

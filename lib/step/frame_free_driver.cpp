@@ -66,7 +66,6 @@ class frame_free_driver final : public frame_free_run, private op_completion::ta
     }
     if (!startable(root, bound_)) return outcome::declined;
     host_.run_begins(*this);
-    events_ = step_events{observer.get()};
     stack_.clear();
     push(root, bound_);
     if (advance()) return outcome::ended;
@@ -105,12 +104,15 @@ class frame_free_driver final : public frame_free_run, private op_completion::ta
     return true;
   }
 
+  // The events go to `observer`, the host's, if any (not kept apart: a
+  // waiting task holds its run).
+  [[nodiscard]] step_events events() const noexcept { return step_events{observer.get()}; }
   [[nodiscard]] stop_query stop() const noexcept { return stop_query{nullptr, host_.stopping_flag()}; }
 
   // An execution of `n` begins.
   void push(const program_step& n, const bound_step& b) {
     stack_.emplace_back(n, b);
-    events_.execution_begins(n);
+    events().execution_begins(n);
   }
 
   using action = step_machine::action;
@@ -128,7 +130,7 @@ class frame_free_driver final : public frame_free_run, private op_completion::ta
   // the root, the run has ended well).
   std::optional<action> pop(yield_clock& clock) {
     const step_machine& m = stack_.back();
-    events_.execution_ends(m.step(), m.started(), ok());
+    events().execution_ends(m.step(), m.started(), ok());
     stack_.pop_back();
     if (stack_.empty()) {
       finish(ok());
@@ -140,7 +142,7 @@ class frame_free_driver final : public frame_free_run, private op_completion::ta
   // The run has ended with `st`: every execution on the stack ends with
   // it, innermost first (as the coroutine driver's frames unwind).
   bool finish(status st) {
-    for (auto it = stack_.rbegin(); it != stack_.rend(); ++it) events_.execution_ends(it->step(), it->started(), st);
+    for (auto it = stack_.rbegin(); it != stack_.rend(); ++it) events().execution_ends(it->step(), it->started(), st);
     result_ = std::move(st);
     stack_.clear();
     return true;
@@ -186,7 +188,7 @@ class frame_free_driver final : public frame_free_run, private op_completion::ta
         case action::run_net: {
           net_instance& inst = m.net();
           ++stats_.net_runs;
-          events_.net_begins(inst);
+          events().net_begins(inst);
           net_ = &inst;
           op_ = 0;
           if (!inst.may_wait()) {
@@ -223,7 +225,7 @@ class frame_free_driver final : public frame_free_run, private op_completion::ta
     return with_path([&](const step_path* p) {
       status failure = ok();
       for (;;) {
-        switch (run_sync_loop(m, p, stop(), clock, &stats_, events_, failure)) {
+        switch (run_sync_loop(m, p, stop(), clock, &stats_, events(), failure)) {
           case loop_exit::end: return true;
           case loop_exit::failed:
           case loop_exit::bad_stop: return !finish(std::move(failure));
@@ -239,7 +241,10 @@ class frame_free_driver final : public frame_free_run, private op_completion::ta
   bool continue_net() {
     result_ = ok();
     for (;;) {
-      if (status st = net_->run_from(op_); !st) {
+      std::size_t i = op_;
+      status st = net_->run_from(i);
+      op_ = static_cast<std::uint32_t>(i);
+      if (!st) {
         result_ = std::move(st);
         return true;
       }
@@ -269,7 +274,7 @@ class frame_free_driver final : public frame_free_run, private op_completion::ta
   // the machine goes on (nullopt: the net failed, the run has ended).
   std::optional<action> net_ended(yield_clock& clock) {
     const status st = result_.take();
-    events_.net_ends(*net_, st);
+    events().net_ends(*net_, st);
     if (!st) {
       finish(with_path([&](const step_path* p) { return status(at(p, st.error())); }));
       return std::nullopt;
@@ -301,9 +306,7 @@ class frame_free_driver final : public frame_free_run, private op_completion::ta
     waiting_ = false;
     if (!advance(std::move(st))) return;  // waits again
     reset();
-    // The host outlives the call, in which it may destroy this run.
-    const std::shared_ptr<task_host> host = std::move(host_ref);
-    host_.run_ended(*this);  // last: this run may be gone
+    host_.run_ended(*this);  // last: the host may destroy this run (and itself)
   }
 
   void abandon() noexcept override {
@@ -313,8 +316,7 @@ class frame_free_driver final : public frame_free_run, private op_completion::ta
       return;
     }
     waiting_ = false;
-    const std::shared_ptr<task_host> host = std::move(host_ref);
-    host_.run_abandoned(*this);  // last: this run may be gone
+    host_.run_abandoned(*this);  // last: the host may destroy this run (and itself)
   }
 
   task_host& host_;
@@ -322,15 +324,16 @@ class frame_free_driver final : public frame_free_run, private op_completion::ta
   bound_step bound_;
   boost::container::small_vector<step_machine, 1> stack_;  // a task's tree is mostly one step
   net_instance* net_ = nullptr;                            // the net running (whose op `op_` pends)
-  std::size_t op_ = 0;
   step_stats stats_;
   compact_status result_;  // the run's, a net's while it runs, or an op's end reported inside start()
-  step_events events_;
   asio::cancellation_signal signal_;
   bool waiting_ = false;
   bool in_start_ = false;
   bool ended_early_ = false;
   bool retry_ = false;  // the pending wait is for an offloaded op: op_ runs when it ends
+  // 32 bits, beside the flags: a waiting task holds its run (a net of 2^32
+  // ops would need hundreds of GB).
+  std::uint32_t op_ = 0;
 };
 
 }  // namespace
