@@ -247,7 +247,10 @@ struct runner {  // internal: every member is used by the entry points below
         case step_machine::action::run_concurrent: {
           status st = ok();
           if (in_turn) {
-            st = co_await children_in_turn(n, ws, b, paths, stop, clock);
+            in_turn_cursor at;
+            if (!run_children_in_turn(n, b, paths, stop, clock, at, st)) {
+              st = co_await children_in_turn_after_yield(n, ws, b, paths, stop, clock, std::move(at));
+            }
           } else if (join) {
             // Turns what an awaited Asio operation throws (cancellation of
             // an already-cancelled coroutine) into a status, as `guarded`.
@@ -288,40 +291,70 @@ struct runner {  // internal: every member is used by the entry points below
     return true;
   }
 
-  asio::awaitable<status> children_in_turn(const program_step& n, workspace& ws, const bound_step& b,
-                                           const std::vector<step_path>& paths, const stop_query& stop,
-                                           yield_clock& clock) {
-    for (std::size_t k = 0, e = n.recurring_size(); k < e; ++k) {
-      const std::size_t idx = n.recurring_at(k);
+  // Where children run in turn stand: child k next, or `child` (child k's
+  // execution) interrupted by a due yield.
+  struct in_turn_cursor {
+    std::size_t k = 0;
+    std::optional<step_machine> child;
+  };
+
+  // Runs the children in turn from `at` on, as plain calls: true once they
+  // have all ended or one has failed (`st` says which), false when a yield
+  // is due (`at` then holds the child to go on with).
+  bool run_children_in_turn(const program_step& n, const bound_step& b, const std::vector<step_path>& paths,
+                            const stop_query& stop, yield_clock& clock, in_turn_cursor& at, status& st) {
+    for (const std::size_t e = n.recurring_size(); at.k < e; ++at.k) {
+      const std::size_t idx = n.recurring_at(at.k);
       const program_step& c = n.children[idx];
-      step_machine child(c, b.children[idx]);
-      events_.execution_begins(c);
-      status st = ok();
-      for (bool more = true; more;) {
-        status failure = ok();
-        more = false;
-        switch (run_sync_loop(child, &paths[k], stop, clock, stats_, events_, failure)) {
-          case loop_exit::end: break;
-          case loop_exit::failed:
-          case loop_exit::bad_stop: st = std::move(failure); break;
-          case loop_exit::cancelled: st = cancelled_at(&paths[k]); break;
-          case loop_exit::yield:
-            more = co_await yield(*stop.cs);
-            if (!more) {
-              st = cancelled_at(&paths[k]);
-            } else if (!has_only_sync_nets(c, b.children[idx])) {
-              // An offloaded op started meanwhile: the child's nets may
-              // wait now, so the general loop carries it on.
-              more = false;
-              st = co_await drive(child, ws, &paths[k], stop, clock);
-            }
-            break;
-        }
+      if (!at.child) {
+        at.child.emplace(c, b.children[idx]);
+        events_.execution_begins(c);
       }
-      events_.execution_ends(c, child.started(), st);
-      if (!st) co_return st;
+      status failure = ok();
+      status child_st = ok();
+      switch (run_sync_loop(*at.child, &paths[at.k], stop, clock, stats_, events_, failure)) {
+        case loop_exit::end: break;
+        case loop_exit::failed:
+        case loop_exit::bad_stop: child_st = std::move(failure); break;
+        case loop_exit::cancelled: child_st = cancelled_at(&paths[at.k]); break;
+        case loop_exit::yield: return false;
+      }
+      events_.execution_ends(c, at.child->started(), child_st);
+      at.child.reset();
+      if (!child_st) {
+        st = std::move(child_st);
+        return true;
+      }
     }
-    co_return ok();
+    st = ok();
+    return true;
+  }
+
+  // The children in turn once a yield is due (the common iteration needs
+  // no coroutine frame: `run_children_in_turn`).
+  asio::awaitable<status> children_in_turn_after_yield(const program_step& n, workspace& ws, const bound_step& b,
+                                                       const std::vector<step_path>& paths, const stop_query& stop,
+                                                       yield_clock& clock, in_turn_cursor at) {
+    for (;;) {
+      const std::size_t idx = n.recurring_at(at.k);
+      const program_step& c = n.children[idx];
+      status st = ok();
+      if (!co_await yield(*stop.cs)) {
+        st = cancelled_at(&paths[at.k]);
+      } else if (!has_only_sync_nets(c, b.children[idx])) {
+        // An offloaded op started meanwhile: the child's nets may wait
+        // now, so the general loop carries it on.
+        st = co_await drive(*at.child, ws, &paths[at.k], stop, clock);
+      } else {
+        if (run_children_in_turn(n, b, paths, stop, clock, at, st)) co_return st;
+        continue;
+      }
+      events_.execution_ends(c, at.child->started(), st);
+      at.child.reset();
+      if (!st) co_return st;
+      ++at.k;
+      if (run_children_in_turn(n, b, paths, stop, clock, at, st)) co_return st;
+    }
   }
 
   // A flat-stack yield (post, never dispatch); false when the run was
