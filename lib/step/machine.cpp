@@ -30,8 +30,9 @@ loop_exit run_sync_loop(step_machine& machine, const step_path* path, const stop
   yield_clock clock = clock_in;
   const stop_query stop = stop_in;
   const step_events events = events_in;
-  const loop_exit exit = m.run_nets(stop, clock, stats, [&](net_instance& inst) {
-    if (stats != nullptr) ++stats->net_runs;
+  step_stats counts = stats != nullptr ? *stats : step_stats{};
+  const loop_exit exit = m.run_nets(stop, clock, &counts, [&](net_instance& inst) {
+    ++counts.net_runs;
     events.net_begins(inst);
     status st = inst.run_sync();
     events.net_ends(inst, st);
@@ -43,6 +44,7 @@ loop_exit run_sync_loop(step_machine& machine, const step_path* path, const stop
   });
   machine = m;
   clock_in = clock;
+  if (stats != nullptr) *stats = counts;
   if (exit != loop_exit::bad_stop) return exit;
   failure = stop_blob_error(m.bound(), m.step(), path);
   return loop_exit::failed;
