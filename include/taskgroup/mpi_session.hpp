@@ -54,6 +54,7 @@
 #pragma once
 
 #include <taskgroup/codec.hpp>
+#include <taskgroup/detail/run_completion.hpp>
 #include <taskgroup/error.hpp>
 #include <taskgroup/run_report.hpp>
 #include <taskgroup/session.hpp>
@@ -61,12 +62,8 @@
 
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/associated_cancellation_slot.hpp>
-#include <boost/asio/associated_executor.hpp>
 #include <boost/asio/async_result.hpp>
 #include <boost/asio/awaitable.hpp>
-#include <boost/asio/bind_cancellation_slot.hpp>
-#include <boost/asio/bind_executor.hpp>
-#include <boost/asio/co_spawn.hpp>
 #include <boost/asio/thread_pool.hpp>
 
 #include <mpi.h>
@@ -237,16 +234,8 @@ class mpi_session {
     auto init = [state = impl_](auto handler, task_group g, run_options o) {
       auto ex = strand_of(*state);
       auto cancel = relay_cancellation(boost::asio::get_associated_cancellation_slot(handler), *state);
-      auto handler_ex = boost::asio::get_associated_executor(handler, ex);
-      boost::asio::co_spawn(
-          ex, run_on_strand(state, std::move(g), std::move(o)),
-          boost::asio::bind_cancellation_slot(
-              cancel->slot(), boost::asio::bind_executor(handler_ex, [h = std::move(handler), cancel](
-                                                                         std::exception_ptr ep, run_report r) mutable {
-                if (ep) r.failure = error(errc::op_failed, "unexpected exception in the MPI session");
-                const boost::system::error_code ec = r.failure ? r.failure->code : boost::system::error_code();
-                std::move(h)(ec, std::move(r));
-              })));
+      detail::spawn_run(ex, run_on_strand(state, std::move(g), std::move(o)), std::move(cancel), std::move(handler),
+                        "unexpected exception in the MPI session");
     };
     return boost::asio::async_initiate<CompletionToken, void(boost::system::error_code, run_report)>(
         std::move(init), token, std::move(group), std::move(options));

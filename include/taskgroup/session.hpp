@@ -51,6 +51,7 @@
 // (see `async_run`); tasks on one node are serialised by its strand.
 #pragma once
 
+#include <taskgroup/detail/run_completion.hpp>
 #include <taskgroup/error.hpp>
 #include <taskgroup/operator.hpp>
 #include <taskgroup/run_report.hpp>
@@ -59,13 +60,9 @@
 
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/associated_cancellation_slot.hpp>
-#include <boost/asio/associated_executor.hpp>
 #include <boost/asio/async_result.hpp>
 #include <boost/asio/awaitable.hpp>
-#include <boost/asio/bind_cancellation_slot.hpp>
-#include <boost/asio/bind_executor.hpp>
 #include <boost/asio/cancellation_signal.hpp>
-#include <boost/asio/co_spawn.hpp>
 #include <boost/asio/strand.hpp>
 
 #include <cstddef>
@@ -145,16 +142,8 @@ class local_session {
     auto init = [state = impl_](auto handler, task_group g, run_options o) {
       auto coord = coordinator(*state);
       auto cancel = relay_cancellation(boost::asio::get_associated_cancellation_slot(handler), *state);
-      auto handler_ex = boost::asio::get_associated_executor(handler, coord);
-      boost::asio::co_spawn(
-          coord, run_here(state, std::move(g), std::move(o)),
-          boost::asio::bind_cancellation_slot(
-              cancel->slot(), boost::asio::bind_executor(handler_ex, [h = std::move(handler), cancel](
-                                                                         std::exception_ptr ep, run_report r) mutable {
-                if (ep) r.failure = error(errc::op_failed, "unexpected exception in the session");
-                const boost::system::error_code ec = r.failure ? r.failure->code : boost::system::error_code();
-                std::move(h)(ec, std::move(r));
-              })));
+      detail::spawn_run(coord, run_here(state, std::move(g), std::move(o)), std::move(cancel), std::move(handler),
+                        "unexpected exception in the session");
     };
     return boost::asio::async_initiate<CompletionToken, void(boost::system::error_code, run_report)>(
         std::move(init), token, std::move(group), std::move(options));
