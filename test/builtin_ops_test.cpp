@@ -149,7 +149,7 @@ const std::vector<arity> table = {
     {"Iter", 0, 1, 1, 1},
     {"AtomicIter", 0, 1, 1, 1},
     {"Print", 1, many, 0, 0},
-    {"Sleep", 0, 0, 0, 0},
+    {"Sleep", 0, 1, 0, 0},
     {"Fail", 0, many, 0, 0},
     {"Append", 2, 2, 1, 1},
     {"Size", 1, 1, 1, 1},
@@ -300,7 +300,7 @@ TEST_CASE("Missing required arguments are rejected when a net is instantiated", 
   require_error(ws->create_net(one("ConstantFill", {}, {"x"})), errc::bad_argument,
                 "net \"n\" op #0 (ConstantFill): missing required argument \"value\"");
   require_error(ws->create_net(one("Sleep", {}, {})), errc::bad_argument,
-                "net \"n\" op #0 (Sleep): missing required argument \"ms\"");
+                "net \"n\" op #0 (Sleep): missing argument \"ms\" (or input #0, a blob holding the duration)");
   require_error(ws->create_net(one("CreateQueue", {}, {"q"})), errc::bad_argument,
                 "net \"n\" op #0 (CreateQueue): missing required argument \"capacity\"");
 }
@@ -848,6 +848,71 @@ TEST_CASE("Sleep waits for its duration in int64 or double milliseconds", "[buil
   status st = inst.run_sync();  // an asynchronous op cannot run synchronously
   REQUIRE_FALSE(st);
   CHECK(st.error().code == errc::op_failed);
+}
+
+TEST_CASE("Sleep with an input reads its duration from the blob at each run", "[builtin_ops]") {
+  auto ws = workspace::make();
+  net n("sleepy");
+  n.op("Sleep", {"delay"}, {}).op("ConstantFill", {}, {"after"}, {{"value", true}});
+  ws->set<i64>("delay", 30);
+  net_instance& inst = instantiate(*ws, n);
+  CHECK(inst.has_async());
+  auto start = std::chrono::steady_clock::now();
+  REQUIRE_OK(run_net(inst));
+  CHECK(std::chrono::steady_clock::now() - start >= 30ms);
+  ws->set<double>("delay", 12.5);
+  start = std::chrono::steady_clock::now();
+  REQUIRE_OK(run_net(inst));
+  CHECK(std::chrono::steady_clock::now() - start >= 12ms);
+
+  // A long duration set after binding is what the next run waits for: it
+  // is still pending when every ready handler has run, until cancelled.
+  ws->set<i64>("delay", 3'600'000);
+  ws->set<bool>("after", false);
+  asio::io_context io;
+  asio::cancellation_signal signal;
+  std::optional<status> st;
+  asio::co_spawn(
+      io, [&]() -> asio::awaitable<void> { st = co_await inst.run(); },
+      asio::bind_cancellation_slot(signal.slot(), rethrow));
+  io.poll();
+  CHECK_FALSE(st.has_value());
+  signal.emit(asio::cancellation_type::terminal);
+  io.run();
+  REQUIRE(st.has_value());
+  require_error(*st, errc::cancelled, "net \"sleepy\" op #0 (Sleep): wait cancelled");
+  CHECK_FALSE(value_of<bool>(*ws, "after"));
+
+  ws->set<i64>("delay", 0);
+  REQUIRE_OK(run_net(inst));
+  CHECK(value_of<bool>(*ws, "after"));
+}
+
+TEST_CASE("Sleep's input must hold a duration in range when the op runs", "[builtin_ops]") {
+  auto ws = workspace::make();
+  ws->create("delay");  // an empty blob: it is read at run time, not at bind time
+  net n = one("Sleep", {"delay"}, {});
+  net_instance& inst = instantiate(*ws, n);
+  require_error(run_net(inst), errc::blob_empty,
+                "net \"n\" op #0 (Sleep): input #0 \"delay\": expected int64 or double milliseconds, but the blob "
+                "has no value");
+  ws->set<std::string>("delay", "10");
+  require_error(run_net(inst), errc::type_mismatch,
+                "net \"n\" op #0 (Sleep): input #0 \"delay\": expected int64 or double milliseconds, got string");
+  ws->set<i64>("delay", -1);
+  require_error(run_net(inst), errc::bad_argument,
+                "net \"n\" op #0 (Sleep): input #0 \"delay\": the duration must be between 0 and 1e12 "
+                "milliseconds, got -1");
+  ws->set<double>("delay", std::nan(""));
+  require_error(run_net(inst), errc::bad_argument,
+                "net \"n\" op #0 (Sleep): input #0 \"delay\": the duration must be between 0 and 1e12 "
+                "milliseconds, got nan");
+  ws->set<double>("delay", 2e12);
+  require_error(run_net(inst), errc::bad_argument,
+                "net \"n\" op #0 (Sleep): input #0 \"delay\": the duration must be between 0 and 1e12 "
+                "milliseconds, got 2e+12");
+  require_error(ws->create_net(one("Sleep", {"delay"}, {}, {{"ms", i64{5}}}), /*overwrite=*/true), errc::bad_argument,
+                "net \"n\" op #0 (Sleep): the duration is either argument \"ms\" or input #0, not both");
 }
 
 TEST_CASE("Sleep cancelled from outside completes with errc::cancelled", "[builtin_ops]") {

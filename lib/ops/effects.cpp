@@ -38,6 +38,19 @@ kernel_result print_factory(op_context& ctx) {
   });
 }
 
+// Longest accepted Sleep: 10^12 ms (about 31 years) stays far from the
+// range of steady_clock::duration.
+constexpr double max_sleep_ms = 1e12;
+
+// The one range rule of a Sleep's duration, given by its argument or read
+// from its input; `what` names where the value came from.
+result<std::chrono::steady_clock::duration> sleep_duration(double ms, const std::string& what) {
+  if (!(ms >= 0 && ms <= max_sleep_ms)) {  // also rejects NaN
+    return fail(errc::bad_argument, what + " must be between 0 and 1e12 milliseconds, got " + number_text(ms));
+  }
+  return std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double, std::milli>(ms));
+}
+
 // Sleep has a callback form: a task waiting on it holds no coroutine
 // frame, only its entry in the context's queue of waits (sleep_until).
 class sleep_kernel final : public op_kernel {
@@ -52,13 +65,49 @@ class sleep_kernel final : public op_kernel {
   std::chrono::steady_clock::duration duration_;
 };
 
-// Longest accepted Sleep: 10^12 ms (about 31 years) stays far from the
-// range of steady_clock::duration.
-constexpr double max_sleep_ms = 1e12;
+// A Sleep whose duration is its input's value at each run (a kernel of its
+// own: a waiting task holds the kernel, and the common Sleep stays small).
+class sleep_input_kernel final : public op_kernel {
+ public:
+  explicit sleep_input_kernel(const op_context& ctx) noexcept : op_kernel(callback_form), ctx_(&ctx) {}
+
+  void start(const asio::any_io_executor& ex, op_completion done) noexcept override {
+    result<std::chrono::steady_clock::duration> d = duration();
+    if (!d) {
+      done(d.error());
+      return;
+    }
+    sleep_for(ex, d.value(), std::move(done));
+  }
+
+ private:
+  [[nodiscard]] result<std::chrono::steady_clock::duration> duration() const {
+    const blob& b = ctx_->input_blob(0);
+    double ms = 0;
+    if (const auto* i = b.try_get<std::int64_t>()) {
+      ms = static_cast<double>(*i);
+    } else if (const auto* d = b.try_get<double>()) {
+      ms = *d;
+    } else {
+      return input_type_error(*ctx_, 0, "int64 or double milliseconds");
+    }
+    return sleep_duration(ms, input_where(*ctx_, 0) + "the duration");
+  }
+
+  const op_context* ctx_;
+};
 
 kernel_result sleep_factory(op_context& ctx) {
   const argument* ms = ctx.args().find("ms");
-  if (ms == nullptr) return fail(errc::bad_argument, "missing required argument " + quote("ms"));
+  if (ctx.num_inputs() == 1) {
+    if (ms != nullptr) {
+      return fail(errc::bad_argument, "the duration is either argument " + quote("ms") + " or input #0, not both");
+    }
+    return std::unique_ptr<op_kernel>(std::make_unique<sleep_input_kernel>(ctx));
+  }
+  if (ms == nullptr) {
+    return fail(errc::bad_argument, "missing argument " + quote("ms") + " (or input #0, a blob holding the duration)");
+  }
   double value = 0;
   if (const auto* i = std::get_if<std::int64_t>(ms)) {
     value = static_cast<double>(*i);
@@ -68,12 +117,7 @@ kernel_result sleep_factory(op_context& ctx) {
     return fail(errc::bad_argument,
                 "argument " + quote("ms") + ": expected int64 or double, got " + std::string(to_string(kind_of(*ms))));
   }
-  if (!(value >= 0 && value <= max_sleep_ms)) {  // also rejects NaN
-    return fail(errc::bad_argument,
-                "argument " + quote("ms") + " must be between 0 and 1e12 milliseconds, got " + number_text(value));
-  }
-  auto d =
-      std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double, std::milli>(value));
+  TASKGROUP_TRY(std::chrono::steady_clock::duration d, sleep_duration(value, "argument " + quote("ms")));
   return std::unique_ptr<op_kernel>(std::make_unique<sleep_kernel>(d));
 }
 
@@ -94,10 +138,11 @@ void add_effect_ops(builtin_table& t) {
             .doc("one line `<prefix><blob>: <value>` per input to the print sink")
             .factory(&print_factory));
   t.add(operator_schema("Sleep")
-            .inputs(0)
+            .inputs(0, 1)
             .outputs(0)
-            .required_arg("ms", {k::int64, k::float64}, "milliseconds")
-            .doc("waits on a timer (asynchronous, cancellable)")
+            .arg("ms", {k::int64, k::float64}, "milliseconds (without an input)")
+            .doc("waits `ms` milliseconds, or as many as its input holds (int64 or double, read at each run), "
+                 "on a timer (asynchronous, cancellable)")
             .factory(&sleep_factory, /*async=*/true));
   t.add(operator_schema("Fail")
             .inputs(0, unbounded)

@@ -98,9 +98,13 @@ args = {a["name"]: a for a in ops.get("CreateCounter", {}).get("arguments", [])}
 cli.check(args.get("init", {}).get("default") == 0 and args["init"]["kinds"] == ["int64"] and
           not args["init"]["required"], "ops: CreateCounter's init is an optional int64, default 0", args)
 sleep_args = {a["name"]: a for a in ops.get("Sleep", {}).get("arguments", [])}
-cli.check(sleep_args.get("ms", {}).get("required") is True and sleep_args["ms"]["default"] is None and
-          sleep_args["ms"]["kinds"] == ["int64", "double"], "ops: Sleep's ms is required, int64 or double",
-          sleep_args)
+cli.check(sleep_args.get("ms", {}).get("required") is False and sleep_args["ms"]["default"] is None and
+          sleep_args["ms"]["kinds"] == ["int64", "double"] and ops["Sleep"].get("inputs") == {"min": 0, "max": 1},
+          "ops: Sleep's ms is an optional int64 or double, without default; its duration may be input 0",
+          (sleep_args, ops.get("Sleep")))
+queue_args = {a["name"]: a for a in ops.get("CreateQueue", {}).get("arguments", [])}
+cli.check(queue_args.get("capacity", {}).get("required") is True and queue_args["capacity"]["kinds"] == ["int64"],
+          "ops: CreateQueue's capacity is a required int64", queue_args)
 
 # Every op of every shipped plan is listed, with an arity and arguments that
 # admit its use there.
@@ -160,8 +164,9 @@ cli.check_exit(p, OK, "ops (text)")
 cli.check(f"Repeat  1 -> 1  (from {lib})" in p.stdout, "ops text: arity and library", p.stdout[:2000])
 cli.check("    times  int64, default 2  how many copies (0 to 1000000)" in p.stdout,
           "ops text: an argument with its default", p.stdout[:2000])
-cli.check("Sleep  0 -> 0, async" in p.stdout and "    ms  int64 or double, required" in p.stdout,
-          "ops text: async and a required argument", p.stdout[:2000])
+cli.check("Sleep  0..1 -> 0, async" in p.stdout and "    ms  int64 or double, optional" in p.stdout,
+          "ops text: async and an optional argument", p.stdout[:2000])
+cli.check("    capacity  int64, required" in p.stdout, "ops text: a required argument", p.stdout[:2000])
 cli.check("Print  1+ -> 0" in p.stdout, "ops text: an unbounded arity", p.stdout[:2000])
 
 # fmt in --help.
