@@ -61,6 +61,23 @@ status run_net(net_instance& inst) {
   return std::move(*st);
 }
 
+// Starts `inst` on a fresh io_context, requires it still pending once
+// every ready handler has run, cancels it and returns its status.
+status cancelled_while_pending(net_instance& inst) {
+  asio::io_context io;
+  asio::cancellation_signal signal;
+  std::optional<status> st;
+  asio::co_spawn(
+      io, [&]() -> asio::awaitable<void> { st = co_await inst.run(); },
+      asio::bind_cancellation_slot(signal.slot(), rethrow));
+  io.poll();
+  REQUIRE_FALSE(st.has_value());
+  signal.emit(asio::cancellation_type::terminal);
+  io.run();
+  REQUIRE(st.has_value());
+  return std::move(*st);
+}
+
 // A net of one op, named `name`.
 net named(std::string name, std::string type, std::vector<std::string> inputs, std::vector<std::string> outputs,
           arguments args = {}) {
@@ -869,18 +886,7 @@ TEST_CASE("Sleep with an input reads its duration from the blob at each run", "[
   // is still pending when every ready handler has run, until cancelled.
   ws->set<i64>("delay", 3'600'000);
   ws->set<bool>("after", false);
-  asio::io_context io;
-  asio::cancellation_signal signal;
-  std::optional<status> st;
-  asio::co_spawn(
-      io, [&]() -> asio::awaitable<void> { st = co_await inst.run(); },
-      asio::bind_cancellation_slot(signal.slot(), rethrow));
-  io.poll();
-  CHECK_FALSE(st.has_value());
-  signal.emit(asio::cancellation_type::terminal);
-  io.run();
-  REQUIRE(st.has_value());
-  require_error(*st, errc::cancelled, "net \"sleepy\" op #0 (Sleep): wait cancelled");
+  require_error(cancelled_while_pending(inst), errc::cancelled, "net \"sleepy\" op #0 (Sleep): wait cancelled");
   CHECK_FALSE(value_of<bool>(*ws, "after"));
 
   ws->set<i64>("delay", 0);
@@ -1496,20 +1502,10 @@ TEST_CASE("A waiting Dequeue cancelled from outside completes with errc::cancell
   ws->set("ok", true);
   net_instance& dequeue = instantiate(*ws, one("Dequeue", {"q"}, {"item", "ok"}));
 
-  asio::io_context io;
-  asio::cancellation_signal signal;
-  std::optional<status> st;
-  asio::co_spawn(
-      io, [&]() -> asio::awaitable<void> { st = co_await dequeue.run(); },
-      asio::bind_cancellation_slot(signal.slot(), rethrow));
-  io.poll();
-  CHECK_FALSE(st.has_value());
-  signal.emit(asio::cancellation_type::terminal);
-  io.run();
-  REQUIRE(st.has_value());
-  REQUIRE_FALSE(*st);
-  CHECK(st->error().code == errc::cancelled);
-  CHECK_THAT(st->error().message, StartsWith("net \"n\" op #0 (Dequeue): "));
+  const status st = cancelled_while_pending(dequeue);
+  REQUIRE_FALSE(st);
+  CHECK(st.error().code == errc::cancelled);
+  CHECK_THAT(st.error().message, StartsWith("net \"n\" op #0 (Dequeue): "));
   CHECK(value_of<bool>(*ws, "ok"));  // outputs untouched
   CHECK_FALSE(ws->find("item")->has_value());
 }
