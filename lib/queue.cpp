@@ -45,7 +45,13 @@ asio::awaitable<status> blob_queue::wait(waiters& list, std::optional<blob>* slo
   if (state.cancelled() != asio::cancellation_type::none) {
     // A producer woken for room it will not use passes the wake-up on.
     if (woken && slot == nullptr) wake_one(list);
-    co_return fail(errc::cancelled, "cancelled while waiting on a queue");
+    // What it waited for, for a run that ends stuck here (a consumer with
+    // no producer left, a producer with no consumer).
+    co_return fail(errc::cancelled,
+                   slot != nullptr ? "cancelled while waiting for an item: the queue is empty (" +
+                                         std::to_string(items_.size()) + " of " + std::to_string(capacity_) + ", open)"
+                                   : "cancelled while waiting for room: the queue is full (" +
+                                         std::to_string(items_.size()) + " of " + std::to_string(capacity_) + ")");
   }
   co_return ok();
 }

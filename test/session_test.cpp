@@ -15,6 +15,7 @@
 #include <boost/asio/use_future.hpp>
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <atomic>
 #include <functional>
 #include <future>
@@ -287,7 +288,11 @@ TEST_CASE("a run deadline cancels every task and fails with a timeout", "[sessio
   auto r = session.run_blocking(stuck_group(c), o);
   REQUIRE_FALSE(r);
   CHECK(r.error().code == errc::timeout);
-  CHECK(r.error().message == "run timed out after 20 ms");
+  // Where each task still running then waited: its step, net and op.
+  CHECK(r.error().message ==
+        "run timed out after 20 ms; still running then: "
+        "task \"n1/stuck\" (node \"n1\"): stuck/net \"stuck\" op #0 (Stuck): stuck op cancelled; "
+        "task \"n2/other\" (node \"n2\"): other/net \"stuck2\" op #0 (Stuck): stuck op cancelled");
   CHECK(c->cancelled == 2);
 }
 
@@ -959,7 +964,13 @@ TEST_CASE("waiting frame-free tasks are cancelled by a failure, a deadline and f
     o.timeout = 10ms;
     auto r = session.run_blocking(g, o);
     REQUIRE_FALSE(r);
-    CHECK(r.error().message == "run timed out after 10 ms");
+    // Up to 52 tasks still waiting: the first 8 are named (each with its
+    // Sleep), then how many more (those that had not started are not).
+    CHECK_THAT(r.error().message,
+               Catch::StartsWith("run timed out after 10 ms; still running then: task \"local/w0\" (node \"local\"): "
+                                 "w/net \"hour\" op #0 (Sleep): wait cancelled; task \"local/w1\"") &&
+                   Catch::Contains("; and ") && Catch::EndsWith(" more"));
+    CHECK(std::count(r.error().message.begin(), r.error().message.end(), ';') == 9);
   }
   SECTION("from outside, under gather, with the report of every task") {
     asio::io_context io;

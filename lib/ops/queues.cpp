@@ -38,6 +38,12 @@ kernel_result create_queue_factory(op_context& ctx) {
   });
 }
 
+// A wait on the queue of input 0 that ended in an error (cancelled, or
+// the queue closed): the error names the queue's blob.
+[[gnu::cold]] error queue_wait_error(const op_context& ctx, const error& e) {
+  return {e.code, input_where(ctx, 0) + e.message};
+}
+
 class enqueue_kernel final : public op_kernel {
  public:
   explicit enqueue_kernel(const op_context& ctx) noexcept
@@ -52,7 +58,9 @@ class enqueue_kernel final : public op_kernel {
     if (!value_->has_value()) co_return empty_input_error(*ctx_, 1);
     result<blob> copy = value_->clone();
     if (!copy) co_return error(copy.error().code, input_where(*ctx_, 1) + copy.error().message);
-    co_return co_await q->push(std::move(copy).value());
+    status st = co_await q->push(std::move(copy).value());
+    if (!st) co_return queue_wait_error(*ctx_, st.error());
+    co_return ok();
   }
 
  private:
@@ -75,7 +83,7 @@ class dequeue_kernel final : public op_kernel {
     if (qp == nullptr || !*qp) co_return queue_input_error(*ctx_, 0);
     queue_ptr q = *qp;  // see Enqueue
     result<std::optional<blob>> item = co_await q->pop();
-    if (!item) co_return item.error();
+    if (!item) co_return queue_wait_error(*ctx_, item.error());
     if (item.value()) {
       *value_ = std::move(*item.value());
       status_->set(true);

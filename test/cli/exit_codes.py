@@ -81,4 +81,12 @@ cli.check(elapsed < 10, "timeout: the command ends soon after the deadline", f"{
 p = cli.run("run", cli.plan("long_sleep.json"), "--timeout", "0.05", "--policy", "gather", "--threads", "2")
 cli.check_exit(p, TIMEOUT, "run --timeout under gather with 2 threads")
 
+# A run that cannot progress says where it waited: a consumer with no
+# producer and no close names its Dequeue and the Dequeue's queue.
+p = cli.run("run", cli.plan("stuck_consumer.json"), "--timeout", "1", timeout=30)
+cli.check_exit(p, TIMEOUT, "run --timeout 1 on a consumer without producer")
+cli.check('taskgroup: run timed out after 1000 ms; still running then: task "n/consumer" (node "n"): '
+          'consume/net "take" op #0 (Dequeue): input #0 "jobs": cancelled while waiting for an item: '
+          'the queue is empty (0 of 4, open)' in p.stderr, "timeout: where the consumer waited", p.stderr)
+
 cli.done()
