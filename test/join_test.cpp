@@ -240,8 +240,10 @@ asio::awaitable<status> abandoned_parent(std::shared_ptr<spawn_join>& join, bool
                                          std::vector<child_ctl>& ctl, asio::any_io_executor strand) {
   const asio::any_io_executor ex = co_await asio::this_coro::executor;
   auto make = [&ctl](std::size_t k) { return child(ctl[k], k); };
-  if (same_executor) co_return co_await spawn_join::round<true>(join, ex, make, [](std::size_t) { return 0; });
-  co_return co_await spawn_join::round<false>(join, ex, make, [strand](std::size_t) { return strand; });
+  auto same = [](std::size_t) { return 0; };
+  auto on_strand = [&strand](std::size_t) { return strand; };
+  if (same_executor) co_return co_await spawn_join::round<true>(join, ex, make, same);
+  co_return co_await spawn_join::round<false>(join, ex, make, on_strand);
 }
 
 std::uint64_t cases_from_env(std::uint64_t fallback) {

@@ -235,15 +235,19 @@ class spawn_join final : public join_core<spawn_join> {
   /// `child_executor(k)`, or on `ex` with `same_executor`. `results`, when
   /// given, receives each child's status. Awaited on `ex`; `owner` holds
   /// the join and is empty until the round completes.
+  // (Forwarding references, not values: a parameter object of a call
+  // inside a `co_await` is a temporary of the awaiting coroutine, which
+  // GCC 12 destroys twice when that coroutine is destroyed suspended.)
   template <bool same_executor, class Make, class ChildExecutor>
   static boost::asio::awaitable<status> round(std::shared_ptr<spawn_join>& owner,
-                                              const boost::asio::any_io_executor& ex, Make make,
-                                              ChildExecutor child_executor, std::vector<status>* results = nullptr) {
-    return await_round(owner, [&ex, make = std::move(make), child_executor = std::move(child_executor),
-                               results](spawn_join& self) mutable {
-      self.begin_round(results);
-      for (std::size_t k = 0; k < self.n_; ++k) self.spawn<same_executor>(ex, k, make(k), child_executor);
-    });
+                                              const boost::asio::any_io_executor& ex, Make&& make,
+                                              ChildExecutor&& child_executor, std::vector<status>* results = nullptr) {
+    return await_round(
+        owner, [&ex, make = std::forward<Make>(make), child_executor = std::forward<ChildExecutor>(child_executor),
+                results](spawn_join& self) mutable {
+          self.begin_round(results);
+          for (std::size_t k = 0; k < self.n_; ++k) self.spawn<same_executor>(ex, k, make(k), child_executor);
+        });
   }
 
   /// Cancels the children of the running round (join_core's hook).
