@@ -303,7 +303,7 @@ struct runner {  // internal: every member is used by the entry points below
   // is due (`at` then holds the child to go on with).
   bool run_children_in_turn(const program_step& n, const bound_step& b, const std::vector<step_path>& paths,
                             const stop_query& stop, yield_clock& clock, in_turn_cursor& at, status& st) {
-    for (const std::size_t e = n.recurring_size(); at.k < e; ++at.k) {
+    for (const std::size_t e = n.recurring_size(); at.k < e;) {
       const std::size_t idx = n.recurring_at(at.k);
       const program_step& c = n.children[idx];
       if (!at.child) {
@@ -319,15 +319,22 @@ struct runner {  // internal: every member is used by the entry points below
         case loop_exit::cancelled: child_st = cancelled_at(&paths[at.k]); break;
         case loop_exit::yield: return false;
       }
-      events_.execution_ends(c, at.child->started(), child_st);
-      at.child.reset();
-      if (!child_st) {
+      if (end_child(c, at, child_st)) {
         st = std::move(child_st);
         return true;
       }
     }
     st = ok();
     return true;
+  }
+
+  // Child `at.k`'s execution ended with `st`: its event, then on to the
+  // next child; true when that end stops the children (a failure).
+  bool end_child(const program_step& c, in_turn_cursor& at, const status& st) {
+    events_.execution_ends(c, at.child->started(), st);
+    at.child.reset();
+    ++at.k;
+    return !st;
   }
 
   // The children in turn once a yield is due (the common iteration needs
@@ -349,10 +356,7 @@ struct runner {  // internal: every member is used by the entry points below
         if (run_children_in_turn(n, b, paths, stop, clock, at, st)) co_return st;
         continue;
       }
-      events_.execution_ends(c, at.child->started(), st);
-      at.child.reset();
-      if (!st) co_return st;
-      ++at.k;
+      if (end_child(c, at, st)) co_return st;
       if (run_children_in_turn(n, b, paths, stop, clock, at, st)) co_return st;
     }
   }
