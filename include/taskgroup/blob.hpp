@@ -9,6 +9,8 @@
 // are only touched from that workspace's node strand.
 #pragma once
 
+#include <taskgroup/export.hpp>
+
 #include <taskgroup/error.hpp>
 
 #include <cstdint>
@@ -24,7 +26,7 @@
 namespace taskgroup {
 
 namespace detail {
-std::string demangle(const char* mangled);
+TASKGROUP_API std::string demangle(const char* mangled);
 template <class T>
 struct type_name_of {
   static std::string get() { return demangle(typeid(T).name()); }
@@ -51,8 +53,8 @@ std::string type_name() {
 namespace detail {
 // Out of line: the slow path of blob::holds (a type held through another
 // copy of the vtable, e.g. across shared libraries with hidden symbols).
-bool same_type(const std::type_info& a, const std::type_info& b) noexcept;
-struct blob_vtable {
+TASKGROUP_API bool same_type(const std::type_info& a, const std::type_info& b) noexcept;
+struct TASKGROUP_API blob_vtable {
   const std::type_info& type;
   std::string (*name)();
   void (*destroy)(void*) noexcept;
@@ -79,7 +81,7 @@ inline const blob_vtable blob_vtable_for{
 /// Storage is one heap object per value; `set` of a value of the type
 /// already held assigns in place and allocates nothing, so a hot loop that
 /// rewrites an int64 blob does not allocate.
-class blob {
+class TASKGROUP_API blob {
  public:
   /// An empty blob (no value).
   blob() noexcept = default;

@@ -37,6 +37,8 @@
 // print sink is thread-safe.
 #pragma once
 
+#include <taskgroup/export.hpp>
+
 #include <taskgroup/operator.hpp>
 
 #include <functional>
@@ -46,20 +48,20 @@ namespace taskgroup {
 
 /// Registers every built-in operator in `registry`. Errors:
 /// `errc::duplicate_operator` when one of the types is already there.
-status register_builtin_ops(operator_registry& registry);
+TASKGROUP_API status register_builtin_ops(operator_registry& registry);
 
 /// Where Print writes: called once per line, without the newline.
 using print_sink = std::function<void(std::string_view line)>;
 
 /// Replaces the print sink (an empty function restores the default, which
 /// writes lines to stdout) and returns the previous one. Thread-safe.
-print_sink set_print_sink(print_sink sink);
+TASKGROUP_API print_sink set_print_sink(print_sink sink);
 
 /// Writes a line to the current print sink. Thread-safe.
-void print_line(std::string_view line);
+TASKGROUP_API void print_line(std::string_view line);
 
 /// A readable rendering of a blob's value, as Print shows it: numbers,
 /// bools, strings, vectors of them, queues; `<type>` for other types.
-std::string to_display_string(const blob& b);
+TASKGROUP_API std::string to_display_string(const blob& b);
 
 }  // namespace taskgroup

@@ -26,6 +26,8 @@
 // codec_registry is thread-safe: `add` takes a lock that lookups share.
 #pragma once
 
+#include <taskgroup/export.hpp>
+
 #include <taskgroup/blob.hpp>
 #include <taskgroup/error.hpp>
 
@@ -46,7 +48,7 @@
 namespace taskgroup {
 
 /// Appends fixed-width little-endian values to a byte string.
-class byte_writer {
+class TASKGROUP_API byte_writer {
  public:
   /// Writes to the end of `out`, which must outlive the writer.
   explicit byte_writer(std::string& out) noexcept : out_(&out) {}
@@ -74,7 +76,7 @@ class byte_writer {
 /// Reads what a byte_writer wrote. Every read checks the bytes left and
 /// fails with `errc::not_serializable` ("truncated ...") rather than read
 /// past the end.
-class byte_reader {
+class TASKGROUP_API byte_reader {
  public:
   /// Reads `in`, which must outlive the reader.
   explicit byte_reader(std::string_view in) noexcept : in_(in) {}
@@ -102,7 +104,7 @@ class byte_reader {
 };
 
 /// One type's codec: a tag (its name on the wire) and the two functions.
-struct blob_codec {
+struct TASKGROUP_API blob_codec {
   /// The wire name, unique in a registry: `int64`, `vector<double>`, ...
   std::string tag;
   /// The C++ type encoded.
@@ -126,7 +128,7 @@ struct blob_codec {
 };
 
 /// Codecs by C++ type and by tag.
-class codec_registry {
+class TASKGROUP_API codec_registry {
  public:
   /// A registry with the built-in codecs: int64, double, bool, string and
   /// vector<> of each.

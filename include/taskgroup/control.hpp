@@ -21,6 +21,8 @@
 // Threading: pure functions over value types (reentrant).
 #pragma once
 
+#include <taskgroup/export.hpp>
+
 #include <taskgroup/execution_step.hpp>
 #include <taskgroup/net.hpp>
 
@@ -35,7 +37,7 @@
 namespace taskgroup {
 
 /// A condition: a bool blob, or a net computing it.
-class condition {
+class TASKGROUP_API condition {
  public:
   /// The bool blob `blob`.
   condition(std::string blob) : blob_(std::move(blob)) {}  // NOLINT(google-explicit-constructor)
@@ -53,7 +55,7 @@ class condition {
 
 /// A stop marker: ends the innermost helper owning the body when `cond`
 /// holds (`stop()` always).
-struct stop_marker {
+struct TASKGROUP_API stop_marker {
   std::optional<condition> cond;  // empty: unconditional
 };
 
@@ -63,7 +65,7 @@ inline stop_marker stop_if(condition cond) { return stop_marker{std::move(cond)}
 inline stop_marker stop() { return stop_marker{}; }
 
 /// The body of a control-flow helper: nets, steps and stop markers.
-class body {
+class TASKGROUP_API body {
  public:
   using item = std::variant<net, execution_step, stop_marker>;
 
@@ -86,19 +88,19 @@ class body {
 /// Appends the items of `b` to `s` as substeps, each net wrapped in a step
 /// of its own (setup work, group bodies). A stop marker has no helper to
 /// end here: it is recorded as a misuse that `s.validate()` reports.
-execution_step& append_body(execution_step& s, const body& b);
+TASKGROUP_API execution_step& append_body(execution_step& s, const body& b);
 
 /// Runs `b` once, in order (control.py Do). Stop markers end the block.
-execution_step do_(std::string name, body b);
+TASKGROUP_API execution_step do_(std::string name, body b);
 
 /// Runs the items of `b` concurrently (control.py DoParallel).
-execution_step do_parallel(std::string name, body b);
+TASKGROUP_API execution_step do_parallel(std::string name, body b);
 
 /// Runs `b` `n` times; blob `<name>/iter` counts 0 .. n-1 during the
 /// body (net_builder loop(iters)). A stop marker ends the loop early.
 /// The counter is reset on every entry: inside an enclosing loop, or in a
 /// GLOBAL group run again, each entry runs `n` iterations.
-execution_step loop(std::string name, std::int64_t n, body b);
+TASKGROUP_API execution_step loop(std::string name, std::int64_t n, body b);
 
 /// Runs `b` as many times as int64 blob `count_blob` says when the loop is
 /// entered (net_builder loop(iters) with a blob; a count <= 0 runs nothing).
@@ -108,15 +110,15 @@ execution_step loop(std::string name, std::int64_t n, body b);
 /// (`errc::blob_not_found`), or holds no int64 (`errc::type_mismatch`, from
 /// the comparison, naming the loop's nets). Written to a plan as plain
 /// steps of built-in operators, like every helper.
-execution_step loop(std::string name, std::string count_blob, body b);
+TASKGROUP_API execution_step loop(std::string name, std::string count_blob, body b);
 
 /// Runs `b` until a stop marker in it fires (net_builder loop()). Errors
 /// at run time (`errc::invalid_step`) when `b` has no stop marker:
 /// "requires a stop condition to be set with stop or stop_if".
-execution_step loop(std::string name, body b);
+TASKGROUP_API execution_step loop(std::string name, body b);
 
 /// The counter blob of a counted `loop` named `name`.
-std::string loop_iter_blob(const std::string& name);
+TASKGROUP_API std::string loop_iter_blob(const std::string& name);
 
 /// The conditional loops below reset their stop blob (`<name>/stop`) each
 /// time they are entered, as Caffe2's control.py does: a loop entered again
@@ -125,37 +127,37 @@ std::string loop_iter_blob(const std::string& name);
 /// `body` (the loop).
 ///
 /// While `cond` holds, runs `b` (cond evaluated before each iteration).
-execution_step while_(std::string name, condition cond, body b);
+TASKGROUP_API execution_step while_(std::string name, condition cond, body b);
 /// Until `cond` holds, runs `b` (cond evaluated before each iteration).
-execution_step until(std::string name, condition cond, body b);
+TASKGROUP_API execution_step until(std::string name, condition cond, body b);
 /// Runs `b`, then repeats while `cond` holds (cond evaluated after).
-execution_step do_while(std::string name, condition cond, body b);
+TASKGROUP_API execution_step do_while(std::string name, condition cond, body b);
 /// Runs `b`, then repeats until `cond` holds (cond evaluated after).
-execution_step do_until(std::string name, condition cond, body b);
+TASKGROUP_API execution_step do_until(std::string name, condition cond, body b);
 
 /// Runs `then_body` once if `cond` holds, else `else_body` once (if any).
 /// A stop marker in a branch ends only that branch.
-execution_step if_(std::string name, condition cond, body then_body, std::optional<body> else_body = std::nullopt);
+TASKGROUP_API execution_step if_(std::string name, condition cond, body then_body, std::optional<body> else_body = std::nullopt);
 /// Runs `b` once if `cond` does not hold.
-execution_step if_not(std::string name, condition cond, body b);
+TASKGROUP_API execution_step if_not(std::string name, condition cond, body b);
 
 /// `if_` whose branches run in scoped child workspaces (net_builder
 /// IfNet/Else): blobs visible outside are written through, blobs first
 /// created inside a branch are gone afterwards.
-execution_step if_net(std::string name, condition cond, body then_body, std::optional<body> else_body = std::nullopt);
+TASKGROUP_API execution_step if_net(std::string name, condition cond, body then_body, std::optional<body> else_body = std::nullopt);
 /// `while_` whose body runs in a scoped child workspace per iteration
 /// (net_builder WhileNet + Condition).
-execution_step while_net(std::string name, condition cond, body b);
+TASKGROUP_API execution_step while_net(std::string name, condition cond, body b);
 
 /// Runs every case whose condition holds, in order (control.py Switch).
-execution_step switch_(std::string name, std::vector<std::pair<condition, body>> cases);
+TASKGROUP_API execution_step switch_(std::string name, std::vector<std::pair<condition, body>> cases);
 /// Runs every case whose condition does not hold (control.py SwitchNot).
-execution_step switch_not(std::string name, std::vector<std::pair<condition, body>> cases);
+TASKGROUP_API execution_step switch_not(std::string name, std::vector<std::pair<condition, body>> cases);
 
 /// Runs `b` once; blob `has_stopped_blob(name)` is true afterwards exactly
 /// when a stop marker in `b` halted it (net_builder stop_guard).
-execution_step stop_guard(std::string name, body b);
+TASKGROUP_API execution_step stop_guard(std::string name, body b);
 /// The has-stopped blob of a `stop_guard` named `name`.
-std::string has_stopped_blob(const std::string& name);
+TASKGROUP_API std::string has_stopped_blob(const std::string& name);
 
 }  // namespace taskgroup

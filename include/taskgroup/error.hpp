@@ -10,6 +10,8 @@
 // from distinct threads freely (reentrant).
 #pragma once
 
+#include <taskgroup/export.hpp>
+
 #include <boost/outcome/basic_result.hpp>
 #include <boost/outcome/policy/result_error_code_throw_as_system_error.hpp>
 #include <boost/outcome/try.hpp>
@@ -82,7 +84,7 @@ enum class errc {
 };
 
 /// The `taskgroup` error category (name "taskgroup"). Thread-safe.
-const boost::system::error_category& error_category() noexcept;
+TASKGROUP_API const boost::system::error_category& error_category() noexcept;
 
 /// Makes an error_code of the `taskgroup` category.
 inline boost::system::error_code make_error_code(errc e) noexcept { return {static_cast<int>(e), error_category()}; }
@@ -91,7 +93,7 @@ inline boost::system::error_code make_error_code(errc e) noexcept { return {stat
 ///
 /// The message is complete on its own (`what()`-ready); `code` lets callers
 /// branch on the kind of failure (`err.code == errc::cancelled`).
-struct error {
+struct TASKGROUP_API error {
   boost::system::error_code code;
   std::string message;
 
@@ -109,7 +111,7 @@ struct error {
 
 /// Exception thrown by `result<T>::value()` on an error, and by the
 /// throwing conveniences (`op_context::input`, ...). `what()` is the message.
-class system_error : public boost::system::system_error {
+class TASKGROUP_API system_error : public boost::system::system_error {
  public:
   explicit system_error(const error& e) : boost::system::system_error(e.code, e.message), error_(e) {}
   [[nodiscard]] const taskgroup::error& error() const noexcept { return error_; }
@@ -124,7 +126,7 @@ class system_error : public boost::system::system_error {
 inline const boost::system::error_code& make_error_code(const error& e) noexcept { return e.code; }
 
 /// Outcome hook: how `value()` on an errored result throws.
-[[noreturn]] void outcome_throw_as_system_error_with_payload(const error& e);
+[[noreturn]] TASKGROUP_API void outcome_throw_as_system_error_with_payload(const error& e);
 
 }  // namespace taskgroup
 
@@ -181,7 +183,7 @@ inline auto fail(errc e, std::string message) {
 inline auto fail(error e) { return BOOST_OUTCOME_V2_NAMESPACE::failure(std::move(e)); }
 
 /// Quotes a name for messages: `"x"`.
-std::string quote(std::string_view name);
+TASKGROUP_API std::string quote(std::string_view name);
 
 }  // namespace taskgroup
 

@@ -25,6 +25,8 @@
 // (reentrant once frozen).
 #pragma once
 
+#include <taskgroup/export.hpp>
+
 #include <taskgroup/error.hpp>
 #include <taskgroup/net.hpp>
 
@@ -61,7 +63,7 @@ inline constexpr std::int64_t max_instances = 65536;
 inline constexpr std::size_t max_step_depth = 1000;
 
 /// A node of a step tree (a Caffe2 ExecutionStep).
-class execution_step {
+class TASKGROUP_API execution_step {
  public:
   /// An empty step named `name` (a label; it need not be unique).
   explicit execution_step(std::string name = "step");

@@ -53,6 +53,8 @@
 // or the run fails with `errc::mpi_failed` saying so, before any message.
 #pragma once
 
+#include <taskgroup/export.hpp>
+
 #include <taskgroup/codec.hpp>
 #include <taskgroup/detail/run_completion.hpp>
 #include <taskgroup/error.hpp>
@@ -83,7 +85,7 @@ namespace taskgroup {
 /// in `main` before any mpi_session, destroy it after the last.
 ///
 /// Threading: construct and destroy on the main thread.
-class mpi_environment {
+class TASKGROUP_API mpi_environment {
  public:
   mpi_environment();
   mpi_environment(int& argc, char**& argv);
@@ -108,7 +110,7 @@ class mpi_environment {
 };
 
 /// Options of an MPI session.
-struct mpi_options {
+struct TASKGROUP_API mpi_options {
   /// The communicator whose ranks run the group; the session works on a
   /// duplicate of it (so its messages never mix with the program's own).
   MPI_Comm comm = MPI_COMM_WORLD;
@@ -149,7 +151,7 @@ struct mpi_options {
 };
 
 /// Runs task groups across the ranks of an MPI job.
-class mpi_session {
+class TASKGROUP_API mpi_session {
  public:
   /// A session on `ex`; nodes run on strands of `ex`.
   explicit mpi_session(boost::asio::any_io_executor ex, mpi_options options = {});

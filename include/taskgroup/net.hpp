@@ -14,6 +14,8 @@
 // workspace.
 #pragma once
 
+#include <taskgroup/export.hpp>
+
 #include <taskgroup/error.hpp>
 #include <taskgroup/operator.hpp>
 
@@ -34,7 +36,7 @@ namespace taskgroup {
 class workspace;
 
 /// A named, ordered list of operator definitions (a Caffe2 NetDef).
-class net {
+class TASKGROUP_API net {
  public:
   /// An empty net named `name`.
   explicit net(std::string name);
@@ -101,7 +103,7 @@ class net {
 };
 
 /// A net bound in a workspace: every blob resolved, every kernel built.
-class net_instance {
+class TASKGROUP_API net_instance {
  public:
   /// Binds `n` in `ws`. Errors: each op's schema check, an input that does
   /// not exist (`net "body" op #2 (Add): input blob "x" does not exist`),

@@ -11,6 +11,8 @@
 // Threading: value types (reentrant).
 #pragma once
 
+#include <taskgroup/export.hpp>
+
 #include <taskgroup/operator.hpp>
 
 #include <cstddef>
@@ -23,7 +25,7 @@
 namespace taskgroup {
 
 /// A named placement for tasks, with options (e.g. resources).
-class node {
+class TASKGROUP_API node {
  public:
   /// The node `local`.
   node() = default;
@@ -43,7 +45,7 @@ class node {
 /// Node names in order of first use, with merged options. Registering and
 /// looking up a name take constant time on average (a cluster of 10^5
 /// nodes builds in linear time).
-class cluster {
+class TASKGROUP_API cluster {
  public:
   /// Registers `n`: a new name is appended; for a known name, options with
   /// new keys are added and conflicting keys keep the first value.

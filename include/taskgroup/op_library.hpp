@@ -33,6 +33,8 @@
 // dlopen() is); a registration function runs on the loading thread.
 #pragma once
 
+#include <taskgroup/export.hpp>
+
 #include <taskgroup/error.hpp>
 #include <taskgroup/operator.hpp>
 
@@ -55,7 +57,7 @@ inline constexpr const char* op_library_entry_symbol = "taskgroup_op_library";
 /// library). Layout rule: `abi_version` is first in every ABI version, so a
 /// loader of any version can read it; what follows it is only valid for
 /// that version.
-struct op_library_entry {
+struct TASKGROUP_API op_library_entry {
   /// The `op_library_abi_version` the library was built with.
   std::uint32_t abi_version;
   /// Registers the library's operators into `registry` (a fresh one: the
@@ -70,7 +72,7 @@ struct op_library_entry {
 /// loaded until the process exits: its code is reached by schemas, by
 /// kernels of nets and by blob values that no handle tracks, so unloading
 /// it could never be safe; destroying this object unloads nothing.
-struct op_library {
+struct TASKGROUP_API op_library {
   std::filesystem::path path;
   std::uint32_t abi_version = 0;
   std::vector<std::string> operators;
@@ -92,7 +94,7 @@ struct op_library {
 /// `errc::duplicate_operator` naming the operator when one of its types is
 /// already in `registry` or registered twice by the library. Not
 /// cancellable (it runs to its end on the calling thread).
-result<op_library> load_op_library(const std::filesystem::path& path, operator_registry& registry);
+TASKGROUP_API result<op_library> load_op_library(const std::filesystem::path& path, operator_registry& registry);
 
 namespace detail {
 // The wrapper the macro emits around the library's registration body: it

@@ -16,6 +16,8 @@
 // offloaded kernel runs elsewhere, under the blob rule of `offload`).
 #pragma once
 
+#include <taskgroup/export.hpp>
+
 #include <taskgroup/blob.hpp>
 #include <taskgroup/error.hpp>
 
@@ -60,7 +62,7 @@ using argument = std::variant<std::int64_t, double, bool, std::string, std::vect
 enum class argument_kind { int64, float64, boolean, string, int64_list, float64_list, boolean_list, string_list };
 
 /// `int64`, `double`, `bool`, `string`, `list<int64>`, ...
-std::string_view to_string(argument_kind kind) noexcept;
+TASKGROUP_API std::string_view to_string(argument_kind kind) noexcept;
 /// The kind of an argument value.
 inline argument_kind kind_of(const argument& a) noexcept { return static_cast<argument_kind>(a.index()); }
 
@@ -80,7 +82,7 @@ template <> struct argument_kind_of<std::vector<std::string>> { static constexpr
 }  // namespace detail
 
 /// The named arguments of an op, in insertion order; a name appears once.
-class arguments {
+class TASKGROUP_API arguments {
  public:
   arguments() = default;
   arguments(std::initializer_list<std::pair<std::string, argument>> items);
@@ -120,7 +122,7 @@ class arguments {
 };
 
 /// An operator definition: what a net holds. Plain data.
-struct op_def {
+struct TASKGROUP_API op_def {
   /// The registered type name (`Add`), or the label of an inline op.
   std::string type;
   std::vector<std::string> inputs;
@@ -138,7 +140,7 @@ struct op_def {
 
 /// What a kernel sees of its op: the bound input and output blobs, the
 /// arguments and the workspace. Built once when a net is instantiated.
-class op_context {
+class TASKGROUP_API op_context {
  public:
   op_context(const op_def& def, workspace& ws, std::vector<std::shared_ptr<blob>> inputs,
              std::vector<std::shared_ptr<blob>> outputs);
@@ -222,7 +224,7 @@ class op_context {
 /// Destroying it uncalled (e.g. with a pending operation when its
 /// io_context is destroyed) tells its target that the run will never end.
 /// Threading: strand-bound, like the kernel.
-class op_completion {
+class TASKGROUP_API op_completion {
  public:
   /// What a completion reports to: the net runner.
   class target {
@@ -284,7 +286,7 @@ class op_completion {
 /// kernels of this form costs no frame while it pends (see
 /// `local_session`). Either may also throw; the net runner converts
 /// exceptions into the op's error.
-class op_kernel {
+class TASKGROUP_API op_kernel {
  public:
   /// Tag of the constructor of kernels with a callback form.
   struct callback_form_t {
@@ -369,10 +371,10 @@ class op_kernel {
 /// `done` at once with `errc::op_failed`. Threading: thread-safe (one mutex
 /// per execution context); emit the cancellation slot on `ex`, as for any
 /// Asio operation.
-void sleep_until(const boost::asio::any_io_executor& ex, std::chrono::steady_clock::time_point deadline,
+TASKGROUP_API void sleep_until(const boost::asio::any_io_executor& ex, std::chrono::steady_clock::time_point deadline,
                  op_completion done) noexcept;
 /// `sleep_until(ex, now + d, done)`; a negative `d` is due at once.
-void sleep_for(const boost::asio::any_io_executor& ex, std::chrono::steady_clock::duration d,
+TASKGROUP_API void sleep_for(const boost::asio::any_io_executor& ex, std::chrono::steady_clock::duration d,
                op_completion done) noexcept;
 
 /// The compute executor of offloaded kernels when none is set (see
@@ -383,7 +385,7 @@ void sleep_for(const boost::asio::any_io_executor& ex, std::chrono::steady_clock
 /// threads, so that an I/O thread that wakes up preempts a CPU-bound kernel
 /// at once; a pool you pass to `set_compute_executor` keeps the priority you
 /// give it. Threading: thread-safe.
-boost::asio::any_io_executor default_compute_executor();
+TASKGROUP_API boost::asio::any_io_executor default_compute_executor();
 
 /// Turns a bound op into a kernel; may reject bad arguments or input types.
 using kernel_factory = std::function<result<std::unique_ptr<op_kernel>>(op_context&)>;
@@ -475,7 +477,7 @@ std::unique_ptr<op_kernel> make_fast_kernel(Fast fast, General general) {
 }
 
 /// A declared argument of a schema.
-struct argument_spec {
+struct TASKGROUP_API argument_spec {
   std::string name;
   /// The accepted kinds (one or several, e.g. any scalar for ConstantFill).
   std::vector<argument_kind> kinds;
@@ -493,7 +495,7 @@ struct argument_spec {
 /// read: the number of inputs and outputs must be within the declared
 /// bounds, required arguments must be present, every argument must be
 /// declared and of its declared kind.
-class operator_schema {
+class TASKGROUP_API operator_schema {
  public:
   static constexpr std::size_t unbounded = std::numeric_limits<std::size_t>::max();
 
@@ -580,7 +582,7 @@ class operator_schema {
 /// what nets use unless given another registry. Thread-safe: lookups and
 /// registrations may run concurrently (a shared mutex guards the table);
 /// schemas are immutable once added.
-class operator_registry {
+class TASKGROUP_API operator_registry {
  public:
   operator_registry() = default;
   operator_registry(const operator_registry& other);

@@ -23,6 +23,8 @@
 // Threading: pure functions (reentrant); the registry is thread-safe.
 #pragma once
 
+#include <taskgroup/export.hpp>
+
 #include <taskgroup/error.hpp>
 #include <taskgroup/operator.hpp>
 #include <taskgroup/task_group.hpp>
@@ -50,26 +52,26 @@ inline constexpr std::size_t max_plan_size = std::size_t{256} << 20;
 /// that JSON cannot hold (a non-finite double: `... op #0 (ConstantFill):
 /// argument "value": not a finite number (inf), which JSON cannot hold`);
 /// `errc::duplicate_net` for two different nets sharing a name.
-result<boost::json::value> plan_to_json(const task_group& group);
+TASKGROUP_API result<boost::json::value> plan_to_json(const task_group& group);
 
 /// `group` as JSON text, pretty-printed. Errors: those of `plan_to_json`.
-result<std::string> write_plan(const task_group& group);
+TASKGROUP_API result<std::string> write_plan(const task_group& group);
 
 /// A group from a JSON plan (a new, unused group). Every op is checked
 /// against `registry` (type, arity, arguments). Errors:
 /// `errc::invalid_plan` with the JSON pointer of the fault.
-result<task_group> read_plan(const boost::json::value& plan,
+TASKGROUP_API result<task_group> read_plan(const boost::json::value& plan,
                              const operator_registry& registry = operator_registry::global());
 
 /// Same, from JSON text. Malformed or out-of-limit text reports line and
 /// column (`line 3, column 2: duplicate key "tasks"`, `invalid UTF-8 at
 /// line 2, column 23 (byte 0xFF)`); text longer than `max_plan_size` is
 /// refused before it is parsed.
-result<task_group> read_plan(std::string_view text, const operator_registry& registry = operator_registry::global());
+TASKGROUP_API result<task_group> read_plan(std::string_view text, const operator_registry& registry = operator_registry::global());
 
 /// Same, from a file. Errors also: the file cannot be read, or is larger
 /// than `max_plan_size` (naming it; checked before reading).
-result<task_group> read_plan_file(const std::filesystem::path& path,
+TASKGROUP_API result<task_group> read_plan_file(const std::filesystem::path& path,
                                   const operator_registry& registry = operator_registry::global());
 
 /// Feeds for a run of `group` from JSON: an object whose keys are
@@ -81,12 +83,12 @@ result<task_group> read_plan_file(const std::filesystem::path& path,
 /// object, a key without a node or a blob, a value no input type holds.
 /// Whether each feed matches a declared input is the run's check
 /// (`errc::invalid_feed`).
-result<feeds> read_feeds(const boost::json::value& v, const task_group& group);
+TASKGROUP_API result<feeds> read_feeds(const boost::json::value& v, const task_group& group);
 /// Same, from JSON text (parsed as strictly as plans are).
-result<feeds> read_feeds(std::string_view text, const task_group& group);
+TASKGROUP_API result<feeds> read_feeds(std::string_view text, const task_group& group);
 
 /// Pretty-prints JSON (two-space indent), as `write_plan` does, without
 /// recursion. A non-finite double, which JSON cannot hold, prints as null.
-std::string pretty_json(const boost::json::value& v);
+TASKGROUP_API std::string pretty_json(const boost::json::value& v);
 
 }  // namespace taskgroup

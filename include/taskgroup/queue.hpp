@@ -23,6 +23,8 @@
 // run on one strand (the queue's node); queues do not cross nodes.
 #pragma once
 
+#include <taskgroup/export.hpp>
+
 #include <taskgroup/blob.hpp>
 #include <taskgroup/error.hpp>
 
@@ -39,7 +41,7 @@
 namespace taskgroup {
 
 /// A bounded FIFO of blobs with waiting push and pop.
-class blob_queue {
+class TASKGROUP_API blob_queue {
  public:
   /// A queue holding at most `capacity` values (at least 1).
   explicit blob_queue(std::size_t capacity);

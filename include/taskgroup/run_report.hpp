@@ -3,6 +3,8 @@
 // Threading: value types (reentrant).
 #pragma once
 
+#include <taskgroup/export.hpp>
+
 #include <taskgroup/blob.hpp>
 #include <taskgroup/error.hpp>
 
@@ -43,7 +45,7 @@ class codec_registry;
 /// destroying this object afterwards does not change a run in flight.
 /// Values are shared (not copied) between copies of a `feeds`.
 /// Threading: a value type (reentrant).
-class feeds {
+class TASKGROUP_API feeds {
  public:
   struct entry {
     std::string node;
@@ -79,7 +81,7 @@ class feeds {
 /// belongs to a node rather than a task (local init/exit, group report
 /// steps). Called inline on the node strands, so possibly from several
 /// threads at once: an observer must be thread-safe and cheap.
-class run_observer {
+class TASKGROUP_API run_observer {
  public:
   virtual ~run_observer() = default;
   /// The run starts: every task's name and node, in group order.
@@ -98,7 +100,7 @@ class run_observer {
 };
 
 /// Options of one run.
-struct run_options {
+struct TASKGROUP_API run_options {
   run_policy policy = run_policy::join;
   /// A deadline for the whole run: on expiry every task is cancelled and
   /// the run fails with `errc::timeout`. At most `taskgroup::max_duration`
@@ -128,10 +130,10 @@ struct run_options {
 enum class task_status { succeeded, failed, cancelled, not_run };
 
 /// `succeeded`, `failed`, `cancelled`, `not run`.
-std::string_view to_string(task_status s) noexcept;
+TASKGROUP_API std::string_view to_string(task_status s) noexcept;
 
 /// One task's part of a run.
-struct task_report {
+struct TASKGROUP_API task_report {
   std::string name;  ///< full name `<node>/<task>`
   std::string node;
   task_status status = task_status::not_run;
@@ -151,7 +153,7 @@ struct task_report {
 };
 
 /// The report of one run of a task group.
-struct run_report {
+struct TASKGROUP_API run_report {
   std::vector<task_report> tasks;  ///< in the group's task order
   std::chrono::system_clock::time_point started{};
   std::chrono::system_clock::time_point finished{};

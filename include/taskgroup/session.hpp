@@ -51,6 +51,8 @@
 // (see `async_run`); tasks on one node are serialised by its strand.
 #pragma once
 
+#include <taskgroup/export.hpp>
+
 #include <taskgroup/detail/run_completion.hpp>
 #include <taskgroup/error.hpp>
 #include <taskgroup/operator.hpp>
@@ -75,7 +77,7 @@ namespace taskgroup {
 
 /// Runs task groups in this process (Caffe2 LocalSession, nodes kept
 /// isolated).
-class local_session {
+class TASKGROUP_API local_session {
  public:
   /// A session on `ex` (e.g. an io_context's executor or a thread pool's).
   /// Lifetime: `ex`'s execution context (the io_context, the pool) must
@@ -207,7 +209,7 @@ class local_session {
 /// the start of a run: every typed output (`task::output<T>`) of `group`
 /// has a codec in `codecs`. Errors: `errc::not_serializable` naming the
 /// task, the output and the type. Thread-safe (reads only).
-status check_output_codecs(const task_group& group, const codec_registry& codecs);
+TASKGROUP_API status check_output_codecs(const task_group& group, const codec_registry& codecs);
 
 /// The check a run makes of its feeds (`run_options::feeds`) before it
 /// starts anything: each names an input `group` declares, on a node with a
@@ -216,6 +218,6 @@ status check_output_codecs(const task_group& group, const codec_registry& codecs
 /// asks this only of the nodes that run). Errors: `errc::invalid_feed`
 /// naming the feed (its node and blob) and what is wrong, or the required
 /// input not fed. Thread-safe (reads only).
-status check_feeds(const task_group& group, const feeds& given);
+TASKGROUP_API status check_feeds(const task_group& group, const feeds& given);
 
 }  // namespace taskgroup

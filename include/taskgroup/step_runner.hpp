@@ -40,6 +40,8 @@
 // every child coroutine is spawned on the same executor.
 #pragma once
 
+#include <taskgroup/export.hpp>
+
 #include <taskgroup/error.hpp>
 #include <taskgroup/execution_step.hpp>
 #include <taskgroup/operator.hpp>
@@ -64,7 +66,7 @@
 namespace taskgroup {
 
 /// Counters a run fills in when asked (`run_step_options::stats`).
-struct step_stats {
+struct TASKGROUP_API step_stats {
   /// Iterations started by the top-level step.
   std::uint64_t iterations = 0;
   /// Net runs, over the whole tree.
@@ -77,7 +79,7 @@ struct step_stats {
 /// runs, e.g. to write a trace or show progress. Called on the strand that
 /// runs the step, inline (keep it cheap); an observer shared by several
 /// nodes must be thread-safe. Names are the step's or net's own name.
-class step_observer {
+class TASKGROUP_API step_observer {
  public:
   virtual ~step_observer() = default;
   virtual void step_begin(std::string_view /*step*/) {}
@@ -90,7 +92,7 @@ class step_observer {
 };
 
 /// Options of `run_step`.
-struct run_step_options {
+struct TASKGROUP_API run_step_options {
   /// Where operator types are found; null means `operator_registry::global()`.
   const operator_registry* registry = nullptr;
   /// Filled in during the run when not null (strand-bound, like `ws`).
@@ -106,7 +108,7 @@ struct run_step_options {
 /// `errc::timeout` when a step deadline expired, the failing op's code
 /// otherwise). Validation errors of the tree (`execution_step::validate`)
 /// are reported before anything runs.
-boost::asio::awaitable<status> run_step(execution_step step, std::shared_ptr<workspace> ws,
+TASKGROUP_API boost::asio::awaitable<status> run_step(execution_step step, std::shared_ptr<workspace> ws,
                                         run_step_options options = {});
 
 /// Token form of `run_step`: starts the run on `ex` (the strand owning

@@ -25,6 +25,8 @@
 // of its group is in flight is a data race.
 #pragma once
 
+#include <taskgroup/export.hpp>
+
 #include <taskgroup/blob.hpp>
 #include <taskgroup/control.hpp>
 #include <taskgroup/error.hpp>
@@ -55,13 +57,13 @@ enum class workspace_type {
 };
 
 /// `private` or `global`.
-std::string_view to_string(workspace_type t) noexcept;
+TASKGROUP_API std::string_view to_string(workspace_type t) noexcept;
 
 /// Work contributed by an object at setup and exit (Caffe2 setup objects,
 /// e.g. a reader opening and closing a file). Attached to a task or a
 /// group, one object contributes once per run, to the first task or group
 /// that compiles it, however many places carry it.
-class setup_object {
+class TASKGROUP_API setup_object {
  public:
   setup_object() = default;
   setup_object(const setup_object&) = delete;
@@ -85,7 +87,7 @@ class setup_object {
 
 /// A setup object whose work is the given bodies (how `task::init`,
 /// `task::exit`, `task_group::local_init` ... attach plain work).
-std::shared_ptr<setup_object> make_setup(body init, body exit);
+TASKGROUP_API std::shared_ptr<setup_object> make_setup(body init, body exit);
 
 /// Where a setup object's work runs.
 enum class setup_scope {
@@ -95,7 +97,7 @@ enum class setup_scope {
 };
 
 namespace detail {
-struct output_state {
+struct TASKGROUP_API output_state {
   std::string task;
   std::vector<std::string> blobs;
   bool list = false;
@@ -115,12 +117,12 @@ struct output_state {
 // (null: the run did not report the task). Errors: `errc::output_not_set`
 // "task T output B: the task did not succeed" (or "... was not in the
 // run"), or the fetch error `r` holds for the blob.
-result<std::vector<std::shared_ptr<const blob>>> output_values(const output_state& s, const task_report* r);
+TASKGROUP_API result<std::vector<std::shared_ptr<const blob>>> output_values(const output_state& s, const task_report* r);
 // Fills `s` (its last run) from `r`, the report of its task in that run.
 // Every session does it this way, on one strand per group of runs.
-void set_output(output_state& s, const task_report& r);
-error output_not_set(const output_state& s);
-error output_type_error(const output_state& s, std::size_t i, const blob& b, const std::string& expected);
+TASKGROUP_API void set_output(output_state& s, const task_report& r);
+TASKGROUP_API error output_not_set(const output_state& s);
+TASKGROUP_API error output_type_error(const output_state& s, std::size_t i, const blob& b, const std::string& expected);
 }  // namespace detail
 
 /// A typed handle on a task's declared output, filled in by each run.
@@ -188,7 +190,7 @@ class task_output {
 };
 
 /// A step placed on a node, with outputs and setup work (a Caffe2 Task).
-class task {
+class TASKGROUP_API task {
  public:
   /// A task named `name` (empty: named after its step, or `task`), with no
   /// step yet, on node `local`.
@@ -286,10 +288,10 @@ class task {
 
 namespace detail {
 // Called by task_group::add: fixes the unique full name, marks the task used.
-void set_task_full_name(task::data& d, std::string full);
+TASKGROUP_API void set_task_full_name(task::data& d, std::string full);
 // The full name fixed by set_task_full_name (which must have been called):
 // it does not change afterwards, and lives as long as `d`.
-const std::string& task_full_name(const task::data& d) noexcept;
+TASKGROUP_API const std::string& task_full_name(const task::data& d) noexcept;
 }  // namespace detail
 
 }  // namespace taskgroup

@@ -21,6 +21,8 @@
 // Threading: build on one thread, then share read-only (reentrant).
 #pragma once
 
+#include <taskgroup/export.hpp>
+
 #include <taskgroup/control.hpp>
 #include <taskgroup/error.hpp>
 #include <taskgroup/execution_step.hpp>
@@ -44,7 +46,7 @@ namespace taskgroup {
 
 /// A group report step: runs on `node` every `interval` while the group's
 /// tasks there run, and once more after they all finished.
-struct group_report_step {
+struct TASKGROUP_API group_report_step {
   execution_step step;
   std::string node;
   std::chrono::milliseconds interval;
@@ -52,7 +54,7 @@ struct group_report_step {
 
 /// An input a group declares: blob `blob` on node `node`, given to each run
 /// by a feed (`run_options::feeds`).
-struct group_input {
+struct TASKGROUP_API group_input {
   std::string node;
   std::string blob;
   /// The C++ type a feed must hold, or null for any type.
@@ -64,7 +66,7 @@ struct group_input {
 };
 
 /// Tasks that run together (a Caffe2 TaskGroup).
-class task_group {
+class TASKGROUP_API task_group {
  public:
   /// An empty group; `type` fixes the workspace type of its tasks.
   explicit task_group(std::optional<workspace_type> type = std::nullopt);

@@ -11,6 +11,8 @@
 // Using one workspace from two threads at once is a data race.
 #pragma once
 
+#include <taskgroup/export.hpp>
+
 #include <taskgroup/blob.hpp>
 #include <taskgroup/error.hpp>
 
@@ -38,7 +40,7 @@ offload_gate* find_gate(const workspace& ws) noexcept;
 
 /// A store of named blobs and instantiated nets, optionally a child of a
 /// parent workspace (which it keeps alive).
-class workspace : public std::enable_shared_from_this<workspace> {
+class TASKGROUP_API workspace : public std::enable_shared_from_this<workspace> {
  public:
   /// A root workspace (or a child of `parent` when given). `name` appears
   /// in error messages.
