@@ -56,6 +56,8 @@ struct task_group::data {
   std::vector<local_entry> locals;
   std::vector<group_input> inputs;
   std::set<std::pair<std::string, std::string>> input_keys;  // (node, blob) of `inputs`
+  std::vector<remote_net> remote;
+  std::set<std::pair<std::string, std::string>> remote_keys;  // (node, net name) of `remote`
   mutable bool used = false;
   // tasks_by_node cache: the node map it was computed for, and the result.
   std::optional<std::map<std::string, std::string>> remap_used;
@@ -99,8 +101,11 @@ const std::vector<task>& task_group::tasks() const noexcept { return data_->task
 
 std::vector<std::string> task_group::used_nodes() const {
   std::vector<std::string> out = data_->nodes.nodes();
-  std::unordered_set<std::string_view> extra;  // report nodes without a task, once each
+  std::unordered_set<std::string_view> extra;  // report and remote-net nodes without a task, once each
   for (const auto& r : data_->reports) {
+    if (!data_->nodes.has(r.node) && extra.insert(r.node).second) out.push_back(r.node);
+  }
+  for (const auto& r : data_->remote) {
     if (!data_->nodes.has(r.node) && extra.insert(r.node).second) out.push_back(r.node);
   }
   return out;
@@ -126,6 +131,19 @@ status task_group::declare_input(std::string blob, node on, bool required, const
 }
 
 const std::vector<group_input>& task_group::inputs() const noexcept { return data_->inputs; }
+
+status task_group::add_remote_net(net n, node on) {
+  const std::string where = "remote net " + quote(n.name()) + " for node " + quote(on.name());
+  if (data_->used) return fail(errc::invalid_task, "Cannot add " + where + " to an already used TaskGroup.");
+  if (n.name().empty()) return fail(errc::invalid_task, "a remote net for node " + quote(on.name()) + " has no name");
+  if (!data_->remote_keys.emplace(on.name(), n.name()).second) {
+    return fail(errc::invalid_task, where + " added twice (a node holds one net of a name)");
+  }
+  data_->remote.push_back(remote_net{on.name(), std::move(n)});
+  return ok();
+}
+
+const std::vector<remote_net>& task_group::remote_nets() const noexcept { return data_->remote; }
 
 task_group& task_group::report_step(execution_step s, node on, std::optional<std::chrono::milliseconds> interval) {
   auto every = interval.value_or(s.report_interval().value_or(std::chrono::milliseconds(1000)));
@@ -230,6 +248,9 @@ result<task_group> task_group::tasks_by_node(std::function<std::string(std::stri
     for (const auto& o : outputs) (void)t.output<blob>(o);
     TASKGROUP_TRY(grouped.add(std::move(t)));
   }
+  for (const auto& r : data_->remote) {
+    TASKGROUP_TRY(grouped.add_remote_net(r.net, node(node_map[r.node])));
+  }
   data_->remap_used = node_map;
   data_->grouped = grouped;
   return grouped;
@@ -237,6 +258,10 @@ result<task_group> task_group::tasks_by_node(std::function<std::string(std::stri
 
 result<task> task_group::to_task(node on) {
   const std::string target = on.name();
+  if (!data_->remote.empty()) {
+    return fail(errc::invalid_task, "to_task: the group carries " + std::to_string(data_->remote.size()) +
+                                        " remote net(s), which a task cannot carry (tasks_by_node keeps them)");
+  }
   TASKGROUP_TRY(auto grouped, tasks_by_node([target](std::string_view) { return target; }));
   if (grouped.tasks().empty()) return task();
   // A fresh, unused task: the caller adds it to a group of its own.

@@ -116,10 +116,15 @@ result<net_instance*> workspace::create_net(const net& n, const operator_registr
     return fail(errc::net_exists,
                 "workspace " + quote(name_) + ": net " + quote(n.name()) + " already exists (overwrite not requested)");
   }
-  if (it != nets.end()) nets.erase(it);
+  // Bound before the old one goes: a net that fails to bind replaces
+  // nothing.
   TASKGROUP_TRY(auto inst, net_instance::make(n, *this, registry));
   net_instance* p = inst.get();
-  nets.emplace(n.name(), std::move(inst));
+  if (it != nets.end()) {
+    it->second = std::move(inst);
+  } else {
+    nets.emplace(n.name(), std::move(inst));
+  }
   return p;
 }
 
@@ -127,6 +132,12 @@ net_instance* workspace::find_net(std::string_view name) const noexcept {
   if (!more_) return nullptr;
   auto it = more_->nets.find(name);
   return it == more_->nets.end() ? nullptr : it->second.get();
+}
+
+std::shared_ptr<net_instance> workspace::shared_net(std::string_view name) const noexcept {
+  if (!more_) return nullptr;
+  auto it = more_->nets.find(name);
+  return it == more_->nets.end() ? nullptr : it->second;
 }
 
 bool workspace::remove_net(std::string_view name) {

@@ -178,6 +178,7 @@ const std::vector<arity> table = {
     {"Dequeue", 1, 1, 2, 2},
     {"CloseQueue", 1, 1, 0, 0},
     {"Hash", 1, 1, 1, 1},
+    {"RunNet", 0, 0, 0, 0},
 };
 
 std::vector<std::string> names(const char* prefix, std::size_t n) {
@@ -192,6 +193,7 @@ arguments required_args(const std::string& type) {
   if (type == "Sleep") return {{"ms", i64{1}}};
   if (type == "CreateQueue") return {{"capacity", i64{1}}};
   if (type == "Get") return {{"index", i64{0}}};
+  if (type == "RunNet") return {{"net", std::string("other")}};
   return {};
 }
 
@@ -235,8 +237,8 @@ TEST_CASE("Every built-in operator declares the arity of the table and rejects o
     REQUIRE(schema != nullptr);
     CHECK(schema->input_bounds() == std::pair{a.min_in, a.max_in});
     CHECK(schema->output_bounds() == std::pair{a.min_out, a.max_out});
-    CHECK(schema->is_async() ==
-          (std::string(a.type) == "Sleep" || std::string(a.type) == "Enqueue" || std::string(a.type) == "Dequeue"));
+    CHECK(schema->is_async() == (std::string(a.type) == "Sleep" || std::string(a.type) == "Enqueue" ||
+                                 std::string(a.type) == "Dequeue" || std::string(a.type) == "RunNet"));
 
     op_def def = valid_def(a);
     REQUIRE_OK(schema->validate(def));

@@ -82,6 +82,11 @@ status validate_group(const task_group& group) {
   for (const auto& r : group.report_steps()) {
     if (auto st = r.step.validate(); !st) return st.error().with_context("report step " + quote(r.step.name()));
   }
+  for (const auto& r : group.remote_nets()) {
+    if (auto st = r.net.validate(operator_registry::global()); !st) {
+      return st.error().with_context("remote net " + quote(r.net.name()) + " for node " + quote(r.node));
+    }
+  }
   return ok();
 }
 
@@ -93,6 +98,7 @@ struct node_items {
   std::vector<const task*> tasks;
   std::vector<const group_report_step*> reports;
   std::vector<setup_object*> locals;
+  std::vector<const net*> remote;
 };
 
 void summarize_node(const task_group& group, const std::string& node_name, const node_items& items, tally& total,
@@ -137,6 +143,10 @@ void summarize_node(const task_group& group, const std::string& node_name, const
   }
   total.add(init);
   total.add(exit);
+  for (const net* n : items.remote) {
+    total.add(*n);
+    body_text += "  remote net " + quote(n->name()) + " (" + plural(n->size(), "op", "ops") + ")\n";
+  }
 }
 
 }  // namespace
@@ -155,6 +165,7 @@ std::string summarize_group(const task_group& group, std::string_view path) {
   for (const auto& t : group.tasks()) by_node[t.node_name()].tasks.push_back(&t);
   for (const auto& r : group.report_steps()) by_node[r.node].reports.push_back(&r);
   for (const auto& [n, obj] : locals) by_node[n].locals.push_back(obj.get());
+  for (const auto& r : group.remote_nets()) by_node[r.node].remote.push_back(&r.net);
 
   std::string body_text;
   static const node_items none;

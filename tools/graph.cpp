@@ -249,6 +249,9 @@ std::string group_to_dot(const task_group& group, std::string_view title) {
       if (n != node_name) continue;
       w.body_edges(anchor, obj->exit(), "local exit");
     }
+    for (const auto& r : group.remote_nets()) {
+      if (r.node == node_name) w.edge(anchor, w.net_vertex(r.net), "remote net", "style=dashed");
+    }
     w.indent(1);
     w.out << "  }\n";
   }

@@ -30,6 +30,7 @@
 // | Enqueue | 2 -> 0 | | copies input 1 into the queue; waits while full; async |
 // | Dequeue | 1 -> 2 | | waits while empty; output 0 = value, output 1 = true; false once closed and drained; async |
 // | CloseQueue | 1 -> 0 | | closes the queue: waiting consumers drain then get false |
+// | RunNet | 0 -> 0 | net (string, required) | runs the named net of this workspace or the nearest parent that has one (a node's remote net, `task_group::add_remote_net`, or any `workspace::create_net` net): its ops, bound in that workspace, run as a net step's would (async ones awaited, cancellable); its failure is the op's, under the op's own prefix. The net must exist when the op is bound and when it runs; at most `max_run_net_in_flight` runs of one RunNet op at once (a net that runs itself fails there); async |
 // | Hash | 1 -> 1 | rounds (int64 >= 1, default 1) | int64 64-bit FNV-1a hash of the string input repeated `rounds` times; offloaded (see operator_schema::offload), checks for cancellation every 64 KiB hashed |
 // clang-format on
 //
@@ -41,10 +42,16 @@
 
 #include <taskgroup/operator.hpp>
 
+#include <cstddef>
 #include <functional>
 #include <string_view>
 
 namespace taskgroup {
+
+/// Runs of one RunNet op in flight at once: a net that runs itself,
+/// directly or through others, fails with `errc::op_failed` at this
+/// depth instead of growing without end.
+inline constexpr std::size_t max_run_net_in_flight = 256;
 
 /// Registers every built-in operator in `registry`. Errors:
 /// `errc::duplicate_operator` when one of the types is already there.

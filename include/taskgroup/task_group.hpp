@@ -65,6 +65,13 @@ struct TASKGROUP_API group_input {
   bool required = true;
 };
 
+/// A net a group carries for the workspace of node `node` (Caffe2
+/// `TaskGroup.add_remote_net`): see `task_group::add_remote_net`.
+struct TASKGROUP_API remote_net {
+  std::string node;
+  taskgroup::net net;
+};
+
 /// Tasks that run together (a Caffe2 TaskGroup).
 class TASKGROUP_API task_group {
  public:
@@ -82,7 +89,8 @@ class TASKGROUP_API task_group {
 
   /// The tasks, in order of addition.
   [[nodiscard]] const std::vector<task>& tasks() const noexcept;
-  /// Nodes of the tasks and report steps, in order of first use.
+  /// Nodes of the tasks, report steps and remote nets, in order of first
+  /// use.
   [[nodiscard]] std::vector<std::string> used_nodes() const;
   /// The cluster view (nodes with merged options).
   [[nodiscard]] const taskgroup::cluster& cluster() const noexcept;
@@ -116,6 +124,26 @@ class TASKGROUP_API task_group {
   /// The declared inputs, in order of declaration.
   [[nodiscard]] const std::vector<group_input>& inputs() const noexcept;
 
+  /// Carries net `n` for node `on` (default `local`), which need not have
+  /// a task in this group (Caffe2 `TaskGroup.add_remote_net`). Each run,
+  /// before any task starts, the session makes sure that node's workspace
+  /// holds `n` under its name (`workspace::create_net`; bound once, by the
+  /// group's first run, and then found by its later runs), so that this
+  /// group's tasks, later runs and other groups on that node can run it by
+  /// name (the `RunNet` op, `workspace::find_net`). It stays there when the
+  /// group is gone. Its ops bind in the node workspace: its inputs must
+  /// exist there when the run starts. Errors (`errc::invalid_task`): a
+  /// group already used, a net with an empty name, a second remote net of
+  /// that name for that node. At run time the run fails before any task
+  /// starts, naming the net and the node: a net of that name already on
+  /// that node that is not `n` (`errc::net_exists`, e.g. another group's),
+  /// and `n`'s binding errors (unknown operator, an input that does not
+  /// exist). Under `run_options::only_nodes` (an MPI rank's part), only
+  /// the listed nodes' remote nets are made.
+  status add_remote_net(net n, node on = {});
+  /// The remote nets, in order of addition.
+  [[nodiscard]] const std::vector<remote_net>& remote_nets() const noexcept;
+
   /// Adds an empty task on `on` (default `local`) that carries output
   /// `blob` (Caffe2 final_output with no active task).
   template <class T>
@@ -134,10 +162,13 @@ class TASKGROUP_API task_group {
   /// group used. Calling it again with an equal node map returns the same
   /// result; with a different one it fails: "Cannot call tasks_by_node
   /// multiple times." Also fails when a report step's node has no task.
+  /// The remote nets come along, each on its mapped node.
   result<task_group> tasks_by_node(std::function<std::string(std::string_view)> remap = {});
   /// Every node mapped to `on`: a new, unused task running the single
   /// grouped step (or an empty task when the group has none), to add to a
-  /// group of its own.
+  /// group of its own. A group with remote nets fails
+  /// (`errc::invalid_task`): a task cannot carry them (`tasks_by_node`
+  /// keeps them, on their mapped nodes).
   result<task> to_task(node on = {});
 
   /// Runs the group on a local session bound to the awaiting coroutine's

@@ -135,8 +135,13 @@ class TASKGROUP_API workspace : public std::enable_shared_from_this<workspace> {
 
   /// The local net instance named `name`, or null (nets are not inherited).
   [[nodiscard]] net_instance* find_net(std::string_view name) const noexcept;
+  /// The same, shared: the instance stays valid while it is held, also
+  /// after `remove_net` or an overwriting `create_net` (how `RunNet` holds
+  /// the net it runs).
+  [[nodiscard]] std::shared_ptr<net_instance> shared_net(std::string_view name) const noexcept;
 
-  /// Removes the net instance `name`; returns false when there is none.
+  /// Removes the net instance `name` (a run of it in progress keeps its
+  /// own reference, see `shared_net`); returns false when there is none.
   bool remove_net(std::string_view name);
 
   /// Names of the local net instances, sorted.
@@ -176,7 +181,7 @@ class TASKGROUP_API workspace : public std::enable_shared_from_this<workspace> {
   // bound net), made on first use: a PRIVATE task's workspace stays small.
   struct extras {
     std::map<std::string, std::shared_ptr<blob>, std::less<>> forwarded;
-    std::map<std::string, std::unique_ptr<net_instance>, std::less<>> nets;
+    std::map<std::string, std::shared_ptr<net_instance>, std::less<>> nets;
     std::map<const void*, keyed_instance> instances;
     // instance_of sweeps instances of dead nets once `instances` reaches
     // this size, then sets it to twice the survivors: amortized O(log n)

@@ -26,6 +26,10 @@ std::vector<std::string> describe(const task_group& g, const std::map<std::strin
     }
     lines.push_back(line + "]");
   }
+  for (const auto& r : g.remote_nets()) {
+    lines.push_back("remote net " + quote(r.net.name()) + " on node " + quote(r.node) + ", " +
+                    std::to_string(r.net.size()) + " ops");
+  }
   return lines;
 }
 

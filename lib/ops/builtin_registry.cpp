@@ -20,6 +20,7 @@ status register_builtin_ops(operator_registry& registry) {
   detail::add_effect_ops(table);
   detail::add_queue_ops(table);
   detail::add_compute_ops(table);
+  detail::add_net_ops(table);
   return std::move(table).first_failure();
 }
 

@@ -44,6 +44,7 @@ void add_counter_ops(builtin_table& t);     // CreateCounter CountDown ResetCoun
 void add_effect_ops(builtin_table& t);      // Print Sleep Fail (effects.cpp)
 void add_queue_ops(builtin_table& t);       // CreateQueue Enqueue Dequeue CloseQueue (queues.cpp)
 void add_compute_ops(builtin_table& t);     // Hash, offloaded (compute.cpp)
+void add_net_ops(builtin_table& t);         // RunNet (run_net.cpp)
 
 // --- messages (cold paths; messages.cpp) -------------------------------------
 

@@ -137,6 +137,7 @@ class reader {
   result<task> task_of(const json::value& v, const std::string& tp);
   status report_steps(task_group& g, const json::value& v, const std::set<std::string>& task_nodes);
   status local_setups(task_group& g, const json::object& o, const std::set<std::string>& task_nodes);
+  status remote_nets(task_group& g, const json::value& v);
 
   const operator_registry& registry_;
   net_table nets_;
@@ -249,6 +250,23 @@ status reader::report_steps(task_group& g, const json::value& v, const std::set<
   return ok();
 }
 
+status reader::remote_nets(task_group& g, const json::value& v) {
+  TASKGROUP_TRY(auto arr, get_array(v, "/remote_nets"));
+  for (std::size_t i = 0; i < arr->size(); ++i) {
+    const std::string rp = child("/remote_nets", i);
+    TASKGROUP_TRY(auto r, get_object((*arr)[i], rp));
+    TASKGROUP_TRY(known_keys(*r, rp, {"node", "net"}));
+    TASKGROUP_TRY(auto where, node_name(*r, rp));
+    if (!r->contains("net")) return bad(rp, "a remote net needs a \"net\" (the name of one of \"nets\")");
+    const std::string np = child(rp, "net");
+    TASKGROUP_TRY(auto name, get_name(r->at("net"), np));
+    auto it = nets_.find(name);
+    if (it == nets_.end()) return bad(np, "unknown net " + quote(name));
+    if (status st = g.add_remote_net(it->second, node(where)); !st) return bad(rp, st.error().message);
+  }
+  return ok();
+}
+
 status reader::local_setups(task_group& g, const json::object& o, const std::set<std::string>& task_nodes) {
   for (const char* key : {"local_init", "local_exit"}) {
     if (!o.contains(key)) continue;
@@ -276,7 +294,7 @@ result<task_group> reader::plan(const json::value& v) {
   TASKGROUP_TRY(auto o, get_object(v, ""));
   TASKGROUP_TRY(known_keys(*o, "",
                            {"taskgroup_plan", "workspace_type", "nodes", "inputs", "nets", "tasks", "report_steps",
-                            "local_init", "local_exit"}));
+                            "local_init", "local_exit", "remote_nets"}));
   if (!o->contains("taskgroup_plan")) return bad("", "not a taskgroup plan (no \"taskgroup_plan\" version)");
   TASKGROUP_TRY(auto version, get_integer(o->at("taskgroup_plan"), "/taskgroup_plan"));
   if (version != plan_format_version) {
@@ -311,6 +329,9 @@ result<task_group> reader::plan(const json::value& v) {
     TASKGROUP_TRY(report_steps(g, *x, task_nodes));
   }
   TASKGROUP_TRY(local_setups(g, *o, task_nodes));
+  if (const auto* x = o->if_contains("remote_nets")) {
+    TASKGROUP_TRY(remote_nets(g, *x));
+  }
   return g;
 }
 

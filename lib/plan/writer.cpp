@@ -187,6 +187,12 @@ result<json::value> plan_to_json(const task_group& group) {
   }
   if (!local_init.empty()) plan["local_init"] = std::move(local_init);
   if (!local_exit.empty()) plan["local_exit"] = std::move(local_exit);
+  json::array remote;
+  for (const auto& r : group.remote_nets()) {
+    TASKGROUP_TRY(w.add_net(r.net, "remote net " + quote(r.net.name()) + " for node " + quote(r.node) + ": "));
+    remote.emplace_back(json::object{{"node", r.node}, {"net", r.net.name()}});
+  }
+  if (!remote.empty()) plan["remote_nets"] = std::move(remote);
   plan["nets"] = w.take_nets();
   return json::value(std::move(plan));
 }

@@ -87,20 +87,30 @@ result<std::shared_ptr<const compiled_group>> compile_group(const task_group& g)
   return std::shared_ptr<const compiled_group>(std::move(out));
 }
 
-result<std::vector<std::size_t>> active_nodes(const compiled_group& g, const run_options& options) {
+bool takes_part(const run_options& options, std::string_view name) {
+  if (!options.only_nodes) return true;
+  const auto& list = *options.only_nodes;
+  return std::find(list.begin(), list.end(), name) != list.end();
+}
+
+result<std::vector<std::size_t>> active_nodes(const task_group& group, const compiled_group& g,
+                                              const run_options& options) {
   std::vector<std::size_t> out;
   if (!options.only_nodes) {
     for (std::size_t i = 0; i < g.nodes.size(); ++i) out.push_back(i);
     return out;
   }
   for (const auto& name : *options.only_nodes) {
-    if (std::none_of(g.nodes.begin(), g.nodes.end(), [&](const compiled_node& n) { return n.name == name; })) {
+    const bool has_task =
+        std::any_of(g.nodes.begin(), g.nodes.end(), [&](const compiled_node& n) { return n.name == name; });
+    const bool has_remote = std::any_of(group.remote_nets().begin(), group.remote_nets().end(),
+                                        [&](const remote_net& r) { return r.node == name; });
+    if (!has_task && !has_remote) {
       return fail(errc::invalid_task, "run_options::only_nodes names node " + quote(name) + ", which has no task");
     }
   }
   for (std::size_t i = 0; i < g.nodes.size(); ++i) {
-    const auto& list = *options.only_nodes;
-    if (std::find(list.begin(), list.end(), g.nodes[i].name) != list.end()) out.push_back(i);
+    if (takes_part(options, g.nodes[i].name)) out.push_back(i);
   }
   return out;
 }

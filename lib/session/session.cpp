@@ -62,7 +62,8 @@ struct local_session::impl {
 
   node_state& node(const std::string& name) {
     if (auto it = node_index.find(name); it != node_index.end()) return *it->second;
-    nodes.push_back(std::make_unique<node_state>(node_state{name, asio::make_strand(ex), workspace::make(name)}));
+    nodes.push_back(std::make_unique<node_state>(
+        node_state{name, asio::make_strand(ex), workspace::make(name), std::make_shared<detail::node_turns>(), {}}));
     if (compute) nodes.back()->ws->set_compute_executor(*compute);
     node_index.emplace(nodes.back()->name, nodes.back().get());
     return *nodes.back();
@@ -173,7 +174,7 @@ asio::awaitable<run_report> local_session::run_here(std::shared_ptr<impl> state,
   auto compiled_or = state->compile(group);
   if (!compiled_or) co_return detail::refused_report(group, compiled_or.error(), started);
   std::shared_ptr<const compiled_group> compiled = std::move(compiled_or).value();
-  auto active_or = detail::active_nodes(*compiled, options);
+  auto active_or = detail::active_nodes(group, *compiled, options);
   if (!active_or) co_return detail::refused_report(group, active_or.error(), started);
   const std::vector<std::size_t> active = std::move(active_or).value();
   if (options.strict_codecs != nullptr) {
@@ -189,10 +190,20 @@ asio::awaitable<run_report> local_session::run_here(std::shared_ptr<impl> state,
     co_return detail::refused_report(group, st.error(), started);
   }
   rs->nodes.resize(compiled->nodes.size(), nullptr);
+  std::vector<node_state*> remote_on;  // the node of each remote net, null when left out
   {
     std::lock_guard lock(state->mutex);
     rs->registry = state->registry;
     for (std::size_t i : active) rs->nodes[i] = &state->node(compiled->nodes[i].name);
+    for (const auto& r : group.remote_nets()) {
+      remote_on.push_back(detail::takes_part(opt, r.node) ? &state->node(r.node) : nullptr);
+    }
+  }
+  if (!remote_on.empty()) {
+    const operator_registry& registry = rs->registry != nullptr ? *rs->registry : operator_registry::global();
+    if (status st = co_await detail::make_remote_nets(state->coord, group, remote_on, registry); !st) {
+      co_return detail::refused_report(group, st.error(), started);
+    }
   }
   rs->records.resize(compiled->tasks.size());
   rs->outputs.resize(compiled->nodes.size());

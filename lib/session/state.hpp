@@ -19,6 +19,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <utility>
@@ -34,6 +35,9 @@ struct node_state {
   std::shared_ptr<workspace> ws;
   // Runs of groups with GLOBAL tasks here take turns (touched on `strand`).
   std::shared_ptr<node_turns> turns = std::make_shared<node_turns>();
+  // The remote nets made in `ws`, by name: which net each is, so that a
+  // later run of the same group finds its own (touched on `strand`).
+  std::map<std::string, net, std::less<>> remote_nets;
 };
 
 // A group is kept compiled while it lives (one of these per task), so a
@@ -75,7 +79,11 @@ result<std::shared_ptr<const compiled_group>> compile_group(const task_group& g)
 
 // The indexes of the nodes that run: every node, or those of
 // `options.only_nodes`.
-result<std::vector<std::size_t>> active_nodes(const compiled_group& g, const run_options& options);
+result<std::vector<std::size_t>> active_nodes(const task_group& group, const compiled_group& g,
+                                              const run_options& options);
+// Whether `options` has node `name` take part in its run (all do without
+// run_options::only_nodes).
+bool takes_part(const run_options& options, std::string_view name);
 
 // Forwards a step runner's events to the run observer with task context.
 class task_events final : public step_observer {
@@ -181,6 +189,15 @@ status check_feeds(const task_group& g, const compiled_group& cg, const feeds& g
 // Fills the output handles of the tasks of the `active` nodes from the
 // run's report (on the coordinator, where every run of a session ends).
 void publish_outputs(const compiled_group& cg, const run_report& report, const std::vector<std::size_t>& active);
+
+// Makes the remote nets of `g` (task_group::add_remote_net) on their nodes,
+// each on its node's strand: `on[j]` is the node of `g.remote_nets()[j]`,
+// null for one this run leaves out (run_options::only_nodes). A net this
+// group made there before is kept. Errors, naming the net and the node:
+// another net of that name there (errc::net_exists), the net's binding
+// errors.
+boost::asio::awaitable<status> make_remote_nets(const boost::asio::any_io_executor& coord, const task_group& g,
+                                                const std::vector<node_state*>& on, const operator_registry& registry);
 
 // Strict codecs, at the end of a run: every fetched output goes through
 // its codec, as it would travel to another process; a failure fails the

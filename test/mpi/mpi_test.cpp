@@ -220,6 +220,29 @@ TEST_CASE("several nodes on one rank keep separate workspaces and strands", "[mp
   for (const auto& n : nodes) CHECK(s.placement(g).value().at(n) == s.rank());  // only its own nodes ran here
 }
 
+TEST_CASE("remote nets are made on the rank that holds their node, and run there by name", "[mpi_placement]") {
+  mpi_options o;
+  o.placement = {{"ps", 1}, {"w", 2}};
+  mpi_session s(2, o);
+  net bump("bump");
+  bump.op("Iter", {}, {"hits"});
+  task_group carrier;  // carries the net for ps, which has no task here
+  REQUIRE(carrier.add_remote_net(bump, node("ps")));
+  REQUIRE(carrier.add(task("w", step("w").add_net(put<std::int64_t>("w", "x", 1))), node("w")));
+  REQUIRE(s.run_blocking(carrier));
+  CHECK((s.local().node_workspace("ps")->find_net("bump") != nullptr) == (s.rank() == 1));
+
+  task_group user;  // another group runs it by name on ps
+  net calls("calls");
+  calls.op("RunNet", {}, {}, {{"net", "bump"}}).op("RunNet", {}, {}, {{"net", "bump"}}).op("Copy", {"hits"}, {"total"});
+  task c("c", step("c").add_net(calls));
+  auto total = c.output<std::int64_t>("total");
+  REQUIRE(user.add(c, node("ps")));
+  auto r = s.run_blocking(user);
+  REQUIRE(r);
+  if (s.is_client()) CHECK(total.get().value() == 2);
+}
+
 // CPU time of this process (every thread), user and system.
 std::chrono::microseconds process_cpu() {
   rusage u{};
