@@ -213,22 +213,6 @@ status net_instance::run_from(std::size_t& i) noexcept {
   return ok();
 }
 
-status net_instance::run_sync() noexcept {
-  if (has_async()) [[unlikely]]
-    return run_sync_mixed();
-  // The hot loop: the fast paths called straight from one contiguous
-  // array (state included, the kernels are not touched), no status built
-  // per op, no exception handling; the first op whose fast path declines
-  // (or that has none) hands the rest of the net to the general loop.
-  const fast_entry* const first = sync_.data();
-  const fast_entry* const last = first + sync_.size();
-  for (const fast_entry* e = first; e != last; ++e) {
-    if (!e->path.fn(e->path.state)) [[unlikely]]
-      return run_general_from(static_cast<std::size_t>(e - first));
-  }
-  return ok();
-}
-
 // The rest of a synchronous net from op `i`: each op's fast path when it
 // takes the case, else its `run()`, with failures and exceptions turned
 // into the op's error.

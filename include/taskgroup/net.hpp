@@ -133,7 +133,22 @@ class TASKGROUP_API net_instance {
 
   /// Runs every op in order, inline. Requires `!may_wait()`. Returns the
   /// first failure, with the net, op index and type in its message.
-  status run_sync() noexcept;
+  status run_sync() noexcept {
+    if (has_async()) [[unlikely]]
+      return run_sync_mixed();
+    // The hot loop, inline in the step loops that call it: the fast paths
+    // called straight from one contiguous array (state included, the
+    // kernels are not touched), no status built per op, no exception
+    // handling; the first op whose fast path declines (or that has none)
+    // hands the rest of the net to the general loop.
+    const fast_entry* const first = sync_.data();
+    const std::size_t n = sync_.size();
+    for (std::size_t i = 0; i != n; ++i) {
+      if (!first[i].path.fn(first[i].path.state)) [[unlikely]]
+        return run_general_from(i);
+    }
+    return ok();
+  }
 
   /// Runs every op in order: synchronous ones inline, asynchronous ones
   /// awaited, a blocked one once it is not. Completes with the first

@@ -21,6 +21,28 @@ error stop_blob_error(const bound_step& b, const program_step& n, const step_pat
             "should_stop_blob " + quote(*n.stop()) + " expects a scalar boolean, got " + b.stop->type_name());
 }
 
+namespace {
+
+// The loop with or without an observer to tell: without one, a net's run
+// is its fast paths and two counts.
+template <bool Observed>
+loop_exit sync_loop(step_machine& m, const step_path* path, const stop_query& stop, yield_clock& clock,
+                    step_stats& counts, const step_events& events, status& failure) {
+  return m.run_nets(stop, clock, &counts, [&](net_instance& inst) {
+    ++counts.net_runs;
+    if constexpr (Observed) events.net_begins(inst);
+    status st = inst.run_sync();
+    if constexpr (Observed) events.net_ends(inst, st);
+    if (!st) [[unlikely]] {
+      failure = at(path, st.error());
+      return false;
+    }
+    return true;
+  });
+}
+
+}  // namespace
+
 loop_exit run_sync_loop(step_machine& machine, const step_path* path, const stop_query& stop_in, yield_clock& clock_in,
                         step_stats* stats, const step_events& events_in, status& failure) {
   // The loop works on copies that nothing else can reach, so that they
@@ -31,17 +53,8 @@ loop_exit run_sync_loop(step_machine& machine, const step_path* path, const stop
   const stop_query stop = stop_in;
   const step_events events = events_in;
   step_stats counts = stats != nullptr ? *stats : step_stats{};
-  const loop_exit exit = m.run_nets(stop, clock, &counts, [&](net_instance& inst) {
-    ++counts.net_runs;
-    events.net_begins(inst);
-    status st = inst.run_sync();
-    events.net_ends(inst, st);
-    if (!st) [[unlikely]] {
-      failure = at(path, st.error());
-      return false;
-    }
-    return true;
-  });
+  const loop_exit exit = events.o != nullptr ? sync_loop<true>(m, path, stop, clock, counts, events, failure)
+                                             : sync_loop<false>(m, path, stop, clock, counts, events, failure);
   machine = m;
   clock_in = clock;
   if (stats != nullptr) *stats = counts;

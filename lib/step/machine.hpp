@@ -168,23 +168,10 @@ class step_machine {
   /// after it).
   template <class RunNet>
   loop_exit run_nets(const stop_query& stop, yield_clock& clock, step_stats* stats, RunNet&& run_net) {
-    for (;;) {
-      switch (begin_iteration(stop, clock, stats)) {
-        case boundary::go: break;
-        case boundary::done: return loop_exit::end;
-        case boundary::cancelled: return loop_exit::cancelled;
-        case boundary::yield: return loop_exit::yield;
-      }
-      while (unit_ < units_) {
-        if (!run_net(*b_->nets[unit_])) [[unlikely]]
-          return loop_exit::failed;
-        switch (after_unit()) {
-          case stop_verdict::go_on: break;
-          case stop_verdict::stop: return loop_exit::end;
-          case stop_verdict::bad_type: return loop_exit::bad_stop;
-        }
-      }
-    }
+    // Two loops of the same rules: without a stop blob the check after
+    // each net is known to say "go on", and leaves the loop.
+    if (b_->stop == nullptr) return run_nets_as<false>(stop, clock, stats, run_net);
+    return run_nets_as<true>(stop, clock, stats, run_net);
   }
 
   /// The net or child of the current action (a child by its index in
@@ -203,6 +190,31 @@ class step_machine {
   [[nodiscard]] const bound_step& bound() const noexcept { return *b_; }
 
  private:
+  template <bool StopBlob, class RunNet>
+  loop_exit run_nets_as(const stop_query& stop, yield_clock& clock, step_stats* stats, RunNet& run_net) {
+    for (;;) {
+      switch (begin_iteration(stop, clock, stats)) {
+        case boundary::go: break;
+        case boundary::done: return loop_exit::end;
+        case boundary::cancelled: return loop_exit::cancelled;
+        case boundary::yield: return loop_exit::yield;
+      }
+      while (unit_ < units_) {
+        if (!run_net(*b_->nets[unit_])) [[unlikely]]
+          return loop_exit::failed;
+        if constexpr (StopBlob) {
+          switch (after_unit()) {
+            case stop_verdict::go_on: break;
+            case stop_verdict::stop: return loop_exit::end;
+            case stop_verdict::bad_type: return loop_exit::bad_stop;
+          }
+        } else {
+          ++unit_;
+        }
+      }
+    }
+  }
+
   [[nodiscard]] action unit_action() const noexcept { return nets_ ? action::run_net : action::run_child; }
 
   // Iteration i_ starts: below num_iter, or in stop-blob mode always, but
