@@ -103,9 +103,14 @@ class TASKGROUP_API run_observer {
 struct TASKGROUP_API run_options {
   run_policy policy = run_policy::join;
   /// A deadline for the whole run: on expiry every task is cancelled and
-  /// the run fails with `errc::timeout`. At most `taskgroup::max_duration`
-  /// (execution_step.hpp): a longer one fails the run at its start with
-  /// `errc::invalid_task` naming the limit.
+  /// the run fails with `errc::timeout`. The error (and the report's
+  /// failure) then lists where the tasks still running waited: each
+  /// one's step path, net, op index and type and what the op waited for
+  /// (`input #0 "jobs": cancelled while waiting for an item: the queue is
+  /// empty (0 of 4, open)`), the first 8 of them, then how many more; a
+  /// run cancelled from outside says the same. At most
+  /// `taskgroup::max_duration` (execution_step.hpp): a longer one fails
+  /// the run at its start with `errc::invalid_task` naming the limit.
   std::optional<std::chrono::milliseconds> timeout{};
   /// Told of the run's progress when not null (see run_observer).
   run_observer* observer = nullptr;
@@ -119,8 +124,9 @@ struct TASKGROUP_API run_options {
   /// When set, only these nodes run; tasks of the others are reported as
   /// `task_status::not_run`, their outputs are left alone and their
   /// required inputs need no feed (feeds given for them are checked, not
-  /// placed). Errors: `errc::invalid_task` naming a node the group does not
-  /// use. (The MPI session runs each rank's own nodes this way.)
+  /// placed); only their remote nets are made (`task_group::add_remote_net`).
+  /// Errors: `errc::invalid_task` naming a node the group does not use.
+  /// (The MPI session runs each rank's own nodes this way.)
   std::optional<std::vector<std::string>> only_nodes{};
   /// The run's input values (see `feeds`).
   taskgroup::feeds feeds{};
