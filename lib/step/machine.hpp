@@ -202,14 +202,10 @@ class step_machine {
       while (unit_ < units_) {
         if (!run_net(*b_->nets[unit_])) [[unlikely]]
           return loop_exit::failed;
-        if constexpr (StopBlob) {
-          switch (after_unit()) {
-            case stop_verdict::go_on: break;
-            case stop_verdict::stop: return loop_exit::end;
-            case stop_verdict::bad_type: return loop_exit::bad_stop;
-          }
-        } else {
-          ++unit_;
+        switch (after_unit<StopBlob>()) {
+          case stop_verdict::go_on: break;
+          case stop_verdict::stop: return loop_exit::end;
+          case stop_verdict::bad_type: return loop_exit::bad_stop;
         }
       }
     }
@@ -249,9 +245,16 @@ class step_machine {
   // A net, child or concurrent iteration has ended well: the stop check
   // after it (§1.3: after every net, sequential child, concurrent
   // iteration).
+  // `StopBlob` false: the step is known to have none (run_nets_as), so
+  // the check is compiled out.
+  template <bool StopBlob = true>
   stop_verdict after_unit() noexcept {
     ++unit_;
-    return b_->stop != nullptr ? verdict_of(*b_) : stop_verdict::go_on;
+    if constexpr (StopBlob) {
+      return b_->stop != nullptr ? verdict_of(*b_) : stop_verdict::go_on;
+    } else {
+      return stop_verdict::go_on;
+    }
   }
 
   action next_iteration(const stop_query& stop, yield_clock& clock, step_stats* stats) noexcept {
