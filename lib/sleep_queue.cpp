@@ -9,6 +9,8 @@
 #include <boost/asio/strand.hpp>
 #include <boost/intrusive/set.hpp>
 
+#include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <exception>
 #include <functional>
@@ -65,7 +67,10 @@ using entry_set = bi::set<entry, bi::key_of_value<key_of>, bi::compare<key_less>
 void end_wait(std::unique_ptr<entry> e, bool cancelled) noexcept {
   if (asio::cancellation_slot slot = e->done.slot(); slot.is_connected()) slot.clear();
   if (cancelled) {
-    e->done(fail(errc::cancelled, "wait cancelled"));
+    // How far it was from its end, for a run that ends stuck here.
+    const auto left = std::max(std::chrono::ceil<std::chrono::milliseconds>(e->deadline - clock_type::now()),
+                               std::chrono::milliseconds::zero());
+    e->done(fail(errc::cancelled, "wait cancelled " + std::to_string(left.count()) + " ms before it was due"));
   } else {
     e->done(ok());
   }

@@ -220,7 +220,11 @@ class TASKGROUP_API mpi_session {
   /// run queued when the session was destroyed, the errors of
   /// `local_session::async_run` (with the rank they came from),
   /// `errc::timeout` when `options.timeout` expires, `errc::cancelled`
-  /// when cancelled.
+  /// when cancelled. On rank 0 the error of a run that its deadline or a
+  /// cancellation from outside ended then lists where the tasks of every
+  /// rank still running waited, as on the local session (a worker's task
+  /// with its rank: `rank 1: task "n/t" (node "n"): ...`); the other ranks
+  /// end with rank 0's error alone.
   ///
   /// Cancellation: through the token's cancellation slot. Terminal and
   /// partial cancellation on rank 0 cancel every task on every rank; on

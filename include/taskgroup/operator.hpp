@@ -357,7 +357,7 @@ class TASKGROUP_API op_kernel {
 };
 
 /// Completes `done` through `ex` with success once `deadline` has passed,
-/// or with `errc::cancelled` ("wait cancelled") as soon as `done.slot()`
+/// or with `errc::cancelled` ("wait cancelled N ms before it was due") as soon as `done.slot()`
 /// fires (any cancellation type): the wait of the built-in Sleep, for the
 /// `start` of your own kernels with a callback form. The waits of one
 /// execution context share one Asio timer armed at the earliest deadline
@@ -372,10 +372,10 @@ class TASKGROUP_API op_kernel {
 /// per execution context); emit the cancellation slot on `ex`, as for any
 /// Asio operation.
 TASKGROUP_API void sleep_until(const boost::asio::any_io_executor& ex, std::chrono::steady_clock::time_point deadline,
-                 op_completion done) noexcept;
+                               op_completion done) noexcept;
 /// `sleep_until(ex, now + d, done)`; a negative `d` is due at once.
 TASKGROUP_API void sleep_for(const boost::asio::any_io_executor& ex, std::chrono::steady_clock::duration d,
-               op_completion done) noexcept;
+                             op_completion done) noexcept;
 
 /// The compute executor of offloaded kernels when none is set (see
 /// `operator_schema::offload`): a process-wide pool of one thread per core

@@ -148,6 +148,9 @@ struct TASKGROUP_API task_report {
   std::chrono::system_clock::time_point finished{};
   /// Iterations run by the task's own step (summed over instances).
   std::uint64_t iterations = 0;
+  /// Whether the task began: false for a task not run and for one
+  /// cancelled before it began (its `failure` is then "<step>: cancelled").
+  bool began = false;
   /// Declared outputs after the run: blob name and a copy of its value
   /// (this run's own: never shared with another run).
   std::vector<std::pair<std::string, std::shared_ptr<const blob>>> outputs;

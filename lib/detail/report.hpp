@@ -1,12 +1,16 @@
-// Internal: the report of a run that ended before its tasks ran, shared
-// by the local and the MPI session.
+// Internal: what the reports of the local and the MPI session share: the
+// report of a run that ended before its tasks ran, the list of tasks a
+// stuck run left waiting.
 #pragma once
 
 #include <taskgroup/run_report.hpp>
 #include <taskgroup/task_group.hpp>
 
 #include <chrono>
+#include <cstddef>
+#include <string>
 #include <utility>
+#include <vector>
 
 namespace taskgroup::detail {
 
@@ -24,6 +28,29 @@ inline run_report refused_report(const task_group& group, error e, std::chrono::
   }
   r.failure = std::move(e);
   return r;
+}
+
+// Where a run stood when its deadline or a cancellation from outside ended
+// it: `e` followed by the errors of the tasks that had begun and were
+// still running then (each names its step, net, op and what the op waited
+// for), the first `max_waiting_listed` of them, and how many more. Both
+// sessions end such a run with it, the MPI session over every rank's tasks.
+inline constexpr std::size_t max_waiting_listed = 8;
+inline error with_waiting_tasks(const std::vector<task_report>& tasks, const error& e) {
+  std::string message = e.message;
+  std::size_t listed = 0;
+  std::size_t more = 0;
+  for (const task_report& t : tasks) {
+    if (t.status != task_status::cancelled || !t.began || !t.failure) continue;
+    if (listed == max_waiting_listed) {
+      ++more;
+      continue;
+    }
+    message += listed++ == 0 ? "; still running then: " : "; ";
+    message += t.failure->message;
+  }
+  if (more != 0) message += "; and " + std::to_string(more) + " more";
+  return {e.code, std::move(message)};
 }
 
 // The report of a run that went well, or the run's failure: what `run`

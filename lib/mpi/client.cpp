@@ -191,6 +191,13 @@ class client_run {
     grace_until_ = deadline_after(clock_type::now(), s_->options.grace);
   }
 
+  // A cancellation from outside: the run's error, unless it already has one.
+  void cancelled_outside() {
+    if (first_) return;
+    fail_run(error(errc::cancelled, "run cancelled"));
+    stuck_ = true;
+  }
+
   // Takes in this rank's own reports once its tasks have ended.
   bool take_local() {
     if (!ctx_->local_done || local_seen_) return false;
@@ -278,6 +285,7 @@ class client_run {
     bool progressed = false;
     if (deadline_ && now >= *deadline_ && !first_) {
       fail_run(error(errc::timeout, "run timed out after " + std::to_string(options_.timeout->count()) + " ms"));
+      stuck_ = true;
       progressed = true;
     }
     if (grace_until_ && now >= *grace_until_) {
@@ -301,6 +309,8 @@ class client_run {
     report_.finished = std::chrono::system_clock::now();
     if (ctx_->mpi_error) {
       report_.failure = *ctx_->mpi_error;
+    } else if (first_ && stuck_) {
+      report_.failure = with_waiting_tasks(report_.tasks, *first_);
     } else if (first_) {
       report_.failure = *first_;
     }
@@ -321,6 +331,9 @@ class client_run {
   std::optional<clock_type::time_point> deadline_;
   std::optional<clock_type::time_point> grace_until_;
   bool local_seen_ = false;
+  // The run's error is its deadline's or a cancellation from outside: its
+  // end lists the tasks that were still running.
+  bool stuck_ = false;
   std::string bytes_;
 };
 
@@ -344,7 +357,7 @@ asio::awaitable<run_report> run_client(state_ptr s, task_group group, run_option
     if (!cancelled_outside && outside_cancelled(co_await asio::this_coro::cancellation_state)) {
       cancelled_outside = true;
       progressed = true;
-      run.fail_run(error(errc::cancelled, "run cancelled"));
+      run.cancelled_outside();
     }
     progressed = run.take_local() || progressed;
     progressed = run.receive_statuses() || progressed;

@@ -215,6 +215,7 @@ status_message encode_status(const codec_registry& codecs, std::uint64_t run_id,
     if (t.status == task_status::not_run) continue;
     w.u32(static_cast<std::uint32_t>(k));
     w.u8(static_cast<std::uint8_t>(t.status));
+    w.boolean(t.began);
     w.boolean(t.failure.has_value());
     if (t.failure) write_error(w, *t.failure);
     w.i64(to_ns(t.started));
@@ -275,6 +276,7 @@ result<verdict> decode_status(int from, std::uint64_t run_id, std::string_view b
       return fail(errc::group_mismatch, who + " sent task status " + std::to_string(st));
     }
     t.status = static_cast<task_status>(st);
+    TASKGROUP_TRY(t.began, r.boolean());
     TASKGROUP_TRY(auto has_failure, r.boolean());
     if (has_failure) {
       error e;

@@ -18,6 +18,7 @@ task_report report_of(const compiled_task& ct, const task_record& r, fetched_out
   out.started = r.started;
   out.finished = r.finished;
   out.iterations = r.iterations;
+  out.began = r.status != task_status::not_run && !r.unstarted;
   out.outputs = std::move(outputs.values);
   out.output_errors = std::move(outputs.errors);
   return out;
@@ -52,23 +53,6 @@ void cancel_unstarted(run_state& rs, std::size_t k) {
   rs.records[k].started = std::chrono::system_clock::now();
   rs.records[k].unstarted = true;
   (void)end_task(rs, k, error(errc::cancelled, std::string(detail::root_name(rs.group->step(k))) + ": cancelled"), {});
-}
-
-error with_waiting_tasks(const run_state& rs, const error& e) {
-  std::string message = e.message;
-  std::size_t listed = 0;
-  std::size_t more = 0;
-  for (const task_record& r : rs.records) {
-    if (r.status != task_status::cancelled || r.unstarted || !r.failure) continue;
-    if (listed == max_waiting_listed) {
-      ++more;
-      continue;
-    }
-    message += listed++ == 0 ? "; still running then: " : "; ";
-    message += r.failure->message;
-  }
-  if (more != 0) message += "; and " + std::to_string(more) + " more";
-  return {e.code, std::move(message)};
 }
 
 }  // namespace taskgroup::detail

@@ -256,9 +256,9 @@ asio::awaitable<run_report> local_session::run_here(std::shared_ptr<impl> state,
   // run's error under join only.
   asio::cancellation_state cs = co_await asio::this_coro::cancellation_state;
   if (expired) {
-    report.failure = detail::with_waiting_tasks(*rs, st.error());
+    report.failure = detail::with_waiting_tasks(report.tasks, st.error());
   } else if (cs.cancelled() != asio::cancellation_type::none) {
-    report.failure = detail::with_waiting_tasks(*rs, error(errc::cancelled, "run cancelled"));
+    report.failure = detail::with_waiting_tasks(report.tasks, error(errc::cancelled, "run cancelled"));
   } else if (!st && opt.policy == run_policy::join) {
     report.failure = st.error();
   }

@@ -161,13 +161,6 @@ status end_task(run_state& rs, std::size_t k, const status& st, const step_stats
 // task failed) first: reported as a task cancelled at its first step.
 void cancel_unstarted(run_state& rs, std::size_t k);
 
-// Where a run stood when its deadline or a cancellation from outside ended
-// it: `e` followed by the errors of the tasks that were still running then
-// (each names its step, net, op and what the op waited for), the first
-// `max_waiting_listed` of them, and how many more.
-inline constexpr std::size_t max_waiting_listed = 8;
-error with_waiting_tasks(const run_state& rs, const error& e);
-
 // One node of a run (on the node's strand): local init, tasks with report
 // steps, local exit, outputs.
 boost::asio::awaitable<status> run_node(std::shared_ptr<run_state> rs, std::size_t i);

@@ -591,6 +591,20 @@ TEST_CASE("a run deadline cancels every rank with a timeout", "[mpi_cancel]") {
   CHECK(r.error().code == errc::timeout);
   CHECK_THAT(r.error().message, Catch::Contains("run timed out after 200 ms"));
   CHECK(c->cancelled == c->started);
+  if (s.is_client()) {
+    // Rank 0's error lists where every rank's tasks waited, each task's
+    // error as its report has it (a worker's with its rank).
+    const std::string& m = r.error().message;
+    CHECK_THAT(m, Catch::StartsWith("run timed out after 200 ms; still running then: "));
+    const auto placed = s.placement(g).value();
+    for (int k = 0; k < 3; ++k) {
+      const std::string n = "n" + std::to_string(k);
+      const int rank = placed.at(n);
+      const std::string entry = (rank == 0 ? std::string() : "rank " + std::to_string(rank) + ": ") + "task \"" + n +
+                                "/t\" (node \"" + n + "\"): work/net \"wait\" op #0 (Stuck): stuck op cancelled";
+      CHECK_THAT(m, Catch::Contains(entry));
+    }
+  }
 }
 
 TEST_CASE("a timeout above max_duration is refused on every rank, naming the limit", "[mpi_cancel]") {

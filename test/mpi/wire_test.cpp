@@ -235,6 +235,7 @@ TEST_CASE("STATUS round-trips reports and outputs, large values detached", "[mpi
   run_report mine = two_tasks();
   task_report& a = mine.tasks[0];
   a.status = task_status::succeeded;
+  a.began = true;
   a.iterations = 12;
   a.started = std::chrono::system_clock::time_point(std::chrono::seconds(1000));
   a.finished = a.started + 5ms;
@@ -259,6 +260,7 @@ TEST_CASE("STATUS round-trips reports and outputs, large values detached", "[mpi
   CHECK(rx.decoded == std::vector<std::size_t>{0});
   const task_report& t = got.tasks[0];
   CHECK(t.status == task_status::succeeded);
+  CHECK(t.began);
   CHECK(t.iterations == 12);
   CHECK(t.started == a.started);
   CHECK(t.finished == a.finished);
