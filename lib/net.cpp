@@ -4,6 +4,7 @@
 
 #include "detail/await_started.hpp"
 #include "detail/errors.hpp"
+#include "detail/net_run.hpp"
 #include "detail/offload_gate.hpp"
 #include "ops/offload.hpp"
 
@@ -242,31 +243,41 @@ status net_instance::run_from(std::size_t& i) noexcept {
   return st;
 }
 
-boost::asio::awaitable<status> net_instance::run() {
+boost::asio::awaitable<status> net_instance::run() { return detail::run_net_at(*this, nullptr); }
+
+boost::asio::awaitable<status> detail::run_net_at(net_instance& inst, std::uint32_t* at) {
   std::size_t i = 0;
   for (;;) {
-    if (status st = run_from(i); !st) co_return st;
-    if (i >= ops_.size()) co_return ok();
+    if (status st = inst.run_from(i); !st) co_return st;
+    if (i >= inst.size()) co_return ok();
+    if (at != nullptr) *at = static_cast<std::uint32_t>(i);
     status st = ok();
-    if (blocked(i)) {
+    if (inst.blocked(i)) {
       const boost::asio::any_io_executor ex = co_await boost::asio::this_coro::executor;
       st = co_await detail::await_started(
           ex,
           [](void* self, const boost::asio::any_io_executor& e, op_completion done) {
             static_cast<net_instance*>(self)->wait_unblocked(e, std::move(done));
           },
-          this);
-      if (!st) co_return op_error(i, st.error());
+          &inst);
+      if (!st) co_return inst.op_error(i, st.error());
       continue;  // op i again: it may run now
     }
     try {
-      st = co_await ops_[i].kernel->run_async();
+      st = co_await inst.kernel(i).run_async();
     } catch (...) {
       st = detail::error_from_exception(std::current_exception());
     }
-    if (!st) co_return op_error(i, st.error());
+    if (!st) co_return inst.op_error(i, st.error());
     ++i;
   }
+}
+
+std::string detail::op_waiting(const net_instance& inst, std::size_t i, bool blocked) {
+  std::string what =
+      blocked ? std::string("waiting for an offloaded op of its node to end") : inst.kernel(i).waiting_for();
+  if (what.empty()) what = "waiting";
+  return inst.op_error(i, error(errc::cancelled, std::move(what))).message;
 }
 
 }  // namespace taskgroup

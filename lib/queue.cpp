@@ -47,11 +47,9 @@ asio::awaitable<status> blob_queue::wait(waiters& list, std::optional<blob>* slo
     if (woken && slot == nullptr) wake_one(list);
     // What it waited for, for a run that ends stuck here (a consumer with
     // no producer left, a producer with no consumer).
-    co_return fail(errc::cancelled,
-                   slot != nullptr ? "cancelled while waiting for an item: the queue is empty (" +
-                                         std::to_string(items_.size()) + " of " + std::to_string(capacity_) + ", open)"
-                                   : "cancelled while waiting for room: the queue is full (" +
-                                         std::to_string(items_.size()) + " of " + std::to_string(capacity_) + ")");
+    co_return fail(errc::cancelled, std::string(slot != nullptr ? "cancelled while waiting for an item: "
+                                                                : "cancelled while waiting for room: ") +
+                                        describe());
   }
   co_return ok();
 }
@@ -94,6 +92,14 @@ std::optional<blob> blob_queue::try_pop() {
   items_.pop_front();
   wake_one(not_full_);
   return b;
+}
+
+std::string blob_queue::describe() const {
+  const std::string fill = std::to_string(items_.size()) + " of " + std::to_string(capacity_);
+  if (closed_) return "the queue is closed (" + fill + ")";
+  if (items_.empty()) return "the queue is empty (" + fill + ", open)";
+  if (items_.size() >= capacity_) return "the queue is full (" + fill + ")";
+  return "the queue holds " + fill + " (open)";
 }
 
 void blob_queue::close() {

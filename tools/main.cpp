@@ -24,6 +24,8 @@
 // cannot be loaded, or inputs that do not match the plan's), 3 the run
 // timed out,
 // 128 + signal number when cancelled by SIGINT (130) or SIGTERM (143).
+// SIGUSR1 prints where each running task waits (run_probe) and the run
+// goes on.
 //
 // stdout carries only results (the outputs table, the --json object, the
 // check summary, DOT, the formatted plan); progress, Print lines and
@@ -45,6 +47,7 @@
 #endif
 
 #include <CLI/CLI.hpp>
+#include <boost/asio/bind_executor.hpp>
 #include <boost/asio/cancellation_signal.hpp>
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
@@ -229,6 +232,8 @@ int run_command(const run_args& a) {
   fan_out.add(&progress);
   if (tracing) fan_out.add(&trace.emplace());
   options.observer = &fan_out;
+  tg::run_probe probe;
+  options.probe = &probe;
 
   auto work = asio::make_work_guard(io);
   asio::signal_set signals(io, SIGINT, SIGTERM);
@@ -253,11 +258,35 @@ int run_command(const run_args& a) {
   };
   signals.async_wait(on_signal);
 
+  // SIGUSR1: where each running task waits (this rank's, printed by rank
+  // 0), on stderr even with --quiet; the run goes on.
+  asio::signal_set where_signals(io, SIGUSR1);
+  std::function<void(const boost::system::error_code&, int)> on_where = [&](const boost::system::error_code& ec, int) {
+    if (ec) return;  // the run ended
+    probe.async_where(asio::bind_executor(io, [&](std::vector<std::string> lines) {
+      if (!client) return;
+      auto print = [&](const std::string& line) {
+        if (a.quiet) {
+          std::fprintf(stderr, "%s\n", line.c_str());
+          std::fflush(stderr);
+        } else {
+          progress.note(line);
+        }
+      };
+      print(lines.empty() ? std::string("taskgroup: SIGUSR1: no task is running")
+                          : "taskgroup: SIGUSR1: where the running tasks stand:");
+      for (const auto& line : lines) print("  " + line);
+    }));
+    where_signals.async_wait(on_where);
+  };
+  where_signals.async_wait(on_where);
+
   auto on_done = [&](tg::result<tg::run_report> r) {
     outcome = std::move(r);
     cancel.slot().clear();
     boost::system::error_code ignored;
     signals.cancel(ignored);
+    where_signals.cancel(ignored);
     progress.finish();
     work.reset();
   };

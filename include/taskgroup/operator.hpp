@@ -330,6 +330,13 @@ class TASKGROUP_API op_kernel {
   /// strand owning the kernel's workspace, which `ex` is or runs on.
   virtual void start(const boost::asio::any_io_executor& ex, op_completion done) noexcept;
 
+  /// What a pending asynchronous run of this kernel waits for, in a few
+  /// words, for hang diagnosis (`run_probe`): e.g. `input #0 "jobs":
+  /// waiting for an item: the queue is empty (0 of 4, open)`. The default
+  /// says nothing (empty): the probe then says only "waiting". Threading:
+  /// on the strand owning the kernel's workspace, while a run pends.
+  [[nodiscard]] virtual std::string waiting_for() const;
+
   /// The optional fast path of a synchronous kernel: a plain function and
   /// up to 24 bytes of state it works on (e.g. the pre-resolved blobs),
   /// which a net copies into one contiguous array and calls instead of

@@ -70,6 +70,10 @@ class TASKGROUP_API blob_queue {
   [[nodiscard]] bool closed() const noexcept { return closed_; }
   [[nodiscard]] std::size_t size() const noexcept { return items_.size(); }
   [[nodiscard]] std::size_t capacity() const noexcept { return capacity_; }
+  /// Its state in words, as waits on it report it: "the queue is empty (0
+  /// of 4, open)", "the queue is full (4 of 4)", "the queue holds 2 of 4
+  /// (open)", "the queue is closed (1 of 4)".
+  [[nodiscard]] std::string describe() const;
 
  private:
   // A suspended push or pop: its wake-up timer and, for a pop, where a

@@ -8,6 +8,10 @@
 #include <taskgroup/blob.hpp>
 #include <taskgroup/error.hpp>
 
+#include <boost/asio/any_completion_handler.hpp>
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/async_result.hpp>
+
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -99,6 +103,56 @@ class TASKGROUP_API run_observer {
                           const status& /*result*/) {}
 };
 
+namespace detail {
+struct probe_access;
+}
+
+/// Asks a run where its tasks stand while it runs, for hang diagnosis
+/// (what `taskgroup run` prints on SIGUSR1): give it to one run in
+/// `run_options::probe`, then call `async_where` while that run is in
+/// flight. It follows one run at a time: a run given a probe that follows
+/// another run in flight fails at its start with `errc::invalid_task`.
+/// The probe must outlive the runs it is given to. Under an MPI session,
+/// a rank's probe sees the tasks of that rank. Threading: thread-safe.
+class TASKGROUP_API run_probe {
+ public:
+  run_probe();
+  ~run_probe();
+  run_probe(const run_probe&) = delete;
+  run_probe& operator=(const run_probe&) = delete;
+
+  /// Completes with `void(std::vector<std::string>)`: one line for each
+  /// place where a task of the run that has begun and not ended waits, in
+  /// the group's task order, in the words of the error of a run that ended
+  /// there: `task "n/consumer" (node "n"): consume/net "take" op #0
+  /// (Dequeue): input #0 "jobs": waiting for an item: the queue is empty
+  /// (0 of 4, open)` (each op says what it waits for through
+  /// `op_kernel::waiting_for`). A task with concurrent substeps may have
+  /// several lines; one that waits on no op (between two, or on a step's
+  /// own deadline, join or report timer) says `<step>: running, not
+  /// waiting on an op`. Empty when no run follows this probe. The nodes
+  /// are asked one after another, each on its strand, so lines of
+  /// different nodes are from slightly different moments. Completes on
+  /// the token's associated executor (by default the run's coordinator, or
+  /// the system executor when no run is in flight). Cancellation: not
+  /// supported (it is short). Threading: thread-safe.
+  template <class CompletionToken = boost::asio::default_completion_token_t<boost::asio::any_io_executor>>
+  auto async_where(CompletionToken&& token = boost::asio::default_completion_token_t<boost::asio::any_io_executor>()) {
+    return boost::asio::async_initiate<CompletionToken, void(std::vector<std::string>)>(
+        [s = state_](auto handler) {
+          start_where(s, boost::asio::any_completion_handler<void(std::vector<std::string>)>(std::move(handler)));
+        },
+        token);
+  }
+
+ private:
+  friend struct detail::probe_access;
+  struct state;
+  static void start_where(const std::shared_ptr<state>& s,
+                          boost::asio::any_completion_handler<void(std::vector<std::string>)> handler);
+  std::shared_ptr<state> state_;
+};
+
 /// Options of one run.
 struct TASKGROUP_API run_options {
   run_policy policy = run_policy::join;
@@ -114,6 +168,9 @@ struct TASKGROUP_API run_options {
   std::optional<std::chrono::milliseconds> timeout{};
   /// Told of the run's progress when not null (see run_observer).
   run_observer* observer = nullptr;
+  /// When not null, follows this run: ask it where the tasks stand (see
+  /// run_probe).
+  run_probe* probe = nullptr;
   /// Strict codec mode, when not null: the run fails at its start with
   /// `errc::not_serializable` when a typed output (`task::output<T>`) has
   /// no codec in this registry, and every output value is encoded and

@@ -7,6 +7,7 @@
 
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/awaitable.hpp>
+#include <boost/intrusive/list.hpp>
 
 #include <chrono>
 #include <cstdint>
@@ -39,9 +40,33 @@ std::shared_ptr<compiled_step[]> make_compiled_steps(std::size_t n);
 /// The k-th tree of `steps` (from `make_compiled_steps`).
 compiled_step& compiled_at(compiled_step* steps, std::size_t k) noexcept;
 
-/// Runs a compiled tree in `ws` (on the strand owning `ws`).
+struct step_path;
+
+/// A net run of a coroutine-driven task that waits, for hang diagnosis
+/// (run_probe): linked into its node's list while it waits, on the frame
+/// that awaits it (unlinked when either goes, in any order).
+struct wait_site : boost::intrusive::list_base_hook<boost::intrusive::link_mode<boost::intrusive::auto_unlink>> {
+  std::uint32_t task = 0;
+  std::uint32_t op = 0;  // the op it waits on (kept by run_net_at)
+  const step_path* path = nullptr;
+  const net_instance* inst = nullptr;
+};
+using wait_sites = boost::intrusive::list<wait_site, boost::intrusive::constant_time_size<false>>;
+
+/// Where a wait site stands: `path/net "x" op #i (Type): what it waits for`.
+std::string where(const wait_site& s);
+
+/// Where the coroutine driver files a task's waiting net runs: `sites`
+/// (touched on the node's strand only; none when null), as task `task`.
+struct site_registry {
+  wait_sites* sites = nullptr;
+  std::uint32_t task = 0;
+};
+
+/// Runs a compiled tree in `ws` (on the strand owning `ws`), filing its
+/// waiting net runs in `sites`.
 boost::asio::awaitable<status> run_compiled(std::shared_ptr<const compiled_step> s, std::shared_ptr<workspace> ws,
-                                            run_step_options options);
+                                            run_step_options options, site_registry sites = {});
 
 /// True when `s`'s structure allows a `frame_free_run`: a bounded number
 /// of iterations (at most `run_step_options::yield_every` net runs and
@@ -125,6 +150,9 @@ class frame_free_run {
   [[nodiscard]] virtual const step_stats& stats() const noexcept = 0;
   /// Drops what an ended run still holds (its workspace).
   virtual void reset() noexcept = 0;
+  /// Where a waiting run stands (`path/net "x" op #i (Type): what it
+  /// waits for`); empty when it does not wait.
+  [[nodiscard]] virtual std::string where() const = 0;
 
   /// The host's: told of the run's step executions and net runs when set
   /// before `start` (released by `reset`).

@@ -51,6 +51,12 @@ result<std::chrono::steady_clock::duration> sleep_duration(double ms, const std:
   return std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double, std::milli>(ms));
 }
 
+// What a pending Sleep waits for (op_kernel::waiting_for). The time left
+// is not kept (a waiting task holds the kernel): a cancelled wait says it.
+std::string sleeping(std::chrono::steady_clock::duration d) {
+  return "sleeping for " + number_text(std::chrono::duration<double, std::milli>(d).count()) + " ms";
+}
+
 // Sleep has a callback form: a task waiting on it holds no coroutine
 // frame, only its entry in the context's queue of waits (sleep_until).
 class sleep_kernel final : public op_kernel {
@@ -60,6 +66,8 @@ class sleep_kernel final : public op_kernel {
   void start(const asio::any_io_executor& ex, op_completion done) noexcept override {
     sleep_for(ex, duration_, std::move(done));
   }
+
+  [[nodiscard]] std::string waiting_for() const override { return sleeping(duration_); }
 
  private:
   std::chrono::steady_clock::duration duration_;
@@ -78,6 +86,12 @@ class sleep_input_kernel final : public op_kernel {
       return;
     }
     sleep_for(ex, d.value(), std::move(done));
+  }
+
+  // The input's value now (that of the pending run, unless it changed).
+  [[nodiscard]] std::string waiting_for() const override {
+    result<std::chrono::steady_clock::duration> d = duration();
+    return d ? input_where(*ctx_, 0) + sleeping(d.value()) : std::string();
   }
 
  private:

@@ -156,6 +156,8 @@ void op_kernel::start(const boost::asio::any_io_executor& /*ex*/, op_completion 
   done(fail(errc::op_failed, "asynchronous operator has no callback form"));
 }
 
+std::string op_kernel::waiting_for() const { return {}; }
+
 namespace {
 
 class function_kernel final : public op_kernel {

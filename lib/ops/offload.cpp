@@ -15,8 +15,8 @@
 #include <boost/asio/prefer.hpp>
 
 #include <algorithm>
-#include <cerrno>
 #include <atomic>
+#include <cerrno>
 #include <thread>
 #include <vector>
 
@@ -209,6 +209,11 @@ struct offload_kernel::run_state {
   op_completion done;
   status result = ok();
 };
+
+std::string offload_kernel::waiting_for() const {
+  return pending_ ? "ran offloaded; its outputs wait until no other offloaded op reads them"
+                  : "running on the compute executor (offloaded)";
+}
 
 void offload_kernel::start(const asio::any_io_executor& ex, op_completion done) noexcept {
   offload_gate& gate = gate_of(outer_->ws());

@@ -12,6 +12,7 @@
 #include <atomic>
 #include <memory>
 #include <optional>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -27,6 +28,7 @@ class offload_kernel final : public op_kernel, private op_completion::target {
   offload_kernel& operator=(const offload_kernel&) = delete;
 
   void start(const boost::asio::any_io_executor& ex, op_completion done) noexcept override;
+  [[nodiscard]] std::string waiting_for() const override;
 
  private:
   struct run_state;

@@ -44,6 +44,15 @@ kernel_result create_queue_factory(op_context& ctx) {
   return {e.code, input_where(ctx, 0) + e.message};
 }
 
+// What a pending Enqueue or Dequeue waits for (op_kernel::waiting_for),
+// in the words of its cancellation.
+std::string queue_wait(const op_context& ctx, const char* what) {
+  const queue_ptr* q = ctx.input_blob(0).try_get<queue_ptr>();
+  std::string out = input_where(ctx, 0) + "waiting for " + what;
+  if (q != nullptr && *q) out += ": " + (*q)->describe();
+  return out;
+}
+
 class enqueue_kernel final : public op_kernel {
  public:
   explicit enqueue_kernel(const op_context& ctx) noexcept
@@ -62,6 +71,8 @@ class enqueue_kernel final : public op_kernel {
     if (!st) co_return queue_wait_error(*ctx_, st.error());
     co_return ok();
   }
+
+  [[nodiscard]] std::string waiting_for() const override { return queue_wait(*ctx_, "room"); }
 
  private:
   const op_context* ctx_;
@@ -92,6 +103,8 @@ class dequeue_kernel final : public op_kernel {
     }
     co_return ok();
   }
+
+  [[nodiscard]] std::string waiting_for() const override { return queue_wait(*ctx_, "an item"); }
 
  private:
   const op_context* ctx_;

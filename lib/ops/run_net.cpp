@@ -2,9 +2,12 @@
 // (task_group::add_remote_net) or any net made with workspace::create_net.
 #include "builtins.hpp"
 
+#include "detail/net_run.hpp"
+
 #include <taskgroup/net.hpp>
 #include <taskgroup/workspace.hpp>
 
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <utility>
@@ -43,19 +46,40 @@ class run_net_kernel final : public op_kernel {
                                           " run itself?");
     }
     struct count {
-      std::size_t& n;
-      explicit count(std::size_t& c) : n(++c) {}
-      ~count() { --n; }
+      run_net_kernel& k;
+      run_position here;
+      count(run_net_kernel& kernel, const net_instance& inst) : k(kernel), here{&inst, 0, kernel.innermost_} {
+        ++k.in_flight_;
+        k.innermost_ = &here;
+      }
+      ~count() {
+        --k.in_flight_;
+        k.innermost_ = here.outer;
+      }
       count(const count&) = delete;
       count& operator=(const count&) = delete;
-    } guard(in_flight_);
-    co_return co_await inst->run();
+    } guard(*this, *inst);
+    co_return co_await run_net_at(*inst, &guard.here.at);
+  }
+
+  // Where its innermost run in flight stands (runs of one RunNet nest
+  // only when a net runs itself).
+  [[nodiscard]] std::string waiting_for() const override {
+    if (innermost_ == nullptr) return {};
+    const run_position& p = *innermost_;
+    return "running net " + quote(name_) + ": " + op_waiting(*p.inst, p.at, p.inst->blocked(p.at));
   }
 
  private:
+  struct run_position {
+    const net_instance* inst;
+    std::uint32_t at;  // the op it waits on
+    run_position* outer;
+  };
   workspace* ws_;  // the op's: it outlives its nets' kernels
   std::string name_;
-  std::size_t in_flight_ = 0;  // on the node's strand, like every run
+  std::size_t in_flight_ = 0;          // on the node's strand, like every run
+  run_position* innermost_ = nullptr;  // on the frame of the run it names
 };
 
 kernel_result run_net_factory(op_context& ctx) {

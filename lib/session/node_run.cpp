@@ -7,7 +7,12 @@
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
+#include <algorithm>
+#include <cstddef>
 #include <optional>
+#include <string>
+#include <utility>
+#include <vector>
 
 // GCC 12 flags the coroutine ramps of this file, inlined into their
 // caller, with a false -Wmismatched-new-delete: Asio's frame operator new
@@ -84,6 +89,10 @@ class node_batch final : public detail::join_core<node_batch>, public detail::ta
   }
 
   [[nodiscard]] bool idle() const noexcept { return waiting_.empty(); }
+  // The runs that wait (run_probe asks them where they stand).
+  [[nodiscard]] const std::vector<std::unique_ptr<detail::frame_free_run>>& waiting() const noexcept {
+    return waiting_;
+  }
 
   // Completes once no run waits, with the first failure of the batch's
   // tasks (or errc::cancelled when cancelled from outside with none).
@@ -181,7 +190,8 @@ asio::awaitable<status> run_task(std::shared_ptr<run_state> rs, std::size_t k, s
     observer->task_begin(*ct.name, *ct.node);
   }
   status st = co_await detail::run_compiled(
-      std::shared_ptr<const detail::compiled_step>(rs->group, &rs->group->step(k)), std::move(ws), o);
+      std::shared_ptr<const detail::compiled_step>(rs->group, &rs->group->step(k)), std::move(ws), o,
+      detail::site_registry{&rs->watch[ct.node_index].sites, static_cast<std::uint32_t>(k)});
   status result = end_task(*rs, k, st, stats);
   if (observer != nullptr) observer->task_end(report_of(ct, rs->records[k], {}));
   co_return result;
@@ -201,13 +211,22 @@ asio::awaitable<status> await_batch(std::shared_ptr<node_batch>& batch) {
 // the strand and cancellation get in); the others are joined as
 // coroutines. The join policy is the same for both: under fail_fast the
 // first failure cancels every task not yet ended.
-asio::awaitable<status> run_tasks(std::shared_ptr<run_state> rs, const compiled_node& cn, node_state* n,
-                                  detail::join_mode mode) {
+asio::awaitable<status> run_tasks(std::shared_ptr<run_state> rs, std::size_t i, node_state* n, detail::join_mode mode) {
+  const compiled_node& cn = rs->group->nodes[i];
   // Cancelled or not, the tasks that wait must be waited for.
   co_await asio::this_coro::throw_if_cancelled(false);
   asio::cancellation_state cs = co_await asio::this_coro::cancellation_state;
   constexpr std::size_t yield_every = run_step_options{}.yield_every;
   std::shared_ptr<node_batch> batch = node_batch::make(rs, n, mode, cn.tasks.size());
+  // The batch's waiting runs, in view of run_probe while this lasts.
+  struct in_view {
+    node_watch& w;
+    explicit in_view(node_watch& watch) : w(watch) {}
+    ~in_view() { w.waiting = nullptr; }
+    in_view(const in_view&) = delete;
+    in_view& operator=(const in_view&) = delete;
+  } view{rs->watch[i]};
+  view.w.waiting = &batch->waiting();
   std::vector<std::pair<std::size_t, std::shared_ptr<workspace>>> rest;
   bool cancelled = false;
   auto halted = [&] { return cancelled || (batch->first_failure() && mode == detail::join_mode::fail_fast); };
@@ -256,6 +275,28 @@ asio::awaitable<status> run_tasks(std::shared_ptr<run_state> rs, const compiled_
 
 }  // namespace
 
+void describe_node(const run_state& rs, std::size_t i, std::vector<std::pair<std::size_t, std::string>>& out) {
+  const node_watch& w = rs.watch[i];
+  const std::size_t first = out.size();
+  for (const wait_site& s : w.sites) out.emplace_back(s.task, where(s));
+  if (w.waiting != nullptr) {
+    for (const auto& r : *w.waiting) {
+      if (std::string at = r->where(); !at.empty()) out.emplace_back(r->task, std::move(at));
+    }
+  }
+  // The node's other tasks that have begun and not ended: between two
+  // ops (a yield), or in a wait of their steps' own (a step deadline,
+  // concurrent substeps, report steps).
+  for (std::size_t k : rs.group->nodes[i].tasks) {
+    const task_record& r = rs.records[k];
+    if (r.started == std::chrono::system_clock::time_point{} || r.finished != std::chrono::system_clock::time_point{})
+      continue;
+    const bool listed = std::any_of(out.begin() + static_cast<std::ptrdiff_t>(first), out.end(),
+                                    [k](const auto& line) { return line.first == k; });
+    if (!listed) out.emplace_back(k, std::string(root_name(rs.group->step(k))) + ": running, not waiting on an op");
+  }
+}
+
 // One node: the run's workspace there (the node's own, in turn, for a
 // node with GLOBAL tasks; otherwise a child of it), outputs and feeds in
 // it, local init, tasks with report steps, outputs fetched, local exit.
@@ -293,7 +334,7 @@ asio::awaitable<status> run_node(std::shared_ptr<run_state> rs, std::size_t i) {
     if (status st = co_await detail::run_compiled(cn.init, ws, o); !st) co_return node_error(st.error());
   }
   const auto mode = rs->options.policy == run_policy::gather ? detail::join_mode::gather : detail::join_mode::fail_fast;
-  auto tasks = [rs, &cn, n, mode]() { return run_tasks(rs, cn, n, mode); };
+  auto tasks = [rs, i, n, mode]() { return run_tasks(rs, i, n, mode); };
   status st = co_await detail::run_with_reporters(tasks, cn.reports, ws, o, cn.name);
   fetch_outputs(*rs, i);
   if (!st) co_return st;

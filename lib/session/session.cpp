@@ -26,6 +26,13 @@
 #include <string_view>
 #include <unordered_map>
 
+// GCC 12 flags the frame of run_here with a false -Wmismatched-new-delete:
+// Asio's frame operator new (through its recycling allocator) and its
+// matching delete.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
+#endif
+
 namespace taskgroup {
 
 namespace asio = boost::asio;
@@ -208,6 +215,14 @@ asio::awaitable<run_report> local_session::run_here(std::shared_ptr<impl> state,
   rs->records.resize(compiled->tasks.size());
   rs->outputs.resize(compiled->nodes.size());
   rs->workspaces.resize(compiled->nodes.size());
+  rs->watch.resize(compiled->nodes.size());
+  if (opt.probe != nullptr) {
+    rs->coord = state->coord;
+    rs->session = state;
+    if (status st = detail::probe_access::attach(*opt.probe, rs); !st) {
+      co_return detail::refused_report(group, st.error(), started);
+    }
+  }
   run_report report;
   report.started = started;
   if (opt.observer != nullptr) {
@@ -237,6 +252,7 @@ asio::awaitable<run_report> local_session::run_here(std::shared_ptr<impl> state,
   } catch (...) {
     st = detail::error_from_exception(std::current_exception());
   }
+  if (opt.probe != nullptr) detail::probe_access::detach(*opt.probe, *rs);
   if (opt.strict_codecs != nullptr) {
     if (status sc = detail::round_trip_outputs(*rs, active, *opt.strict_codecs); !sc && st) st = sc;
   }

@@ -131,6 +131,13 @@ struct fetched_outputs {
 // The report of task `ct` from its record.
 task_report report_of(const compiled_task& ct, const task_record& r, fetched_outputs outputs);
 
+// What run_probe asks on a node (touched on its strand only): its
+// coroutine tasks' waiting net runs and its frame-free runs that wait.
+struct node_watch {
+  wait_sites sites;
+  const std::vector<std::unique_ptr<frame_free_run>>* waiting = nullptr;  // while its tasks run
+};
+
 // The state of one run, shared by the coroutines of every node.
 struct run_state {
   std::shared_ptr<const compiled_group> group;
@@ -147,6 +154,13 @@ struct run_state {
   // with its tasks' outputs in the order of compiled_node::tasks; empty
   // while none is fetched.
   std::vector<std::vector<fetched_outputs>> outputs;
+  // Aligned with group->nodes: where its running tasks stand (run_probe).
+  std::vector<node_watch> watch;
+  // For run_probe, which asks from the session's coordinator: it, and the
+  // session's state, which owns the nodes' strands (held as long as the
+  // run is: a probe holds the run only while it asks).
+  boost::asio::any_io_executor coord;
+  std::shared_ptr<const void> session;
 };
 
 // The workspace task k runs in: the run's on its node, or a child of it
@@ -160,6 +174,22 @@ status end_task(run_state& rs, std::size_t k, const status& st, const step_stats
 // A task that never started because the run was cancelled (or another
 // task failed) first: reported as a task cancelled at its first step.
 void cancel_unstarted(run_state& rs, std::size_t k);
+
+// run_probe's link to the run it follows (run_options::probe).
+struct probe_access {
+  // From the run's start. Errors: errc::invalid_task when the probe
+  // follows another run in flight.
+  static status attach(run_probe& p, const std::shared_ptr<run_state>& rs);
+  // At its end: the probe no longer follows `rs`, and holds nothing of it.
+  static void detach(run_probe& p, const run_state& rs);
+};
+
+// Where each task of node i that has begun and not ended stands, as
+// (task, `path/net "x" op #i (Type): what it waits for`), on the node's
+// strand: each waiting net run of a coroutine task, each waiting
+// frame-free run, and "<root>: running, not waiting on an op" for the
+// others (run_probe).
+void describe_node(const run_state& rs, std::size_t i, std::vector<std::pair<std::size_t, std::string>>& out);
 
 // One node of a run (on the node's strand): local init, tasks with report
 // steps, local exit, outputs.

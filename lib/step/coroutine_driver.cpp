@@ -1,6 +1,7 @@
 #include "step/machine.hpp"
 
 #include "detail/join.hpp"
+#include "detail/net_run.hpp"
 #include "detail/runner.hpp"
 
 #include <taskgroup/step_runner.hpp>
@@ -49,12 +50,25 @@ struct report_control {
 // iterations, deadlines, report steps and coroutine-form ops need it; a
 // task whose tree needs none of them runs on the frame-free driver.
 struct runner {  // internal: every member is used by the entry points below
-  runner(asio::any_io_executor ex, const operator_registry& registry, const run_step_options& options)
+  runner(asio::any_io_executor ex, const operator_registry& registry, const run_step_options& options,
+         site_registry sites = {})
       : ex_(std::move(ex)),
         registry_(registry),
         stats_(options.stats),
         events_{options.observer},
+        sites_(sites),
         yield_every_(std::max<std::uint32_t>(1, options.yield_every)) {}
+
+  // Files `site` as net `inst` at `path` waiting, when the task's sites
+  // are kept (a session's run): the caller awaits the net with the
+  // site's op index kept.
+  void watch(wait_site& site, const net_instance& inst, const step_path* path) {
+    if (sites_.sites == nullptr) return;
+    site.task = sites_.task;
+    site.path = path;
+    site.inst = &inst;
+    sites_.sites->push_back(site);
+  }
 
   status bind(const program_step& n, workspace& ws, bound_step& b, const step_path* path) {
     return bind_step(n, ws, registry_, b, path);
@@ -170,7 +184,9 @@ struct runner {  // internal: every member is used by the entry points below
     // No co_await inside ?: — GCC 12 miscompiles the temporaries there.
     status st = ok();
     if (inst.may_wait()) {
-      st = co_await inst.run();
+      wait_site site;
+      watch(site, inst, path);
+      st = co_await run_net_at(inst, &site.op);
     } else {
       st = inst.run_sync();
     }
@@ -230,7 +246,9 @@ struct runner {  // internal: every member is used by the entry points below
           events_.net_begins(inst);
           status st = ok();
           if (inst.may_wait()) {
-            st = co_await inst.run();
+            wait_site site;
+            watch(site, inst, path);
+            st = co_await run_net_at(inst, &site.op);
           } else {
             st = inst.run_sync();
           }
@@ -452,16 +470,21 @@ struct runner {  // internal: every member is used by the entry points below
   const operator_registry& registry_;
   step_stats* stats_;
   step_events events_;
+  site_registry sites_;
   std::uint32_t yield_every_;
 };
 
 }  // namespace
 
+std::string detail::where(const wait_site& s) {
+  return render(s.path) + "/" + op_waiting(*s.inst, s.op, s.inst->blocked(s.op));
+}
+
 asio::awaitable<status> detail::run_compiled(std::shared_ptr<const compiled_step> s, std::shared_ptr<workspace> ws,
-                                             run_step_options options) {
+                                             run_step_options options, site_registry sites) {
   if (!ws) co_return fail(errc::invalid_step, "run_step: no workspace");
   const operator_registry& registry = options.registry != nullptr ? *options.registry : operator_registry::global();
-  runner r(co_await asio::this_coro::executor, registry, options);
+  runner r(co_await asio::this_coro::executor, registry, options, sites);
   const program_step& root = s->root;
   step_path path{nullptr, root.name};
   bound_step b;

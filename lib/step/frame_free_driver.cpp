@@ -7,6 +7,7 @@
 // nested own workspace: bounded work between suspensions), observed or not.
 #include "step/machine.hpp"
 
+#include "detail/net_run.hpp"
 #include "detail/runner.hpp"
 
 #include <boost/asio/cancellation_signal.hpp>
@@ -14,6 +15,7 @@
 
 #include <memory>
 #include <optional>
+#include <string>
 #include <utility>
 
 namespace taskgroup::detail {
@@ -161,6 +163,16 @@ class frame_free_driver final : public frame_free_run, private op_completion::ta
     return f(&chain.back());
   }
 
+ public:
+  // frame_free_run: the path of the top of the stack, the net and its op
+  // that pends (or the wait for an offloaded op, `retry_`).
+  [[nodiscard]] std::string where() const override {
+    if (!waiting_ || net_ == nullptr || stack_.empty()) return {};
+    const std::string op = op_waiting(*net_, op_, retry_);
+    return with_path([&](const step_path* p) { return render(p) + "/" + op; });
+  }
+
+ private:
   // Carries out the machines' actions from where they stand until the
   // tree ends (true, result_ set) or an op waits (false). `resumed`: the
   // end of the op that waited.

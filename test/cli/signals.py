@@ -1,5 +1,6 @@
 """Ctrl-C: SIGINT cancels the run through the cancellation path; the
-command exits 130 (SIGTERM: 143) soon after, without hanging."""
+command exits 130 (SIGTERM: 143) soon after, without hanging. SIGUSR1
+prints where each running task waits, and the run goes on."""
 import os
 import select
 import signal
@@ -60,6 +61,56 @@ def interrupt(sig, expected, *extra):
     tasks = {e["name"] for e in data.get("traceEvents", []) if e.get("ph") == "X" and e["cat"] == "task"}
     cli.check(tasks == {"local/sleeper", "n1/counter"}, f"{sig.name}: trace of the cancelled run", tasks)
 
+
+def read_some(proc, seconds):
+    """What stderr gives within `seconds`."""
+    seen = ""
+    deadline = time.monotonic() + seconds
+    fd = proc.stderr.fileno()
+    while time.monotonic() < deadline:
+        ready, _, _ = select.select([fd], [], [], 0.05)
+        if ready:
+            chunk = os.read(fd, 4096).decode()
+            if not chunk:
+                break
+            seen += chunk
+    return seen
+
+
+def where(*extra):
+    """SIGUSR1 during a stuck run names the Dequeue it waits on and its
+    queue, each time it comes; the run then ends at its --timeout (exit 3)."""
+    env = dict(os.environ)
+    env.pop("TERM", None)
+    proc = subprocess.Popen([cli.exe, "run", cli.plan("stuck_consumer.json"), "--timeout", "6", *extra],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    # The handler is in place before any task starts.
+    seen = wait_for_lines(proc, ["task n/consumer started"])
+    line = ('  task "n/consumer" (node "n"): consume/net "take" op #0 (Dequeue): input #0 "jobs": '
+            'waiting for an item: the queue is empty (0 of 4, open)')
+    # Once the task has reached its wait (it may not have yet), and again.
+    for wanted in (1, None):
+        if wanted is None:
+            wanted = seen.count(line) + 1
+        deadline = time.monotonic() + 4
+        while seen.count(line) < wanted and time.monotonic() < deadline:
+            proc.send_signal(signal.SIGUSR1)
+            seen += read_some(proc, 0.3)
+        cli.check(seen.count(line) >= wanted, f"SIGUSR1 {extra}: names the Dequeue and its queue ({wanted})", seen)
+    try:
+        out, err = proc.communicate(timeout=15)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        out, err = proc.communicate()
+    err = seen + err.decode()
+    cli.check("taskgroup: SIGUSR1: where the running tasks stand:\n" + line in err, f"SIGUSR1 {extra}: a heading",
+              err)
+    cli.check(proc.returncode == 3, f"SIGUSR1 {extra}: the run went on to its timeout (exit 3)", (proc.returncode, err))
+    cli.check(out == b"", f"SIGUSR1 {extra}: nothing on stdout", out)
+
+
+where()
+where("--threads", "2")
 
 interrupt(signal.SIGINT, SIGINT_EXIT)
 interrupt(signal.SIGINT, SIGINT_EXIT, "--threads", "2", "--policy", "gather")
