@@ -12,22 +12,25 @@ from cli_support import Cli, SIGINT_EXIT, SIGTERM_EXIT
 cli = Cli()
 
 
-def wait_for_lines(proc, needles, limit=20.0):
-    """Reads stderr until it holds every one of `needles` (plain progress mode;
-    tasks of different nodes start in parallel, so in any order)."""
+def read_until(proc, limit, done):
+    """Reads stderr for up to `limit` seconds, until `done(what was read)`."""
     seen = ""
     deadline = time.monotonic() + limit
     fd = proc.stderr.fileno()
-    while time.monotonic() < deadline:
-        ready, _, _ = select.select([fd], [], [], 0.1)
+    while time.monotonic() < deadline and not done(seen):
+        ready, _, _ = select.select([fd], [], [], 0.05)
         if ready:
             chunk = os.read(fd, 4096).decode()
             if not chunk:
                 break
             seen += chunk
-            if all(needle in seen for needle in needles):
-                return seen
     return seen
+
+
+def wait_for_lines(proc, needles, limit=20.0):
+    """Reads stderr until it holds every one of `needles` (plain progress mode;
+    tasks of different nodes start in parallel, so in any order)."""
+    return read_until(proc, limit, lambda seen: all(needle in seen for needle in needles))
 
 
 def interrupt(sig, expected, *extra):
@@ -62,21 +65,6 @@ def interrupt(sig, expected, *extra):
     cli.check(tasks == {"local/sleeper", "n1/counter"}, f"{sig.name}: trace of the cancelled run", tasks)
 
 
-def read_some(proc, seconds):
-    """What stderr gives within `seconds`."""
-    seen = ""
-    deadline = time.monotonic() + seconds
-    fd = proc.stderr.fileno()
-    while time.monotonic() < deadline:
-        ready, _, _ = select.select([fd], [], [], 0.05)
-        if ready:
-            chunk = os.read(fd, 4096).decode()
-            if not chunk:
-                break
-            seen += chunk
-    return seen
-
-
 def where(*extra):
     """SIGUSR1 during a stuck run names the Dequeue it waits on and its
     queue, each time it comes; the run then ends at its --timeout (exit 3)."""
@@ -95,7 +83,7 @@ def where(*extra):
         deadline = time.monotonic() + 4
         while seen.count(line) < wanted and time.monotonic() < deadline:
             proc.send_signal(signal.SIGUSR1)
-            seen += read_some(proc, 0.3)
+            seen += read_until(proc, 0.3, lambda _: False)
         cli.check(seen.count(line) >= wanted, f"SIGUSR1 {extra}: names the Dequeue and its queue ({wanted})", seen)
     try:
         out, err = proc.communicate(timeout=15)
