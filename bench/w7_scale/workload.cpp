@@ -15,6 +15,7 @@
 //   (text, document and group), per task, in a fresh process. Target: the
 //   issue's 300 MB (1,500 B/task).
 #include "check.hpp"
+#include "w7_scale/plans.hpp"
 
 #include "common/memory.hpp"
 #include "common/registry.hpp"
@@ -22,67 +23,19 @@
 
 #include <taskgroup/plan.hpp>
 
-#include <unistd.h>
-
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <limits>
 #include <string>
 
 namespace {
 
-constexpr std::size_t nodes_n = 100'000;
-constexpr std::size_t tasks_n = 200'000;
-
-// A plan file that removes itself.
-class plan_file {
- public:
-  explicit plan_file(const std::string& tag)
-      : path_(std::filesystem::temp_directory_path() /
-              ("taskgroup_bench_" + tag + "_" + std::to_string(::getpid()) + ".json")) {}
-  plan_file(const plan_file&) = delete;
-  plan_file& operator=(const plan_file&) = delete;
-  ~plan_file() {
-    std::error_code ec;
-    std::filesystem::remove(path_, ec);
-  }
-  [[nodiscard]] const std::filesystem::path& path() const noexcept { return path_; }
-
- private:
-  std::filesystem::path path_;
-};
-
-// `n` nodes n0.., task t<i> on node n<i>, every step running the net "work".
-void write_nodes_plan(const std::filesystem::path& path, std::size_t n) {
-  std::ofstream out(path, std::ios::binary);
-  out << R"({"taskgroup_plan": 1, "nodes": [)";
-  for (std::size_t i = 0; i < n; ++i) out << (i ? "," : "") << R"({"name": "n)" << i << R"("})";
-  out << R"(], "tasks": [)";
-  for (std::size_t i = 0; i < n; ++i) {
-    out << (i ? "," : "") << R"({"name": "t)" << i << R"(", "node": "n)" << i << R"(", "step": {"name": "s)" << i
-        << R"(", "nets": ["work"]}})";
-  }
-  out << R"(], "nets": [{"name": "work", "ops": [{"type": "ConstantFill", "inputs": [], "outputs": ["x"], )"
-      << R"("args": {"value": 1}}]}]})";
-}
-
-// `n` tasks on node "local", each with its own step, net and output.
-void write_tasks_plan(const std::filesystem::path& path, std::size_t n) {
-  std::ofstream out(path, std::ios::binary);
-  out << R"({"taskgroup_plan": 1, "nodes": [{"name": "local"}], "tasks": [)";
-  for (std::size_t i = 0; i < n; ++i) {
-    out << (i ? "," : "") << R"({"name": "task_)" << i << R"(", "node": "local", "step": {"name": "step_)" << i
-        << R"(", "nets": ["net_)" << i << R"("]}, "outputs": ["out_)" << i << R"("]})";
-  }
-  out << R"(], "nets": [)";
-  for (std::size_t i = 0; i < n; ++i) {
-    out << (i ? "," : "") << R"({"name": "net_)" << i << R"(", "ops": [{"type": "ConstantFill", "inputs": [], )"
-        << R"("outputs": ["out_)" << i << R"("], "args": {"value": [1, 2, 3]}}]})";
-  }
-  out << "]}";
-}
+using tgbench::w7::nodes_n;
+using tgbench::w7::plan_file;
+using tgbench::w7::tasks_n;
+using tgbench::w7::write_nodes_plan;
+using tgbench::w7::write_tasks_plan;
 
 // One `taskgroup check`; an error (empty = none) when it fails or its
 // summary does not count `tasks` tasks.
