@@ -43,7 +43,8 @@ result<std::shared_ptr<const compiled_group>> compile_group(const task_group& g)
     TASKGROUP_TRY(detail::compile_into(compiled, composed, counted));
     const bool priv = t.type().value_or(workspace_type::private_) == workspace_type::private_;
     node_of_task.push_back(index_of(t.node_name()));
-    out->tasks.push_back(compiled_task{t, nullptr, &detail::task_full_name(*t.state()), 0, priv});
+    out->tasks.push_back(
+        compiled_task{t, nullptr, &detail::task_full_name(*t.state()), 0, priv, !t.output_states().empty()});
   }
   // Every node is known now: its name stays where it is.
   for (std::size_t k = 0; k < node_of_task.size(); ++k) {

@@ -103,7 +103,7 @@ void fetch_outputs(run_state& rs, std::size_t i) {
   for (std::size_t j = 0; j < cn.tasks.size(); ++j) {
     const std::size_t k = cn.tasks[j];
     const compiled_task& ct = rs.group->tasks[k];
-    if (rs.records[k].status != task_status::succeeded) continue;
+    if (!ct.has_outputs || rs.records[k].status != task_status::succeeded) continue;
     for (const auto& out : ct.t.output_states()) {
       const bool borrow = out->borrow && !cn.exit;
       for (const auto& name : out->blobs) {
@@ -159,6 +159,7 @@ status round_trip_outputs(run_state& rs, const std::vector<std::size_t>& active,
 void publish_outputs(const compiled_group& cg, const run_report& report, const std::vector<std::size_t>& active) {
   for (std::size_t i : active) {
     for (std::size_t k : cg.nodes[i].tasks) {
+      if (!cg.tasks[k].has_outputs) continue;
       for (const auto& out : cg.tasks[k].t.output_states()) set_output(*out, report.tasks[k]);
     }
   }

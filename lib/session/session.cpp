@@ -257,15 +257,16 @@ asio::awaitable<run_report> local_session::run_here(std::shared_ptr<impl> state,
     if (status sc = detail::round_trip_outputs(*rs, active, *opt.strict_codecs); !sc && st) st = sc;
   }
   report.finished = std::chrono::system_clock::now();
-  report.tasks.resize(rs->records.size());
-  for (std::size_t i = 0; i < compiled->nodes.size(); ++i) {
-    const auto& tasks = compiled->nodes[i].tasks;
-    std::vector<fetched_outputs>& fetched = rs->outputs[i];
-    for (std::size_t j = 0; j < tasks.size(); ++j) {
-      const std::size_t k = tasks[j];
-      report.tasks[k] = detail::report_of(compiled->tasks[k], rs->records[k],
-                                          fetched.empty() ? fetched_outputs() : std::move(fetched[j]));
-    }
+  // In task order, each report made in place: a node's tasks are in task
+  // order in its list, so task k is at `next[node]` there.
+  report.tasks.reserve(rs->records.size());
+  std::vector<std::size_t> next(compiled->nodes.size(), 0);
+  for (std::size_t k = 0; k < rs->records.size(); ++k) {
+    const detail::compiled_task& ct = compiled->tasks[k];
+    std::vector<fetched_outputs>& fetched = rs->outputs[ct.node_index];
+    const std::size_t j = next[ct.node_index]++;
+    report.tasks.push_back(
+        detail::report_of(ct, rs->records[k], fetched.empty() ? fetched_outputs() : std::move(fetched[j])));
   }
   // The run's own ends (deadline, cancellation from outside) are errors
   // under every policy; a task's failure (even its own step timeout) is the

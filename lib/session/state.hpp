@@ -49,6 +49,9 @@ struct compiled_task {
   const std::string* name = nullptr;  // t.name(), fixed when `t` joined its group
   std::uint32_t node_index = 0;       // into compiled_group::nodes
   bool is_private = true;
+  // It declares outputs (a used task's are fixed): the run's output passes
+  // skip the others without touching the task.
+  bool has_outputs = false;
 };
 
 struct compiled_node {
