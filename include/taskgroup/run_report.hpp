@@ -168,8 +168,8 @@ struct TASKGROUP_API run_options {
   std::optional<std::chrono::milliseconds> timeout{};
   /// Told of the run's progress when not null (see run_observer).
   run_observer* observer = nullptr;
-  /// When not null, follows this run: ask it where the tasks stand (see
-  /// run_probe).
+  /// When not null, follows this run: ask it where the tasks stand (see run_probe); one
+  /// following another run in flight fails this run at its start (`errc::invalid_task`).
   run_probe* probe = nullptr;
   /// Strict codec mode, when not null: the run fails at its start with
   /// `errc::not_serializable` when a typed output (`task::output<T>`) has

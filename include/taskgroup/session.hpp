@@ -112,7 +112,7 @@ class TASKGROUP_API local_session {
   /// Under `run_policy::join` the run fails with the first task failure
   /// (every other task cancelled and unwound first); under `gather` only
   /// with its own ends. Errors: `errc::session_closed`, the group's compile
-  /// errors (`errc::invalid_task`, `errc::invalid_step`, ...),
+  /// errors (`errc::invalid_task`, `errc::invalid_step`, ...; also a `options.probe` already following a run),
   /// `errc::invalid_feed` (feeds that do not match the group's inputs:
   /// nothing has run), the first task failure, `errc::timeout` when
   /// `options.timeout` expires, `errc::cancelled` when cancelled.

@@ -284,6 +284,10 @@ void describe_node(const run_state& rs, std::size_t i, std::vector<std::pair<std
       if (std::string at = r->where(); !at.empty()) out.emplace_back(r->task, std::move(at));
     }
   }
+  // This node's waits, [first, listed_end), by task: looked up below.
+  auto by_task = [](const auto& a, const auto& b) { return a.first < b.first; };
+  std::stable_sort(out.begin() + static_cast<std::ptrdiff_t>(first), out.end(), by_task);
+  const std::size_t listed_end = out.size();
   // The node's other tasks that have begun and not ended: between two
   // ops (a yield), or in a wait of their steps' own (a step deadline,
   // concurrent substeps, report steps).
@@ -291,9 +295,10 @@ void describe_node(const run_state& rs, std::size_t i, std::vector<std::pair<std
     const task_record& r = rs.records[k];
     if (r.started == std::chrono::system_clock::time_point{} || r.finished != std::chrono::system_clock::time_point{})
       continue;
-    const bool listed = std::any_of(out.begin() + static_cast<std::ptrdiff_t>(first), out.end(),
-                                    [k](const auto& line) { return line.first == k; });
-    if (!listed) out.emplace_back(k, std::string(root_name(rs.group->step(k))) + ": running, not waiting on an op");
+    const auto begin = out.begin() + static_cast<std::ptrdiff_t>(first);
+    const auto end = out.begin() + static_cast<std::ptrdiff_t>(listed_end);
+    if (!std::binary_search(begin, end, std::pair<std::size_t, std::string>(k, {}), by_task))
+      out.emplace_back(k, std::string(root_name(rs.group->step(k))) + ": running, not waiting on an op");
   }
 }
 

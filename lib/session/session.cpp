@@ -18,6 +18,7 @@
 #include <boost/asio/thread_pool.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/use_future.hpp>
+#include <boost/container/small_vector.hpp>
 
 #include <algorithm>
 #include <map>
@@ -260,7 +261,7 @@ asio::awaitable<run_report> local_session::run_here(std::shared_ptr<impl> state,
   // In task order, each report made in place: a node's tasks are in task
   // order in its list, so task k is at `next[node]` there.
   report.tasks.reserve(rs->records.size());
-  std::vector<std::size_t> next(compiled->nodes.size(), 0);
+  boost::container::small_vector<std::size_t, 8> next(compiled->nodes.size(), 0);
   for (std::size_t k = 0; k < rs->records.size(); ++k) {
     const detail::compiled_task& ct = compiled->tasks[k];
     std::vector<fetched_outputs>& fetched = rs->outputs[ct.node_index];

@@ -477,7 +477,7 @@ struct runner {  // internal: every member is used by the entry points below
 }  // namespace
 
 std::string detail::where(const wait_site& s) {
-  return render(s.path) + "/" + op_waiting(*s.inst, s.op, s.inst->blocked(s.op));
+  return at(s.path, error(errc::cancelled, op_waiting(*s.inst, s.op, s.inst->blocked(s.op)))).message;
 }
 
 asio::awaitable<status> detail::run_compiled(std::shared_ptr<const compiled_step> s, std::shared_ptr<workspace> ws,

@@ -168,8 +168,8 @@ class frame_free_driver final : public frame_free_run, private op_completion::ta
   // that pends (or the wait for an offloaded op, `retry_`).
   [[nodiscard]] std::string where() const override {
     if (!waiting_ || net_ == nullptr || stack_.empty()) return {};
-    const std::string op = op_waiting(*net_, op_, retry_);
-    return with_path([&](const step_path* p) { return render(p) + "/" + op; });
+    const error op(errc::cancelled, op_waiting(*net_, op_, retry_));
+    return with_path([&](const step_path* p) { return at(p, op).message; });
   }
 
  private:
