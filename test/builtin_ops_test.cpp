@@ -12,6 +12,7 @@
 #include <boost/asio/cancellation_signal.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/strand.hpp>
 
@@ -934,11 +935,20 @@ TEST_CASE("Sleep cancelled from outside completes with errc::cancelled", "[built
   asio::io_context io;
   asio::cancellation_signal signal;
   std::optional<status> st;
+  asio::steady_timer later(io);
   asio::co_spawn(
-      io, [&]() -> asio::awaitable<void> { st = co_await inst.run(); },
+      io,
+      [&]() -> asio::awaitable<void> {
+        // Armed by a handler that runs once the Sleep below has started
+        // (the coroutine goes on to its wait first): the cancellation
+        // comes 20 ms or more after the Sleep's start, whatever the load.
+        asio::post(io, [&] {
+          later.expires_after(20ms);
+          later.async_wait([&](boost::system::error_code) { signal.emit(asio::cancellation_type::terminal); });
+        });
+        st = co_await inst.run();
+      },
       asio::bind_cancellation_slot(signal.slot(), rethrow));
-  asio::steady_timer later(io, 20ms);
-  later.async_wait([&](boost::system::error_code) { signal.emit(asio::cancellation_type::terminal); });
 
   const auto start = std::chrono::steady_clock::now();
   io.run();
@@ -1000,16 +1010,25 @@ TEST_CASE("Cancelling one of several pending Sleeps ends that one only, and the 
   for (double ms : durations) sleeps.emplace_back(ms);
   std::vector<std::optional<status>> results(sleeps.size());
   asio::cancellation_signal signal;
+  asio::steady_timer later(io);
   for (std::size_t i = 0; i < sleeps.size(); ++i) {
-    auto body = [&, i]() -> asio::awaitable<void> { results[i] = co_await sleeps[i].inst->run(); };
+    auto body = [&, i]() -> asio::awaitable<void> {
+      if (i == victim) {
+        // Armed once the victim's Sleep has started (as above): 10 ms or
+        // more after it, whatever the load.
+        asio::post(io, [&] {
+          later.expires_after(10ms);
+          later.async_wait([&](boost::system::error_code) { signal.emit(asio::cancellation_type::terminal); });
+        });
+      }
+      results[i] = co_await sleeps[i].inst->run();
+    };
     if (i == victim) {
       asio::co_spawn(io, body, asio::bind_cancellation_slot(signal.slot(), rethrow));
     } else {
       asio::co_spawn(io, body, rethrow);
     }
   }
-  asio::steady_timer later(io, 10ms);
-  later.async_wait([&](boost::system::error_code) { signal.emit(asio::cancellation_type::terminal); });
   const auto start = std::chrono::steady_clock::now();
   io.run();
   CHECK(std::chrono::steady_clock::now() - start < 10s);
