@@ -42,12 +42,10 @@
 
 #include "http_sum_server.hpp"
 
-#include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/deferred.hpp>
 #include <boost/asio/experimental/parallel_group.hpp>
 #include <boost/asio/io_context.hpp>
-#include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/json.hpp>
@@ -74,7 +72,7 @@ struct counters {
 
 std::string node_name(int j) { return "n" + std::to_string(j); }
 
-// Task k: wait `sleep_ms` (cancellable), then value<k> = sum of i*(k+1),
+// Task k: Sleep `sleep_ms` (cancellable), then value<k> = sum of i*(k+1),
 // i = 1..n. The tasks of a node share the run's workspace there, hence a
 // blob name per task.
 std::string value_blob(int k) { return "value" + std::to_string(k); }
@@ -83,14 +81,9 @@ std::string value_blob(int k) { return "value" + std::to_string(k); }
 // compute executor instead of the I/O thread running the node's strand.
 tg::net work_net(int k, bool offload) {
   tg::net n("work");
-  n.lambda("Nap", {"sleep_ms"}, {}, [](tg::op_context& ctx) -> asio::awaitable<tg::status> {
-    const i64 ms = ctx.input<i64>(0);
-    if (ms == 0) co_return tg::ok();
-    asio::steady_timer t(co_await asio::this_coro::executor, std::chrono::milliseconds(ms));
-    auto [ec] = co_await t.async_wait(asio::as_tuple(asio::use_awaitable));
-    if (ec) co_return tg::fail(tg::errc::cancelled, "nap cancelled");
-    co_return tg::ok();
-  });
+  // The built-in Sleep reads its duration from the fed blob at each run: it
+  // waits without a coroutine frame, and a feed of 0 ends it at once.
+  n.op("Sleep", {"sleep_ms"}, {});
   auto sum = [k](tg::op_context& ctx) -> tg::status {
     const i64 count = ctx.input<i64>(0);
     i64 s = 0;

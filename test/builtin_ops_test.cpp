@@ -899,6 +899,43 @@ TEST_CASE("Sleep with an input reads its duration from the blob at each run", "[
   CHECK(value_of<bool>(*ws, "after"));
 }
 
+namespace {
+// Where a callback-form run reports its end, and when.
+struct recording_target final : op_completion::target {
+  std::optional<status> ended;
+  void complete(status st) noexcept override { ended = std::move(st); }
+  void abandon() noexcept override { ended = fail(errc::op_failed, "abandoned"); }
+};
+}  // namespace
+
+TEST_CASE("a Sleep of zero ends inside start, a longer one through the timer", "[builtin_ops]") {
+  auto ws = workspace::make();
+  ws->set<i64>("delay", 0);
+  net n("sleepy");
+  n.op("Sleep", {}, {}, {{"ms", i64{0}}}).op("Sleep", {"delay"}, {}).op("Sleep", {}, {}, {{"ms", 1.0}});
+  net_instance& inst = instantiate(*ws, n);
+  asio::io_context io;
+  const asio::any_io_executor ex = io.get_executor();  // outlives the waits (sleep_until)
+  for (std::size_t i = 0; i < 3; ++i) {
+    INFO("op #" << i);
+    op_kernel& k = inst.kernel(i);
+    REQUIRE(k.has_start());
+    recording_target t;
+    k.start(ex, op_completion(t, {}));
+    if (i < 2) {
+      REQUIRE(t.ended);  // at once: no handler, no timer entry
+      CHECK(t.ended->has_value());
+      CHECK(io.poll() == 0);
+      io.restart();  // out of work: poll() stopped it
+    } else {
+      CHECK_FALSE(t.ended);  // 1 ms: queued, ends when the context runs
+      io.run();
+      REQUIRE(t.ended);
+      CHECK(t.ended->has_value());
+    }
+  }
+}
+
 TEST_CASE("Sleep's input must hold a duration in range when the op runs", "[builtin_ops]") {
   auto ws = workspace::make();
   ws->create("delay");  // an empty blob: it is read at run time, not at bind time

@@ -1,6 +1,6 @@
 // w8_serve / ours and w8_empty_run / ours.
 //
-// w8_serve: the HTTP example's group without its Nap: 16 tasks on nodes
+// w8_serve: the HTTP example's group without its Sleep: 16 tasks on nodes
 // n0..n3 (task k on n<k % 4>), the group declaring input `n` (int64) on
 // every node, task k a net with one op computing `value<k>` = sum of
 // i * (k + 1), i = 1..n, a declared output. Built once; a

@@ -57,6 +57,18 @@ std::string sleeping(std::chrono::steady_clock::duration d) {
   return "sleeping for " + number_text(std::chrono::duration<double, std::milli>(d).count()) + " ms";
 }
 
+// A Sleep of zero ends inside `start` (op_kernel::start allows it): a
+// server that feeds 0 to skip a wait pays no trip through the timer queue
+// and no handler. A longer one waits in the context's queue.
+void sleep_or_finish(const asio::any_io_executor& ex, std::chrono::steady_clock::duration d,
+                     op_completion done) noexcept {
+  if (d <= std::chrono::steady_clock::duration::zero()) {
+    done(ok());
+    return;
+  }
+  sleep_for(ex, d, std::move(done));
+}
+
 // Sleep has a callback form: a task waiting on it holds no coroutine
 // frame, only its entry in the context's queue of waits (sleep_until).
 class sleep_kernel final : public op_kernel {
@@ -64,7 +76,7 @@ class sleep_kernel final : public op_kernel {
   explicit sleep_kernel(std::chrono::steady_clock::duration d) noexcept : op_kernel(callback_form), duration_(d) {}
 
   void start(const asio::any_io_executor& ex, op_completion done) noexcept override {
-    sleep_for(ex, duration_, std::move(done));
+    sleep_or_finish(ex, duration_, std::move(done));
   }
 
   [[nodiscard]] std::string waiting_for() const override { return sleeping(duration_); }
@@ -85,7 +97,7 @@ class sleep_input_kernel final : public op_kernel {
       done(d.error());
       return;
     }
-    sleep_for(ex, d.value(), std::move(done));
+    sleep_or_finish(ex, d.value(), std::move(done));
   }
 
   // The input's value now (that of the pending run, unless it changed).
@@ -156,7 +168,7 @@ void add_effect_ops(builtin_table& t) {
             .outputs(0)
             .arg("ms", {k::int64, k::float64}, "milliseconds (without an input)")
             .doc("waits `ms` milliseconds, or as many as its input holds (int64 or double, read at each run), "
-                 "on a timer (asynchronous, cancellable)")
+                 "on a timer (asynchronous, cancellable); 0 ends at once")
             .factory(&sleep_factory, /*async=*/true));
   t.add(operator_schema("Fail")
             .inputs(0, unbounded)
