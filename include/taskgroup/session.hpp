@@ -192,7 +192,7 @@ class TASKGROUP_API local_session {
 
  private:
   struct impl;
-  [[nodiscard]] static boost::asio::strand<boost::asio::any_io_executor> coordinator(const impl& state);
+  [[nodiscard]] static boost::asio::any_io_executor coordinator(const impl& state);
   // A signal whose emissions reach the run on the coordinator: Asio
   // 1.26's co_spawn, cancelled from another thread, dispatches a raw
   // pointer to a signal that dies with the coroutine (a use-after-free when

@@ -175,13 +175,13 @@ mpi_session::~mpi_session() {
 int mpi_session::rank() const noexcept { return impl_->rank; }
 int mpi_session::size() const noexcept { return impl_->size; }
 local_session& mpi_session::local() noexcept { return *local_; }
-asio::any_io_executor mpi_session::strand_of(const impl& state) { return state.strand; }
+asio::any_io_executor mpi_session::strand_of(const impl& state) { return state.strand_ex; }
 
 result<std::map<std::string, int>> mpi_session::placement(const task_group& group) const { return impl_->place(group); }
 
 std::shared_ptr<asio::cancellation_signal> mpi_session::relay_cancellation(asio::cancellation_slot from,
                                                                            const impl& state) {
-  return detail::forward_cancellation(from, state.strand);
+  return detail::forward_cancellation(from, state.strand_ex);
 }
 
 asio::awaitable<result<run_report>> mpi_session::run(task_group group, run_options options) {

@@ -58,6 +58,9 @@ struct session_state {
   local_session* local;
   mpi_options options;
   boost::asio::strand<boost::asio::any_io_executor> strand{local->get_executor()};
+  // `strand` wrapped once: each conversion of a strand to an
+  // any_io_executor allocates, and every run starts through this one.
+  boost::asio::any_io_executor strand_ex{strand};
   MPI_Comm comm = MPI_COMM_NULL;
   int rank = 0;
   int size = 1;

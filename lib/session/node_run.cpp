@@ -115,7 +115,7 @@ class node_batch final : public detail::join_core<node_batch>, public detail::ta
   node_batch(std::shared_ptr<run_state> rs, node_state* n, detail::join_mode mode, std::size_t tasks)
       // The node's strand: where runs complete.
       : join_core(mode),
-        task_host(rs->registry != nullptr ? *rs->registry : operator_registry::global(), n->strand),
+        task_host(rs->registry != nullptr ? *rs->registry : operator_registry::global(), n->executor),
         rs_(std::move(rs)),
         tasks_(tasks) {}
 
@@ -262,7 +262,7 @@ asio::awaitable<status> run_tasks(std::shared_ptr<run_state> rs, std::size_t i, 
   } else {
     const std::size_t children = rest.size() + (batch->idle() ? 0 : 1);
     joined = co_await detail::join(
-        n->strand, children,
+        n->executor, children,
         [&](std::size_t j) {
           if (j == rest.size()) return await_batch(batch);
           return run_task(rs, rest[j].first, std::move(rest[j].second));

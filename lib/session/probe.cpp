@@ -61,7 +61,7 @@ asio::awaitable<std::vector<std::string>> where_tasks(std::shared_ptr<run_state>
   for (std::size_t i = 0; i < rs->nodes.size(); ++i) {
     if (rs->nodes[i] == nullptr) continue;  // not in this run
     auto visit = describe_on(rs.get(), i, &found);
-    co_await asio::co_spawn(rs->nodes[i]->strand, std::move(visit), asio::use_awaitable);
+    co_await asio::co_spawn(rs->nodes[i]->executor, std::move(visit), asio::use_awaitable);
   }
   std::stable_sort(found.begin(), found.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
   std::vector<std::string> out;

@@ -50,7 +50,7 @@ asio::awaitable<status> make_remote_nets(const asio::any_io_executor& coord, con
   if (nodes.empty()) co_return ok();
   co_return co_await join(
       coord, nodes.size(), [&](std::size_t j) { return make_on_node(nodes[j], nets, on, registry); },
-      [&](std::size_t j) { return asio::any_io_executor(nodes[j]->strand); }, join_mode::fail_fast);
+      [&](std::size_t j) { return nodes[j]->executor; }, join_mode::fail_fast);
 }
 
 }  // namespace taskgroup::detail

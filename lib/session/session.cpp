@@ -45,15 +45,17 @@ using detail::run_state;
 using detail::strand_t;
 
 struct local_session::impl {
-  explicit impl(asio::any_io_executor e) : ex(std::move(e)), coord(asio::make_strand(ex)) {}
+  explicit impl(asio::any_io_executor e) : ex(std::move(e)), coord(asio::make_strand(ex)), coord_ex(coord) {}
   explicit impl(std::size_t threads)
       : pool(std::in_place, std::max<std::size_t>(threads, 1)),
         ex(pool->get_executor()),
-        coord(asio::make_strand(ex)) {}
+        coord(asio::make_strand(ex)),
+        coord_ex(coord) {}
 
   std::optional<asio::thread_pool> pool;
   asio::any_io_executor ex;
   strand_t coord;
+  asio::any_io_executor coord_ex;  // `coord` wrapped once (as node_state::executor)
 
   mutable std::mutex mutex;  // guards what follows
   bool closed = false;
@@ -70,8 +72,14 @@ struct local_session::impl {
 
   node_state& node(const std::string& name) {
     if (auto it = node_index.find(name); it != node_index.end()) return *it->second;
-    nodes.push_back(std::make_unique<node_state>(
-        node_state{name, asio::make_strand(ex), workspace::make(name), std::make_shared<detail::node_turns>(), {}}));
+    strand_t strand = asio::make_strand(ex);
+    asio::any_io_executor wrapped(strand);
+    nodes.push_back(std::make_unique<node_state>(node_state{name,
+                                                            std::move(strand),
+                                                            std::move(wrapped),
+                                                            workspace::make(name),
+                                                            std::make_shared<detail::node_turns>(),
+                                                            {}}));
     if (compute) nodes.back()->ws->set_compute_executor(*compute);
     node_index.emplace(nodes.back()->name, nodes.back().get());
     return *nodes.back();
@@ -209,7 +217,7 @@ asio::awaitable<run_report> local_session::run_here(std::shared_ptr<impl> state,
   }
   if (!remote_on.empty()) {
     const operator_registry& registry = rs->registry != nullptr ? *rs->registry : operator_registry::global();
-    if (status st = co_await detail::make_remote_nets(state->coord, group, remote_on, registry); !st) {
+    if (status st = co_await detail::make_remote_nets(state->coord_ex, group, remote_on, registry); !st) {
       co_return detail::refused_report(group, st.error(), started);
     }
   }
@@ -218,7 +226,7 @@ asio::awaitable<run_report> local_session::run_here(std::shared_ptr<impl> state,
   rs->workspaces.resize(compiled->nodes.size());
   rs->watch.resize(compiled->nodes.size());
   if (opt.probe != nullptr) {
-    rs->coord = state->coord;
+    rs->coord = state->coord_ex;
     rs->session = state;
     if (status st = detail::probe_access::attach(*opt.probe, rs); !st) {
       co_return detail::refused_report(group, st.error(), started);
@@ -232,12 +240,12 @@ asio::awaitable<run_report> local_session::run_here(std::shared_ptr<impl> state,
     opt.observer->run_begin(names);
   }
 
-  auto coord = state->coord;
+  const asio::any_io_executor& coord = state->coord_ex;
   const auto mode = opt.policy == run_policy::gather ? detail::join_mode::gather : detail::join_mode::fail_fast;
   auto all_nodes = [rs, coord, mode, &active]() -> asio::awaitable<status> {
     co_return co_await detail::join(
         coord, active.size(), [&](std::size_t j) { return detail::run_node(rs, active[j]); },
-        [&](std::size_t j) { return asio::any_io_executor(rs->nodes[active[j]]->strand); }, mode);
+        [&](std::size_t j) { return rs->nodes[active[j]]->executor; }, mode);
   };
   status st = ok();
   bool expired = false;
@@ -286,11 +294,11 @@ asio::awaitable<run_report> local_session::run_here(std::shared_ptr<impl> state,
   co_return report;
 }
 
-strand_t local_session::coordinator(const impl& state) { return state.coord; }
+asio::any_io_executor local_session::coordinator(const impl& state) { return state.coord_ex; }
 
 std::shared_ptr<asio::cancellation_signal> local_session::relay_cancellation(asio::cancellation_slot from,
                                                                              const impl& state) {
-  return detail::forward_cancellation(from, state.coord);
+  return detail::forward_cancellation(from, state.coord_ex);
 }
 
 asio::awaitable<result<run_report>> local_session::run(task_group group, run_options options) {

@@ -32,6 +32,10 @@ using strand_t = boost::asio::strand<boost::asio::any_io_executor>;
 struct node_state {
   std::string name;
   strand_t strand;
+  // `strand` as an any_io_executor, wrapped once: a strand does not fit an
+  // any_io_executor's inline buffer, so each conversion would allocate
+  // (co_spawn and join take the erased type); copies of this one share it.
+  boost::asio::any_io_executor executor;
   std::shared_ptr<workspace> ws;
   // Runs of groups with GLOBAL tasks here take turns (touched on `strand`).
   std::shared_ptr<node_turns> turns = std::make_shared<node_turns>();
