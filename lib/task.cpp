@@ -232,14 +232,17 @@ status task::validate() const {
 namespace {
 
 // [name:init] + inner + [name:exit], or inner alone when there is no setup.
-execution_step wrap(const std::string& name, execution_step inner, const std::vector<body>& inits,
-                    const std::vector<body>& exits) {
-  execution_step init(name + ":init");
+execution_step wrap(const std::string& name, std::string_view suffix, execution_step inner,
+                    const std::vector<body>& inits, const std::vector<body>& exits) {
+  // Most tasks have no setup: no steps made for nothing.
+  if (inits.empty() && exits.empty()) return inner;
+  const std::string full = name + std::string(suffix);
+  execution_step init(full + ":init");
   for (const auto& b : inits) append_body(init, b);
-  execution_step exit(name + ":exit");
+  execution_step exit(full + ":exit");
   for (const auto& b : exits) append_body(exit, b);
   if (init.empty() && exit.empty()) return inner;
-  execution_step outer(name);
+  execution_step outer(full);
   outer.add_substep(init);
   outer.add_substep(std::move(inner));
   outer.add_substep(exit);
@@ -283,14 +286,14 @@ result<execution_step> task::get_step() const {
     body_step.add_substep(user);
   }
   // I: instance setup around B, in the instance's own workspace.
-  execution_step instance = wrap(name + ":instance", body_step, inst_inits, inst_exits);
+  execution_step instance = wrap(name, ":instance", body_step, inst_inits, inst_exits);
   // X: concurrent instances.
   execution_step x = instance;
   if (data_->instances > 1) {
     execution_step child = execution_step(name + ":instance").add_substep(instance).create_workspace();
     x = execution_step(name + ":parallel").add_substep(child).concurrent_instances(data_->instances);
   }
-  execution_step composed = wrap(name, x, task_inits, task_exits);
+  execution_step composed = wrap(name, "", x, task_inits, task_exits);
   if (composed.empty()) composed = execution_step(name);
   TASKGROUP_TRY(composed.validate());
   data_->composed = composed;

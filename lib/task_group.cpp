@@ -50,7 +50,7 @@ struct local_entry {
 struct task_group::data {
   std::optional<workspace_type> type;
   std::vector<task> tasks;
-  std::set<std::string, std::less<>> full_names;  // of `tasks`, for unique names in O(log n)
+  std::unordered_set<std::string> full_names;  // of `tasks`, for unique names
   taskgroup::cluster nodes;
   std::vector<group_report_step> reports;
   std::vector<local_entry> locals;
@@ -89,9 +89,8 @@ result<task> task_group::add(task t) {
   // Unique full name within the group: <node>/<name>, then :1, :2, ...
   const std::string base = t.name();
   std::string full = base;
-  for (int k = 1; data_->full_names.count(full) != 0; ++k) full = base + ":" + std::to_string(k);
-  detail::set_task_full_name(*t.state(), full);
-  data_->full_names.insert(full);
+  for (int k = 1; !data_->full_names.insert(full).second; ++k) full = base + ":" + std::to_string(k);
+  detail::set_task_full_name(*t.state(), std::move(full));
   data_->nodes.add(t.get_node());
   data_->tasks.push_back(t);
   return t;

@@ -8,10 +8,10 @@
 #include <taskgroup/task.hpp>
 
 #include <algorithm>
-#include <map>
-#include <set>
 #include <string_view>
 #include <unordered_map>
+#include <unordered_set>
+#include <utility>
 #include <variant>
 #include <vector>
 
@@ -19,15 +19,25 @@ namespace taskgroup::cli {
 
 namespace {
 
-// Steps and nets reached from some roots.
+// Steps and nets reached from some roots. Nets are told apart by name
+// (names are unique in a plan): a task reaches a few, listed; the group's
+// total may reach 10^5, hashed once there are many.
 struct tally {
   std::size_t steps = 0;
-  std::set<std::string> nets;              // distinct, by name (names are unique in a plan)
-  std::map<std::string, std::size_t> ops;  // per distinct net
+  std::vector<net> nets;  // distinct by name, in order of first reach
 
   void add(const net& n) {
-    nets.insert(n.name());
-    ops[n.name()] = n.size();
+    if (nets.size() < few) {
+      for (const net& m : nets) {
+        if (m.name() == n.name()) return;
+      }
+      nets.push_back(n);
+      if (nets.size() == few) {
+        for (const net& m : nets) index_.insert(m.name());
+      }
+      return;
+    }
+    if (index_.insert(n.name()).second) nets.push_back(n);
   }
   void add(const execution_step& s) {
     ++steps;
@@ -45,14 +55,25 @@ struct tally {
   }
   void add(const tally& other) {
     steps += other.steps;
-    nets.insert(other.nets.begin(), other.nets.end());
-    for (const auto& [k, v] : other.ops) ops[k] = v;
+    for (const net& n : other.nets) add(n);
   }
+  [[nodiscard]] std::size_t net_count() const noexcept { return nets.size(); }
   [[nodiscard]] std::size_t op_count() const {
     std::size_t n = 0;
-    for (const auto& [k, v] : ops) n += v;
+    for (const net& m : nets) n += m.size();
     return n;
   }
+  // The nets' names, sorted.
+  [[nodiscard]] std::vector<std::string> net_names() const {
+    std::vector<std::string> out(nets.size());
+    std::transform(nets.begin(), nets.end(), out.begin(), [](const net& n) { return n.name(); });
+    std::sort(out.begin(), out.end());
+    return out;
+  }
+
+ private:
+  static constexpr std::size_t few = 16;
+  std::unordered_set<std::string_view> index_;  // the names of `nets` (which hold them), once there are `few`
 };
 
 std::string plural(std::size_t n, const char* one, const char* many) {
@@ -75,9 +96,8 @@ tally task_tally(const task& t) {
 status validate_group(const task_group& group) {
   for (const auto& t : group.tasks()) {
     TASKGROUP_TRY(t.validate());
-    auto s = t.get_step();
-    if (!s) return s.error().with_context("task " + quote(t.name()));
-    if (auto st = s.value().validate(); !st) return st.error().with_context("task " + quote(t.name()));
+    // The composed step, validated (get_step does).
+    if (auto s = t.get_step(); !s) return s.error().with_context("task " + quote(t.name()));
   }
   for (const auto& r : group.report_steps()) {
     if (auto st = r.step.validate(); !st) return st.error().with_context("report step " + quote(r.step.name()));
@@ -105,41 +125,56 @@ void summarize_node(const task_group& group, const std::string& node_name, const
                     std::string& body_text) {
   body_text += "node " + node_name + ": " + plural(items.tasks.size(), "task", "tasks") + "\n";
   std::size_t name_width = 0;
-  for (const auto* t : items.tasks) name_width = std::max(name_width, t->name().size());
+  // Each task's name once (task::name() makes a copy).
+  std::vector<std::string> names;
+  names.reserve(items.tasks.size());
   for (const auto* t : items.tasks) {
-    const auto type = t->type().value_or(group.type().value_or(workspace_type::private_));
-    tally tt = task_tally(*t);
+    names.push_back(t->name());
+    name_width = std::max(name_width, names.back().size());
+  }
+  for (std::size_t i = 0; i < items.tasks.size(); ++i) {
+    const task& t = *items.tasks[i];
+    const auto type = t.type().value_or(group.type().value_or(workspace_type::private_));
+    tally tt = task_tally(t);
     total.add(tt);
-    std::vector<std::string> outs;
-    for (const auto& st : t->output_states()) {
-      outs.push_back(st->list ? "[" + join(st->blobs) + "]" : st->blobs.front());
+    // Appended in place: 10^5 lines of temporaries were a tenth of a check.
+    body_text += "  ";
+    body_text += names[i];
+    body_text.append(name_width - names[i].size(), ' ');
+    body_text += "  " + plural(static_cast<std::size_t>(t.instances()), "instance", "instances");
+    body_text += ", ";
+    body_text += to_string(type);
+    body_text += " workspace, " + plural(tt.steps, "step", "steps") + ", " + plural(tt.net_count(), "net", "nets");
+    body_text += ", outputs: ";
+    if (t.output_states().empty()) body_text += "none";
+    bool first = true;
+    for (const auto& st : t.output_states()) {
+      if (!std::exchange(first, false)) body_text += ", ";
+      if (st->list) {
+        body_text += "[" + join(st->blobs) + "]";
+      } else {
+        body_text += st->blobs.front();
+      }
     }
-    std::string line = "  " + t->name() + std::string(name_width - t->name().size(), ' ');
-    line += "  " + plural(static_cast<std::size_t>(t->instances()), "instance", "instances");
-    line += ", " + std::string(to_string(type)) + " workspace";
-    line += ", " + plural(tt.steps, "step", "steps") + ", " + plural(tt.nets.size(), "net", "nets");
-    line += ", outputs: " + (outs.empty() ? std::string("none") : join(outs));
-    body_text += line + "\n";
+    body_text += "\n";
   }
   for (const auto* r : items.reports) {
     tally rt;
     rt.add(r->step);
     total.add(rt);
     body_text += "  report step " + quote(r->step.name()) + " every " + std::to_string(r->interval.count()) + " ms (" +
-                 plural(rt.steps, "step", "steps") + ", " + plural(rt.nets.size(), "net", "nets") + ")\n";
+                 plural(rt.steps, "step", "steps") + ", " + plural(rt.net_count(), "net", "nets") + ")\n";
   }
   tally init, exit;
   for (auto* obj : items.locals) {
     init.add(obj->setup());
     exit.add(obj->exit());
   }
-  if (!init.nets.empty()) {
-    body_text += "  local init: " + plural(init.nets.size(), "net", "nets") + " (" +
-                 join({init.nets.begin(), init.nets.end()}) + ")\n";
+  if (init.net_count() != 0) {
+    body_text += "  local init: " + plural(init.net_count(), "net", "nets") + " (" + join(init.net_names()) + ")\n";
   }
-  if (!exit.nets.empty()) {
-    body_text += "  local exit: " + plural(exit.nets.size(), "net", "nets") + " (" +
-                 join({exit.nets.begin(), exit.nets.end()}) + ")\n";
+  if (exit.net_count() != 0) {
+    body_text += "  local exit: " + plural(exit.net_count(), "net", "nets") + " (" + join(exit.net_names()) + ")\n";
   }
   total.add(init);
   total.add(exit);
@@ -175,7 +210,7 @@ std::string summarize_group(const task_group& group, std::string_view path) {
   }
   out += plural(nodes.size(), "node", "nodes") + " (" + join(nodes) + "), " +
          plural(group.tasks().size(), "task", "tasks") + ", " + plural(total.steps, "step", "steps") + ", " +
-         plural(total.nets.size(), "net", "nets") + " (" + plural(total.op_count(), "op", "ops") + ")\n";
+         plural(total.net_count(), "net", "nets") + " (" + plural(total.op_count(), "op", "ops") + ")\n";
   out += body_text;
   return out;
 }

@@ -4,6 +4,8 @@
 
 #include "../detail/limits.hpp"
 
+#include <boost/container/small_vector.hpp>
+
 #include <algorithm>
 
 namespace taskgroup::plan_detail {
@@ -25,24 +27,39 @@ std::string printable(std::string_view s) {
   return out;
 }
 
-std::string child(const std::string& ptr, std::string_view key) {
-  std::string out = ptr + "/";
-  for (char c : printable(key)) {
-    if (c == '~') {
-      out += "~0";
-    } else if (c == '/') {
-      out += "~1";
+std::string pointer::str() const {
+  // Root first: the chain is walked from the leaf, so it is gathered first.
+  boost::container::small_vector<const pointer*, 16> chain;
+  for (const pointer* p = this; p != nullptr; p = p->parent_) chain.push_back(p);
+  std::string out;
+  for (auto it = chain.rbegin(); it != chain.rend(); ++it) {
+    const pointer& p = **it;
+    if (p.root_text_) {
+      out += p.key_;
+    } else if (p.parent_ == nullptr) {
+      continue;  // the document's root
+    } else if (p.index_ != no_index) {
+      out += '/';
+      out += std::to_string(p.index_);
     } else {
-      out += c;
+      out += '/';
+      for (char c : printable(p.key_)) {
+        if (c == '~') {
+          out += "~0";
+        } else if (c == '/') {
+          out += "~1";
+        } else {
+          out += c;
+        }
+      }
     }
   }
   return out;
 }
 
-std::string child(const std::string& ptr, std::size_t i) { return ptr + "/" + std::to_string(i); }
-
-error bad(const std::string& ptr, const std::string& what) {
-  return {errc::invalid_plan, (ptr.empty() ? std::string("/") : ptr) + ": " + what};
+error bad(const pointer& ptr, const std::string& what) {
+  std::string at = ptr.str();
+  return {errc::invalid_plan, (at.empty() ? std::string("/") : at) + ": " + what};
 }
 
 std::string_view kind_name(const json::value& v) {
@@ -59,22 +76,22 @@ std::string_view kind_name(const json::value& v) {
   return "value";
 }
 
-result<const json::object*> get_object(const json::value& v, const std::string& ptr) {
+result<const json::object*> get_object(const json::value& v, const pointer& ptr) {
   if (!v.is_object()) return bad(ptr, "expected an object, got " + std::string(kind_name(v)));
   return &v.get_object();
 }
 
-result<const json::array*> get_array(const json::value& v, const std::string& ptr) {
+result<const json::array*> get_array(const json::value& v, const pointer& ptr) {
   if (!v.is_array()) return bad(ptr, "expected an array, got " + std::string(kind_name(v)));
   return &v.get_array();
 }
 
-result<std::string> get_string(const json::value& v, const std::string& ptr) {
+result<std::string> get_string(const json::value& v, const pointer& ptr) {
   if (!v.is_string()) return bad(ptr, "expected a string, got " + std::string(kind_name(v)));
   return std::string(v.get_string());
 }
 
-result<std::string> get_name(const json::value& v, const std::string& ptr) {
+result<std::string> get_name(const json::value& v, const pointer& ptr) {
   TASKGROUP_TRY(auto s, get_string(v, ptr));
   auto it = std::find_if(s.begin(), s.end(), [](char c) {
     const auto u = static_cast<unsigned char>(c);
@@ -86,7 +103,7 @@ result<std::string> get_name(const json::value& v, const std::string& ptr) {
   return s;
 }
 
-result<std::vector<std::string>> get_names(const json::value& v, const std::string& ptr) {
+result<std::vector<std::string>> get_names(const json::value& v, const pointer& ptr) {
   TASKGROUP_TRY(auto arr, get_array(v, ptr));
   std::vector<std::string> out;
   out.reserve(arr->size());
@@ -97,7 +114,7 @@ result<std::vector<std::string>> get_names(const json::value& v, const std::stri
   return out;
 }
 
-result<std::int64_t> get_integer(const json::value& v, const std::string& ptr) {
+result<std::int64_t> get_integer(const json::value& v, const pointer& ptr) {
   if (v.is_int64()) return v.get_int64();
   if (v.is_uint64()) {
     if (v.get_uint64() <= static_cast<std::uint64_t>(INT64_MAX)) return static_cast<std::int64_t>(v.get_uint64());
@@ -106,24 +123,24 @@ result<std::int64_t> get_integer(const json::value& v, const std::string& ptr) {
   return bad(ptr, "expected an integer, got " + std::string(kind_name(v)));
 }
 
-result<bool> get_bool(const json::value& v, const std::string& ptr) {
+result<bool> get_bool(const json::value& v, const pointer& ptr) {
   if (!v.is_bool()) return bad(ptr, "expected true or false, got " + std::string(kind_name(v)));
   return v.get_bool();
 }
 
-result<std::chrono::milliseconds> get_duration(const json::value& v, const std::string& ptr) {
+result<std::chrono::milliseconds> get_duration(const json::value& v, const pointer& ptr) {
   TASKGROUP_TRY(auto ms, get_integer(v, ptr));
   if (auto f = detail::duration_fault(ms); !f.empty()) return bad(ptr, f);
   return std::chrono::milliseconds(ms);
 }
 
-result<std::int64_t> get_instances(const json::value& v, const std::string& ptr) {
+result<std::int64_t> get_instances(const json::value& v, const pointer& ptr) {
   TASKGROUP_TRY(auto n, get_integer(v, ptr));
   if (auto f = detail::instances_fault(n); !f.empty()) return bad(ptr, f);
   return n;
 }
 
-status known_keys(const json::object& o, const std::string& ptr, std::span<const std::string_view> keys) {
+status known_keys(const json::object& o, const pointer& ptr, std::span<const std::string_view> keys) {
   for (const auto& [k, v] : o) {
     if (std::find(keys.begin(), keys.end(), std::string_view(k)) == keys.end()) {
       return bad(child(ptr, k), "unknown key " + quote(printable(k)));
@@ -132,7 +149,7 @@ status known_keys(const json::object& o, const std::string& ptr, std::span<const
   return ok();
 }
 
-status known_keys(const json::object& o, const std::string& ptr, std::initializer_list<std::string_view> keys) {
+status known_keys(const json::object& o, const pointer& ptr, std::initializer_list<std::string_view> keys) {
   return known_keys(o, ptr, std::span<const std::string_view>(keys.begin(), keys.size()));
 }
 

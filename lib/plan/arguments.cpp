@@ -67,7 +67,7 @@ result<json::value> argument_to_json(const argument& a) {
 
 namespace {
 
-result<double> number(const json::value& v, const std::string& ptr) {
+result<double> number(const json::value& v, const pointer& ptr) {
   if (!v.is_number()) return bad(ptr, "expected a number, got " + std::string(kind_name(v)));
   // Text never holds one (the parser refuses it); a document built in C++ may.
   if (v.is_double() && !std::isfinite(v.get_double())) return bad(ptr, "not a finite number");
@@ -75,7 +75,7 @@ result<double> number(const json::value& v, const std::string& ptr) {
 }
 
 template <class T, class Read>
-result<argument> list_of(const json::array& arr, const std::string& ptr, Read read) {
+result<argument> list_of(const json::array& arr, const pointer& ptr, Read read) {
   std::vector<T> out;
   out.reserve(arr.size());
   for (std::size_t i = 0; i < arr.size(); ++i) {
@@ -85,12 +85,12 @@ result<argument> list_of(const json::array& arr, const std::string& ptr, Read re
   return argument(std::move(out));
 }
 
-result<argument> typed(const json::object& o, const std::string& ptr) {
+result<argument> typed(const json::object& o, const pointer& ptr) {
   TASKGROUP_TRY(known_keys(o, ptr, {"type", "value"}));
   if (!o.contains("type") || !o.contains("value")) return bad(ptr, "a typed argument needs \"type\" and \"value\"");
   TASKGROUP_TRY(auto type, get_string(o.at("type"), child(ptr, "type")));
   const json::value& val = o.at("value");
-  const std::string vp = child(ptr, "value");
+  const pointer vp = child(ptr, "value");
   if (type == "double") {
     TASKGROUP_TRY(auto d, number(val, vp));
     return argument(d);
@@ -118,7 +118,7 @@ result<argument> typed(const json::object& o, const std::string& ptr) {
 }
 
 // A plain list: the first element fixes its type; every other must match.
-result<argument> plain_list(const json::array& arr, const std::string& ptr) {
+result<argument> plain_list(const json::array& arr, const pointer& ptr) {
   if (arr.empty()) return bad(ptr, "an empty list needs a type: {\"type\": \"list<int64>\", \"value\": []}");
   auto like_first = [&](auto pred, const char* what, const char* hint) -> status {
     for (std::size_t i = 0; i < arr.size(); ++i) {
@@ -152,7 +152,7 @@ result<argument> plain_list(const json::array& arr, const std::string& ptr) {
 
 }  // namespace
 
-result<argument> argument_from_json(const json::value& v, const std::string& ptr) {
+result<argument> argument_from_json(const json::value& v, const pointer& ptr) {
   switch (v.kind()) {
     case json::kind::object: return typed(v.get_object(), ptr);
     case json::kind::bool_: return argument(v.get_bool());

@@ -52,7 +52,7 @@ std::string type_names() {
 
 // A feed value as the argument reader reads it; an integer (or a list of
 // them) fed to a double input becomes a double (list).
-result<blob> feed_value(const json::value& v, const std::string& ptr, const std::type_info* want) {
+result<blob> feed_value(const json::value& v, const pointer& ptr, const std::type_info* want) {
   TASKGROUP_TRY(argument a, argument_from_json(v, ptr));
   if (want != nullptr && *want == typeid(double)) {
     if (const auto* i = std::get_if<std::int64_t>(&a)) a = static_cast<double>(*i);
@@ -65,10 +65,10 @@ result<blob> feed_value(const json::value& v, const std::string& ptr, const std:
 
 }  // namespace
 
-status read_inputs(task_group& g, const json::value& v, const std::string& ptr) {
+status read_inputs(task_group& g, const json::value& v, const pointer& ptr) {
   TASKGROUP_TRY(auto arr, get_array(v, ptr));
   for (std::size_t i = 0; i < arr->size(); ++i) {
-    const std::string ip = child(ptr, i);
+    const pointer ip = child(ptr, i);
     TASKGROUP_TRY(auto o, get_object((*arr)[i], ip));
     TASKGROUP_TRY(known_keys(*o, ip, {"node", "blob", "type", "required"}));
     if (!o->contains("blob")) return bad(ip, "an input needs a \"blob\"");
@@ -127,10 +127,10 @@ namespace taskgroup {
 
 result<feeds> read_feeds(const boost::json::value& v, const task_group& group) {
   using namespace plan_detail;
-  TASKGROUP_TRY(auto o, get_object(v, ""));
+  TASKGROUP_TRY(auto o, get_object(v, document_root));
   feeds out;
   for (const auto& [key, value] : *o) {
-    const std::string ptr = child("", key);
+    const pointer ptr = child(document_root, key);
     const auto slash = key.find('/');
     if (slash == std::string_view::npos || slash == 0 || slash + 1 == key.size()) {
       return bad(ptr, "a feed is named \"node/blob\", got " + quote(printable(key)));
@@ -148,8 +148,7 @@ result<feeds> read_feeds(const boost::json::value& v, const task_group& group) {
 }
 
 result<feeds> read_feeds(std::string_view text, const task_group& group) {
-  TASKGROUP_TRY(auto v, plan_detail::parse_text(text));
-  const plan_detail::flat_value doc(std::move(v));
+  TASKGROUP_TRY(const auto doc, plan_detail::parse_text(text));
   return read_feeds(doc.v, group);
 }
 

@@ -11,9 +11,11 @@
 #include <functional>
 #include <initializer_list>
 #include <map>
+#include <memory>
 #include <span>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 
 namespace taskgroup::plan_detail {
 
@@ -27,17 +29,27 @@ namespace json = boost::json;
 /// this is enough for `max_step_depth` step levels, with room to spare.
 inline constexpr std::size_t max_json_depth = 2 * max_step_depth + 8;
 
+/// A parsed document. Its values come from an arena of its own, which
+/// nothing else shares: Boost.JSON's destructors then skip the elements,
+/// so dropping a document frees the arena's blocks and touches no value
+/// (and does not recurse, however deep it nests).
+struct document {
+  std::unique_ptr<json::monotonic_resource> arena;
+  json::value v;  // from `arena`, after it: destroyed first
+};
+
 /// Parses plan text strictly (see docs/plan-format.md, Errors): at most
 /// `max_plan_size` bytes of UTF-8 without a BOM, no duplicate keys, finite
 /// numbers, integers within 64 bits, at most `max_json_depth` levels.
 /// Errors: `errc::invalid_plan`, "line L, column C: what".
-result<json::value> parse_text(std::string_view text);
+result<document> parse_text(std::string_view text);
 
 /// `v` as pretty-printed text (no recursion: plans may nest deeply).
 std::string pretty_text(const json::value& v);
 
 /// Destroys `v` level by level: Boost.JSON's own destructor recurses once
-/// per nesting level, too deep for a small stack at `max_json_depth`.
+/// per nesting level, too deep for a small stack at `max_json_depth` (a
+/// document made by the writer; a parsed one needs no such care).
 void destroy_flat(json::value& v) noexcept;
 
 /// Holds a document and destroys it with `destroy_flat`.
@@ -52,33 +64,62 @@ struct flat_value {
 
 // --- JSON pointers and typed access (access.cpp) ----------------------------
 
-/// Pointer `ptr` extended by a key (RFC 6901 escaping; control characters
-/// shown as \u00XX so that a message never carries them raw).
-std::string child(const std::string& ptr, std::string_view key);
-std::string child(const std::string& ptr, std::size_t i);
+/// Where a value is in the document, as a JSON pointer (RFC 6901) made
+/// into text only when an error names it: reading a plan descends through
+/// a dozen values per task, and a string for each was a tenth of the
+/// read. A pointer views its parent and its key, which must outlive it:
+/// the reader's nested calls and frames hold them.
+class pointer {
+ public:
+  /// The document's root ("").
+  constexpr pointer() noexcept = default;
+  /// A root that is already text (e.g. "/inputs"); `rendered` must outlive it.
+  constexpr explicit pointer(std::string_view rendered) noexcept : key_(rendered), root_text_(true) {}
+  /// `parent` extended by an object key or an array index.
+  constexpr pointer(const pointer& parent, std::string_view key) noexcept : parent_(&parent), key_(key) {}
+  constexpr pointer(const pointer& parent, std::size_t index) noexcept : parent_(&parent), index_(index) {}
+
+  /// The pointer as text: keys escaped (~0, ~1) and control characters
+  /// shown as \u00XX, so that a message never carries them raw.
+  [[nodiscard]] std::string str() const;
+
+ private:
+  static constexpr std::size_t no_index = std::size_t(-1);
+  const pointer* parent_ = nullptr;
+  std::string_view key_;
+  std::size_t index_ = no_index;
+  bool root_text_ = false;
+};
+
+/// The document's root.
+inline constexpr pointer document_root{};
+
+/// `ptr` extended by a key or an index (the result views `ptr` and `key`).
+inline pointer child(const pointer& ptr, std::string_view key) noexcept { return {ptr, key}; }
+inline pointer child(const pointer& ptr, std::size_t i) noexcept { return {ptr, i}; }
 /// `s` with control characters shown as \u00XX.
 std::string printable(std::string_view s);
-/// An `errc::invalid_plan` error at `ptr`.
-error bad(const std::string& ptr, const std::string& what);
+/// An `errc::invalid_plan` error at `ptr` ("/" for the root).
+error bad(const pointer& ptr, const std::string& what);
 std::string_view kind_name(const json::value& v);
 
-result<const json::object*> get_object(const json::value& v, const std::string& ptr);
-result<const json::array*> get_array(const json::value& v, const std::string& ptr);
-result<std::string> get_string(const json::value& v, const std::string& ptr);
+result<const json::object*> get_object(const json::value& v, const pointer& ptr);
+result<const json::array*> get_array(const json::value& v, const pointer& ptr);
+result<std::string> get_string(const json::value& v, const pointer& ptr);
 /// A name (of a net, step, task, node or blob): a string without control
 /// characters.
-result<std::string> get_name(const json::value& v, const std::string& ptr);
-result<std::vector<std::string>> get_names(const json::value& v, const std::string& ptr);
+result<std::string> get_name(const json::value& v, const pointer& ptr);
+result<std::vector<std::string>> get_names(const json::value& v, const pointer& ptr);
 /// An integer that fits in int64 ("integer out of range" otherwise).
-result<std::int64_t> get_integer(const json::value& v, const std::string& ptr);
-result<bool> get_bool(const json::value& v, const std::string& ptr);
+result<std::int64_t> get_integer(const json::value& v, const pointer& ptr);
+result<bool> get_bool(const json::value& v, const pointer& ptr);
 /// A duration in ms, in (0, max_duration].
-result<std::chrono::milliseconds> get_duration(const json::value& v, const std::string& ptr);
+result<std::chrono::milliseconds> get_duration(const json::value& v, const pointer& ptr);
 /// An instance count, in [1, max_instances].
-result<std::int64_t> get_instances(const json::value& v, const std::string& ptr);
+result<std::int64_t> get_instances(const json::value& v, const pointer& ptr);
 /// Refuses keys of `o` outside `keys` (a typo must not pass silently).
-status known_keys(const json::object& o, const std::string& ptr, std::span<const std::string_view> keys);
-status known_keys(const json::object& o, const std::string& ptr, std::initializer_list<std::string_view> keys);
+status known_keys(const json::object& o, const pointer& ptr, std::span<const std::string_view> keys);
+status known_keys(const json::object& o, const pointer& ptr, std::initializer_list<std::string_view> keys);
 
 // --- arguments (arguments.cpp) -----------------------------------------------
 
@@ -87,12 +128,12 @@ status known_keys(const json::object& o, const std::string& ptr, std::initialize
 /// prefix with the argument's place.
 result<json::value> argument_to_json(const argument& a);
 /// An argument from JSON at `ptr`.
-result<argument> argument_from_json(const json::value& v, const std::string& ptr);
+result<argument> argument_from_json(const json::value& v, const pointer& ptr);
 
 // --- inputs (inputs.cpp) ----------------------------------------------------
 
 /// Declares the inputs of plan array `v` (at `ptr`) on `g`.
-status read_inputs(task_group& g, const json::value& v, const std::string& ptr);
+status read_inputs(task_group& g, const json::value& v, const pointer& ptr);
 /// `g`'s inputs as a plan's "inputs" array. Errors: `errc::not_serializable`
 /// for an input of a type a plan cannot name.
 result<json::value> inputs_json(const task_group& g);
@@ -100,16 +141,13 @@ result<json::value> inputs_json(const task_group& g);
 // --- step trees (steps.cpp) --------------------------------------------------
 
 /// The nets of a plan, by name.
-using net_table = std::map<std::string, net, std::less<>>;
+using net_table = std::unordered_map<std::string, net>;
 
 /// A step tree from JSON at `ptr`, its nets resolved in `nets`; at most
 /// `max_step_depth` levels. Iterative (no recursion per level).
-result<execution_step> read_step_tree(const json::value& v, const std::string& ptr, const net_table& nets);
+result<execution_step> read_step_tree(const json::value& v, const pointer& ptr, const net_table& nets);
 
 /// `s` as JSON; `add_net` is called for each net the tree runs. Iterative.
 result<json::value> write_step_tree(const execution_step& s, const std::function<status(const net&)>& add_net);
-
-/// The keys of a step object, in written order.
-std::span<const std::string_view> step_keys();
 
 }  // namespace taskgroup::plan_detail

@@ -91,6 +91,8 @@ class strict_handler {
   static constexpr std::size_t max_key_size = std::size_t(-1);
   static constexpr std::size_t max_string_size = std::size_t(-1);
 
+  explicit strict_handler(json::monotonic_resource* arena) noexcept : arena_(arena) {}
+
   json::value_stack st;
   // Why the handler stopped the parse, and where the offending token
   // starts: the parser stops at a key's closing quote or past a number.
@@ -101,8 +103,9 @@ class strict_handler {
   bool on_document_begin(boost::system::error_code&) {
     // A plan is read once and dropped whole: its values come from one
     // growing arena (a malloc per value was a quarter of reading a
-    // 200,000-task plan, and its headers a third of the document's size).
-    st.reset(json::make_shared_resource<json::monotonic_resource>());
+    // 200,000-task plan, and its headers a third of the document's size),
+    // held by the document, not shared (see plan_detail::document).
+    st.reset(json::storage_ptr(arena_));
     return true;
   }
   bool on_document_end(boost::system::error_code&) { return true; }
@@ -112,7 +115,7 @@ class strict_handler {
     return true;
   }
   bool on_object_begin(boost::system::error_code&) {
-    // The key sets of closed objects are kept for reuse.
+    // The key lists of closed objects are kept for reuse.
     if (depth_ == keys_.size()) keys_.emplace_back();
     keys_[depth_++].clear();
     return true;
@@ -136,10 +139,12 @@ class strict_handler {
     return true;
   }
   bool on_key(json::string_view s, std::size_t, boost::system::error_code& ec) {
-    key_.append(s.data(), s.size());
-    if (!keys_[depth_ - 1].insert(key_).second) {
+    // Whole in `s` unless parts came first.
+    std::string_view key(s.data(), s.size());
+    if (!key_.empty()) key = key_.append(key);
+    if (!keys_[depth_ - 1].insert(key)) {
       at_key = true;
-      return stop(ec, "duplicate key " + quote(printable(key_)));
+      return stop(ec, "duplicate key " + quote(printable(key)));
     }
     key_.clear();
     st.push_key(s);
@@ -197,7 +202,38 @@ class strict_handler {
     return false;
   }
 
-  std::vector<std::unordered_set<std::string>> keys_;  // of the open objects, innermost last
+  // The keys seen in one open object. Plan objects hold a few keys, so
+  // they are compared in a list whose strings keep their buffers from one
+  // object to the next; an object of many keys (an "args" map) is hashed.
+  class key_set {
+   public:
+    void clear() noexcept {
+      count_ = 0;
+      many_.clear();
+    }
+    // False when `k` was seen already.
+    bool insert(std::string_view k) {
+      if (count_ == few) return many_.insert(std::string(k)).second;
+      const auto end = list_.begin() + static_cast<std::ptrdiff_t>(count_);
+      if (std::find(list_.begin(), end, k) != end) return false;
+      if (count_ == list_.size()) {
+        list_.emplace_back(k);
+      } else {
+        list_[count_].assign(k);
+      }
+      if (++count_ == few) many_.insert(list_.begin(), list_.end());
+      return true;
+    }
+
+   private:
+    static constexpr std::size_t few = 16;
+    std::vector<std::string> list_;
+    std::size_t count_ = 0;
+    std::unordered_set<std::string> many_;  // every key, once there are `few`
+  };
+
+  std::vector<key_set> keys_;  // of the open objects, innermost last
+  json::monotonic_resource* arena_;
   std::size_t depth_ = 0;
   std::string key_;
   std::string number_;
@@ -205,7 +241,7 @@ class strict_handler {
 
 }  // namespace
 
-result<json::value> parse_text(std::string_view text) {
+result<document> parse_text(std::string_view text) {
   if (text.size() > max_plan_size) {
     return fail(errc::invalid_plan, "the plan is " + std::to_string(text.size()) + " bytes, more than " +
                                         std::to_string(max_plan_size) + " (taskgroup::max_plan_size, 256 MiB)");
@@ -223,7 +259,8 @@ result<json::value> parse_text(std::string_view text) {
   }
   json::parse_options options;
   options.max_depth = max_json_depth;
-  json::basic_parser<strict_handler> p(options);
+  auto arena = std::make_unique<json::monotonic_resource>();
+  json::basic_parser<strict_handler> p(options, arena.get());
   boost::system::error_code ec;
   const std::size_t consumed = p.write_some(false, text.data(), text.size(), ec);
   if (ec) {
@@ -246,7 +283,9 @@ result<json::value> parse_text(std::string_view text) {
   if (text.substr(consumed).find_first_not_of(" \t\r\n") != std::string_view::npos) {
     return fail(errc::invalid_plan, position(text, consumed) + ": trailing characters after the JSON document");
   }
-  return p.handler().st.release();
+  // Constructed, not assigned: assigning a value to one of another
+  // storage copies it.
+  return document{std::move(arena), p.handler().st.release()};
 }
 
 namespace {

@@ -34,12 +34,13 @@ class reader {
   result<task_group> plan(const json::value& v);
 
  private:
-  result<op_def> op(const json::value& v, const std::string& opp) {
+  result<op_def> op(const json::value& v, const pointer& opp) {
     TASKGROUP_TRY(auto o, get_object(v, opp));
     TASKGROUP_TRY(known_keys(*o, opp, {"type", "inputs", "outputs", "args", "offload"}));
-    if (!o->contains("type")) return bad(opp, "an op needs a \"type\"");
+    const auto* type_v = o->if_contains("type");
+    if (type_v == nullptr) return bad(opp, "an op needs a \"type\"");
     op_def def;
-    TASKGROUP_TRY(def.type, get_string(o->at("type"), child(opp, "type")));
+    TASKGROUP_TRY(def.type, get_string(*type_v, child(opp, "type")));
     if (const auto* x = o->if_contains("inputs")) {
       TASKGROUP_TRY(def.inputs, get_names(*x, child(opp, "inputs")));
     }
@@ -47,7 +48,7 @@ class reader {
       TASKGROUP_TRY(def.outputs, get_names(*x, child(opp, "outputs")));
     }
     if (const auto* x = o->if_contains("args")) {
-      const std::string ap = child(opp, "args");
+      const pointer ap = child(opp, "args");
       TASKGROUP_TRY(auto args, get_object(*x, ap));
       for (const auto& [k, a] : *args) {
         TASKGROUP_TRY(auto value, argument_from_json(a, child(ap, k)));
@@ -60,49 +61,52 @@ class reader {
     auto schema = registry_.find(def.type);
     if (!schema) return bad(opp, "unknown operator type " + quote(printable(def.type)));
     if (auto st = schema->validate(def); !st) {
-      std::string where = opp;
       // Point at the argument when the message names one.
+      const pointer args_at = child(opp, "args");
+      std::optional<pointer> arg_at;
       for (const auto& [k, x] : def.args) {
-        if (st.error().message.find(quote(k)) != std::string::npos) where = child(child(opp, "args"), k);
+        if (st.error().message.find(quote(k)) != std::string::npos) arg_at.emplace(args_at, k);
       }
-      return bad(where, def.type + ": " + st.error().message);
+      return bad(arg_at ? *arg_at : opp, def.type + ": " + st.error().message);
     }
     return def;
   }
 
-  status nets(const json::value& v, const std::string& ptr) {
+  status nets(const json::value& v, const pointer& ptr) {
     TASKGROUP_TRY(auto arr, get_array(v, ptr));
+    nets_.reserve(nets_.size() + arr->size());
     for (std::size_t i = 0; i < arr->size(); ++i) {
-      const std::string np = child(ptr, i);
+      const pointer np = child(ptr, i);
       TASKGROUP_TRY(auto o, get_object((*arr)[i], np));
       TASKGROUP_TRY(known_keys(*o, np, {"name", "ops"}));
-      if (!o->contains("name")) return bad(np, "a net needs a \"name\"");
-      TASKGROUP_TRY(auto name, get_name(o->at("name"), child(np, "name")));
+      const auto* name_v = o->if_contains("name");
+      if (name_v == nullptr) return bad(np, "a net needs a \"name\"");
+      TASKGROUP_TRY(auto name, get_name(*name_v, child(np, "name")));
       if (nets_.count(name)) return bad(child(np, "name"), "duplicate net name " + quote(name));
       net n(name);
       if (const auto* x = o->if_contains("ops")) {
-        const std::string opsp = child(np, "ops");
+        const pointer opsp = child(np, "ops");
         TASKGROUP_TRY(auto ops, get_array(*x, opsp));
         for (std::size_t j = 0; j < ops->size(); ++j) {
           TASKGROUP_TRY(auto def, op((*ops)[j], child(opsp, j)));
           n.add(std::move(def));
         }
       }
-      nets_.emplace(name, n);
+      nets_.emplace(std::move(name), std::move(n));
     }
     return ok();
   }
 
-  result<body> body_of(const json::value& v, const std::string& ptr) {
+  result<body> body_of(const json::value& v, const pointer& ptr) {
     TASKGROUP_TRY(auto arr, get_array(v, ptr));
     std::vector<body> parts;
     parts.reserve(arr->size());
     for (std::size_t i = 0; i < arr->size(); ++i) {
-      const std::string ip = child(ptr, i);
+      const pointer ip = child(ptr, i);
       TASKGROUP_TRY(auto o, get_object((*arr)[i], ip));
-      if (o->contains("net") && o->size() == 1) {
-        const std::string np = child(ip, "net");
-        TASKGROUP_TRY(auto name, get_name(o->at("net"), np));
+      if (const auto* net_v = o->size() == 1 ? o->if_contains("net") : nullptr) {
+        const pointer np = child(ip, "net");
+        TASKGROUP_TRY(auto name, get_name(*net_v, np));
         auto it = nets_.find(name);
         if (it == nets_.end()) return bad(np, "unknown net " + quote(name));
         parts.emplace_back(it->second);
@@ -114,12 +118,12 @@ class reader {
     return join_bodies(std::move(parts));
   }
 
-  result<std::chrono::milliseconds> interval(const json::object& o, const std::string& ptr) {
+  result<std::chrono::milliseconds> interval(const json::object& o, const pointer& ptr) {
     if (!o.contains("interval_ms")) return std::chrono::milliseconds(1000);
     return get_duration(o.at("interval_ms"), child(ptr, "interval_ms"));
   }
 
-  result<workspace_type> ws_type(const json::value& v, const std::string& ptr) {
+  result<workspace_type> ws_type(const json::value& v, const pointer& ptr) {
     TASKGROUP_TRY(auto s, get_string(v, ptr));
     if (s == "global") return workspace_type::global;
     if (s == "private") return workspace_type::private_;
@@ -127,14 +131,15 @@ class reader {
   }
 
   // The node named at `o["node"]` ("local" when absent).
-  result<std::string> node_name(const json::object& o, const std::string& ptr) {
-    if (!o.contains("node")) return std::string("local");
-    return get_name(o.at("node"), child(ptr, "node"));
+  result<std::string> node_name(const json::object& o, const pointer& ptr) {
+    const auto* v = o.if_contains("node");
+    if (v == nullptr) return std::string("local");
+    return get_name(*v, child(ptr, "node"));
   }
 
   status node_list(const json::value& v);
-  status task_setup(task& t, const json::object& to, const std::string& tp);
-  result<task> task_of(const json::value& v, const std::string& tp);
+  status task_setup(task& t, const json::object& to, const pointer& tp);
+  result<task> task_of(const json::value& v, const pointer& tp);
   status report_steps(task_group& g, const json::value& v, const std::set<std::string>& task_nodes);
   status local_setups(task_group& g, const json::object& o, const std::set<std::string>& task_nodes);
   status remote_nets(task_group& g, const json::value& v);
@@ -145,16 +150,17 @@ class reader {
 };
 
 status reader::node_list(const json::value& v) {
-  TASKGROUP_TRY(auto arr, get_array(v, "/nodes"));
+  const pointer at(document_root, "nodes");
+  TASKGROUP_TRY(auto arr, get_array(v, at));
   for (std::size_t i = 0; i < arr->size(); ++i) {
-    const std::string np = child("/nodes", i);
+    const pointer np = child(at, i);
     TASKGROUP_TRY(auto n, get_object((*arr)[i], np));
     TASKGROUP_TRY(known_keys(*n, np, {"name", "options"}));
     if (!n->contains("name")) return bad(np, "a node needs a \"name\"");
     TASKGROUP_TRY(auto name, get_name(n->at("name"), child(np, "name")));
     arguments opts;
     if (const auto* x = n->if_contains("options")) {
-      const std::string op = child(np, "options");
+      const pointer op = child(np, "options");
       TASKGROUP_TRY(auto oo, get_object(*x, op));
       for (const auto& [k, a] : *oo) {
         TASKGROUP_TRY(auto value, argument_from_json(a, child(op, k)));
@@ -166,7 +172,7 @@ status reader::node_list(const json::value& v) {
   return ok();
 }
 
-status reader::task_setup(task& t, const json::object& to, const std::string& tp) {
+status reader::task_setup(task& t, const json::object& to, const pointer& tp) {
   for (const char* key : {"init", "exit", "instance_init", "instance_exit"}) {
     if (!to.contains(key)) continue;
     TASKGROUP_TRY(auto b, body_of(to.at(key), child(tp, key)));
@@ -177,10 +183,10 @@ status reader::task_setup(task& t, const json::object& to, const std::string& tp
     if (k == "instance_exit") t.instance_exit(std::move(b));
   }
   if (const auto* x = to.if_contains("reports")) {
-    const std::string rp = child(tp, "reports");
+    const pointer rp = child(tp, "reports");
     TASKGROUP_TRY(auto reps, get_array(*x, rp));
     for (std::size_t j = 0; j < reps->size(); ++j) {
-      const std::string p = child(rp, j);
+      const pointer p = child(rp, j);
       TASKGROUP_TRY(auto r, get_object((*reps)[j], p));
       TASKGROUP_TRY(known_keys(*r, p, {"step", "interval_ms"}));
       if (!r->contains("step")) return bad(p, "a report needs a \"step\"");
@@ -192,7 +198,7 @@ status reader::task_setup(task& t, const json::object& to, const std::string& tp
   return ok();
 }
 
-result<task> reader::task_of(const json::value& v, const std::string& tp) {
+result<task> reader::task_of(const json::value& v, const pointer& tp) {
   TASKGROUP_TRY(auto to, get_object(v, tp));
   TASKGROUP_TRY(known_keys(*to, tp,
                            {"name", "node", "num_instances", "workspace_type", "step", "outputs", "init", "exit",
@@ -218,7 +224,7 @@ result<task> reader::task_of(const json::value& v, const std::string& tp) {
     t.step(std::move(s));
   }
   if (const auto* x = to->if_contains("outputs")) {
-    const std::string op = child(tp, "outputs");
+    const pointer op = child(tp, "outputs");
     TASKGROUP_TRY(auto outs, get_array(*x, op));
     for (std::size_t j = 0; j < outs->size(); ++j) {
       if ((*outs)[j].is_array()) {
@@ -235,9 +241,10 @@ result<task> reader::task_of(const json::value& v, const std::string& tp) {
 }
 
 status reader::report_steps(task_group& g, const json::value& v, const std::set<std::string>& task_nodes) {
-  TASKGROUP_TRY(auto arr, get_array(v, "/report_steps"));
+  const pointer at(document_root, "report_steps");
+  TASKGROUP_TRY(auto arr, get_array(v, at));
   for (std::size_t i = 0; i < arr->size(); ++i) {
-    const std::string rp = child("/report_steps", i);
+    const pointer rp = child(at, i);
     TASKGROUP_TRY(auto r, get_object((*arr)[i], rp));
     TASKGROUP_TRY(known_keys(*r, rp, {"node", "step", "interval_ms"}));
     TASKGROUP_TRY(auto where, node_name(*r, rp));
@@ -251,14 +258,15 @@ status reader::report_steps(task_group& g, const json::value& v, const std::set<
 }
 
 status reader::remote_nets(task_group& g, const json::value& v) {
-  TASKGROUP_TRY(auto arr, get_array(v, "/remote_nets"));
+  const pointer at(document_root, "remote_nets");
+  TASKGROUP_TRY(auto arr, get_array(v, at));
   for (std::size_t i = 0; i < arr->size(); ++i) {
-    const std::string rp = child("/remote_nets", i);
+    const pointer rp = child(at, i);
     TASKGROUP_TRY(auto r, get_object((*arr)[i], rp));
     TASKGROUP_TRY(known_keys(*r, rp, {"node", "net"}));
     TASKGROUP_TRY(auto where, node_name(*r, rp));
     if (!r->contains("net")) return bad(rp, "a remote net needs a \"net\" (the name of one of \"nets\")");
-    const std::string np = child(rp, "net");
+    const pointer np = child(rp, "net");
     TASKGROUP_TRY(auto name, get_name(r->at("net"), np));
     auto it = nets_.find(name);
     if (it == nets_.end()) return bad(np, "unknown net " + quote(name));
@@ -270,10 +278,10 @@ status reader::remote_nets(task_group& g, const json::value& v) {
 status reader::local_setups(task_group& g, const json::object& o, const std::set<std::string>& task_nodes) {
   for (const char* key : {"local_init", "local_exit"}) {
     if (!o.contains(key)) continue;
-    const std::string lp = child("", key);
+    const pointer lp = child(document_root, key);
     TASKGROUP_TRY(auto arr, get_array(o.at(key), lp));
     for (std::size_t i = 0; i < arr->size(); ++i) {
-      const std::string ip = child(lp, i);
+      const pointer ip = child(lp, i);
       TASKGROUP_TRY(auto e, get_object((*arr)[i], ip));
       TASKGROUP_TRY(known_keys(*e, ip, {"node", "body"}));
       TASKGROUP_TRY(auto where, node_name(*e, ip));
@@ -291,31 +299,33 @@ status reader::local_setups(task_group& g, const json::object& o, const std::set
 }
 
 result<task_group> reader::plan(const json::value& v) {
-  TASKGROUP_TRY(auto o, get_object(v, ""));
-  TASKGROUP_TRY(known_keys(*o, "",
+  TASKGROUP_TRY(auto o, get_object(v, document_root));
+  TASKGROUP_TRY(known_keys(*o, document_root,
                            {"taskgroup_plan", "workspace_type", "nodes", "inputs", "nets", "tasks", "report_steps",
                             "local_init", "local_exit", "remote_nets"}));
-  if (!o->contains("taskgroup_plan")) return bad("", "not a taskgroup plan (no \"taskgroup_plan\" version)");
-  TASKGROUP_TRY(auto version, get_integer(o->at("taskgroup_plan"), "/taskgroup_plan"));
+  if (!o->contains("taskgroup_plan")) return bad(document_root, "not a taskgroup plan (no \"taskgroup_plan\" version)");
+  TASKGROUP_TRY(auto version, get_integer(o->at("taskgroup_plan"), child(document_root, "taskgroup_plan")));
   if (version != plan_format_version) {
-    return bad("/taskgroup_plan", "unsupported plan version " + std::to_string(version) + " (this reader knows " +
-                                      std::to_string(plan_format_version) + ")");
+    return bad(child(document_root, "taskgroup_plan"), "unsupported plan version " + std::to_string(version) +
+                                                           " (this reader knows " +
+                                                           std::to_string(plan_format_version) + ")");
   }
   if (const auto* x = o->if_contains("nets")) {
-    TASKGROUP_TRY(nets(*x, "/nets"));
+    TASKGROUP_TRY(nets(*x, child(document_root, "nets")));
   }
   std::optional<workspace_type> type;
   if (const auto* x = o->if_contains("workspace_type")) {
-    TASKGROUP_TRY(type, ws_type(*x, "/workspace_type"));
+    TASKGROUP_TRY(type, ws_type(*x, child(document_root, "workspace_type")));
   }
   task_group g(type);
   if (const auto* x = o->if_contains("nodes")) {
     TASKGROUP_TRY(node_list(*x));
   }
   if (const auto* x = o->if_contains("tasks")) {
-    TASKGROUP_TRY(auto arr, get_array(*x, "/tasks"));
+    const pointer tasks_at(document_root, "tasks");
+    TASKGROUP_TRY(auto arr, get_array(*x, tasks_at));
     for (std::size_t i = 0; i < arr->size(); ++i) {
-      const std::string tp = child("/tasks", i);
+      const pointer tp = child(tasks_at, i);
       TASKGROUP_TRY(auto t, task_of((*arr)[i], tp));
       if (auto added = g.add(std::move(t)); !added) return bad(tp, added.error().message);
     }
@@ -323,7 +333,7 @@ result<task_group> reader::plan(const json::value& v) {
   std::set<std::string> task_nodes;
   for (const auto& t : g.tasks()) task_nodes.insert(t.node_name());
   if (const auto* x = o->if_contains("inputs")) {
-    TASKGROUP_TRY(read_inputs(g, *x, "/inputs"));
+    TASKGROUP_TRY(read_inputs(g, *x, child(document_root, "inputs")));
   }
   if (const auto* x = o->if_contains("report_steps")) {
     TASKGROUP_TRY(report_steps(g, *x, task_nodes));
@@ -343,8 +353,7 @@ result<task_group> read_plan(const json::value& plan, const operator_registry& r
 }
 
 result<task_group> read_plan(std::string_view text, const operator_registry& registry) {
-  TASKGROUP_TRY(auto parsed, parse_text(text));
-  const flat_value doc(std::move(parsed));
+  TASKGROUP_TRY(const auto doc, parse_text(text));
   return read_plan(doc.v, registry);
 }
 
@@ -374,7 +383,7 @@ result<task_group> read_plan_file(const std::filesystem::path& path, const opera
   auto parsed = parse_text(text);
   std::string().swap(text);
   if (!parsed) return parsed.error().with_context(path.string());
-  const flat_value doc(std::move(parsed).value());
+  const document doc(std::move(parsed).value());
   auto g = read_plan(doc.v, registry);
   if (!g) return g.error().with_context(path.string());
   return g;

@@ -3,7 +3,9 @@
 // stacks, so that a tree of max_step_depth levels needs no deep recursion.
 #include "internal.hpp"
 
+#include <algorithm>
 #include <array>
+#include <deque>
 #include <vector>
 
 namespace taskgroup::plan_detail {
@@ -14,7 +16,7 @@ struct step_field {
   std::string_view key;
   // Null for the fields the walkers handle themselves (name, nets,
   // substeps): they shape the tree.
-  status (*read)(const json::value& v, const std::string& ptr, execution_step& s);
+  status (*read)(const json::value& v, const pointer& ptr, execution_step& s);
   void (*write)(const execution_step& s, json::object& o);
 };
 
@@ -24,7 +26,7 @@ const step_field fields[] = {
     {"nets", nullptr, nullptr},
     {"substeps", nullptr, nullptr},
     {"num_iter",
-     [](const json::value& v, const std::string& ptr, execution_step& s) -> status {
+     [](const json::value& v, const pointer& ptr, execution_step& s) -> status {
        TASKGROUP_TRY(auto n, get_integer(v, ptr));
        if (n < 0) return bad(ptr, "must be >= 0, got " + std::to_string(n));
        s.iterations(n);
@@ -34,7 +36,7 @@ const step_field fields[] = {
        if (s.num_iter()) o["num_iter"] = *s.num_iter();
      }},
     {"should_stop_blob",
-     [](const json::value& v, const std::string& ptr, execution_step& s) -> status {
+     [](const json::value& v, const pointer& ptr, execution_step& s) -> status {
        TASKGROUP_TRY(auto b, get_name(v, ptr));
        if (b.empty()) return bad(ptr, "must name a blob");
        s.should_stop_blob(std::move(b));
@@ -44,7 +46,7 @@ const step_field fields[] = {
        if (s.stop_blob()) o["should_stop_blob"] = *s.stop_blob();
      }},
     {"only_once",
-     [](const json::value& v, const std::string& ptr, execution_step& s) -> status {
+     [](const json::value& v, const pointer& ptr, execution_step& s) -> status {
        TASKGROUP_TRY(auto b, get_bool(v, ptr));
        s.only_once(b);
        return ok();
@@ -53,7 +55,7 @@ const step_field fields[] = {
        if (s.is_only_once()) o["only_once"] = true;
      }},
     {"concurrent_substeps",
-     [](const json::value& v, const std::string& ptr, execution_step& s) -> status {
+     [](const json::value& v, const pointer& ptr, execution_step& s) -> status {
        TASKGROUP_TRY(auto b, get_bool(v, ptr));
        s.concurrent_substeps(b);
        return ok();
@@ -62,7 +64,7 @@ const step_field fields[] = {
        if (s.has_concurrent_substeps()) o["concurrent_substeps"] = true;
      }},
     {"run_every_ms",
-     [](const json::value& v, const std::string& ptr, execution_step& s) -> status {
+     [](const json::value& v, const pointer& ptr, execution_step& s) -> status {
        TASKGROUP_TRY(auto ms, get_duration(v, ptr));
        s.run_every(ms);
        return ok();
@@ -71,7 +73,7 @@ const step_field fields[] = {
        if (s.report_interval()) o["run_every_ms"] = s.report_interval()->count();
      }},
     {"create_workspace",
-     [](const json::value& v, const std::string& ptr, execution_step& s) -> status {
+     [](const json::value& v, const pointer& ptr, execution_step& s) -> status {
        TASKGROUP_TRY(auto b, get_bool(v, ptr));
        s.create_workspace(b);
        return ok();
@@ -80,7 +82,7 @@ const step_field fields[] = {
        if (s.creates_workspace()) o["create_workspace"] = true;
      }},
     {"num_concurrent_instances",
-     [](const json::value& v, const std::string& ptr, execution_step& s) -> status {
+     [](const json::value& v, const pointer& ptr, execution_step& s) -> status {
        TASKGROUP_TRY(auto n, get_instances(v, ptr));
        s.concurrent_instances(n);
        return ok();
@@ -89,7 +91,7 @@ const step_field fields[] = {
        if (s.num_concurrent_instances() != 1) o["num_concurrent_instances"] = s.num_concurrent_instances();
      }},
     {"timeout_ms",
-     [](const json::value& v, const std::string& ptr, execution_step& s) -> status {
+     [](const json::value& v, const pointer& ptr, execution_step& s) -> status {
        TASKGROUP_TRY(auto ms, get_duration(v, ptr));
        s.timeout(ms);
        return ok();
@@ -106,23 +108,36 @@ struct read_frame {
   execution_step s;
   const json::array* subs = nullptr;
   std::size_t next = 0;
-  std::size_t path_len = 0;  // of the reader's path while this step is on top
 };
 
-result<read_frame> begin_step(const json::value& v, const std::string& ptr, const net_table& nets) {
+result<read_frame> begin_step(const json::value& v, const pointer& ptr, const net_table& nets) {
   TASKGROUP_TRY(auto o, get_object(v, ptr));
-  TASKGROUP_TRY(known_keys(*o, ptr, step_keys()));
-  if (o->contains("nets") && o->contains("substeps")) return bad(ptr, "both \"nets\" and \"substeps\"");
-  if (o->contains("num_iter") && o->contains("should_stop_blob")) {
+  // The step's values by field, found in one pass over its keys (which
+  // also refuses the unknown ones).
+  std::array<const json::value*, field_count> at{};
+  for (const auto& [k, x] : *o) {
+    const auto* f =
+        std::find_if(std::begin(fields), std::end(fields), [&](const step_field& sf) { return sf.key == k; });
+    if (f == std::end(fields)) return bad(child(ptr, k), "unknown key " + quote(printable(k)));
+    at[static_cast<std::size_t>(f - std::begin(fields))] = &x;
+  }
+  auto value = [&](std::string_view key) {
+    for (std::size_t i = 0; i < field_count; ++i) {
+      if (fields[i].key == key) return at[i];
+    }
+    return static_cast<const json::value*>(nullptr);
+  };
+  if (value("nets") != nullptr && value("substeps") != nullptr) return bad(ptr, "both \"nets\" and \"substeps\"");
+  if (value("num_iter") != nullptr && value("should_stop_blob") != nullptr) {
     return bad(ptr, "both \"num_iter\" and \"should_stop_blob\"");
   }
   std::string name = "step";
-  if (const auto* n = o->if_contains("name")) {
+  if (const auto* n = value("name")) {
     TASKGROUP_TRY(name, get_name(*n, child(ptr, "name")));
   }
   read_frame f{execution_step(std::move(name))};
-  if (const auto* list = o->if_contains("nets")) {
-    const std::string np = child(ptr, "nets");
+  if (const auto* list = value("nets")) {
+    const pointer np = child(ptr, "nets");
     TASKGROUP_TRY(auto arr, get_array(*list, np));
     for (std::size_t i = 0; i < arr->size(); ++i) {
       TASKGROUP_TRY(auto net_name, get_name((*arr)[i], child(np, i)));
@@ -131,14 +146,13 @@ result<read_frame> begin_step(const json::value& v, const std::string& ptr, cons
       f.s.add_net(it->second);
     }
   }
-  for (const auto& field : fields) {
-    if (field.read == nullptr) continue;
-    if (const auto* x = o->if_contains(field.key)) {
-      TASKGROUP_TRY(field.read(*x, child(ptr, field.key), f.s));
+  for (std::size_t i = 0; i < field_count; ++i) {
+    if (fields[i].read != nullptr && at[i] != nullptr) {
+      TASKGROUP_TRY(fields[i].read(*at[i], child(ptr, fields[i].key), f.s));
     }
   }
   if (f.s.is_only_once() && !f.s.stop_blob()) return bad(child(ptr, "only_once"), "needs \"should_stop_blob\"");
-  if (const auto* subs = o->if_contains("substeps")) {
+  if (const auto* subs = value("substeps")) {
     TASKGROUP_TRY(f.subs, get_array(*subs, child(ptr, "substeps")));
   }
   return f;
@@ -146,45 +160,39 @@ result<read_frame> begin_step(const json::value& v, const std::string& ptr, cons
 
 }  // namespace
 
-std::span<const std::string_view> step_keys() {
-  static const auto keys = [] {
-    std::array<std::string_view, field_count> k;
-    for (std::size_t i = 0; i < field_count; ++i) k[i] = fields[i].key;
-    return k;
-  }();
-  return keys;
-}
-
-result<execution_step> read_step_tree(const json::value& v, const std::string& ptr, const net_table& nets) {
-  // One path, extended and cut back as the walk goes down and up.
-  std::string path = ptr;
+result<execution_step> read_step_tree(const json::value& v, const pointer& ptr, const net_table& nets) {
+  // The pointers of the open steps, two for each (the step, its
+  // "substeps"): a deque, so that each stays where its children view it.
+  std::deque<pointer> path;
+  path.push_back(ptr);
   std::vector<read_frame> stack;
-  TASKGROUP_TRY(auto root, begin_step(v, path, nets));
-  root.path_len = path.size();
+  TASKGROUP_TRY(auto root, begin_step(v, path.back(), nets));
+  path.emplace_back(path.back(), "substeps");
   stack.push_back(std::move(root));
   for (;;) {
     read_frame& top = stack.back();
     if (top.subs != nullptr && top.next < top.subs->size()) {
       const std::size_t i = top.next++;
       const json::value& c = (*top.subs)[i];
-      path = child(child(path, "substeps"), i);
+      path.emplace_back(path.back(), i);
       if (stack.size() == max_step_depth) {
-        return bad(path,
+        return bad(path.back(),
                    "steps nest deeper than taskgroup::max_step_depth (" + std::to_string(max_step_depth) + " levels)");
       }
-      TASKGROUP_TRY(auto f, begin_step(c, path, nets));
-      f.path_len = path.size();
+      TASKGROUP_TRY(auto f, begin_step(c, path.back(), nets));
+      path.emplace_back(path.back(), "substeps");
       stack.push_back(std::move(f));
       continue;
     }
     execution_step done = std::move(top.s);
     stack.pop_back();
+    path.pop_back();
+    path.pop_back();
     // No validate() here: begin_step and the depth check above apply each
     // of its rules with the pointer of the fault (and nets come from the
     // plan's table, so two different nets never share a name); the tree is
     // validated again when it runs.
     if (stack.empty()) return done;
-    path.resize(stack.back().path_len);
     stack.back().s.add_substep(std::move(done));
   }
 }
