@@ -66,7 +66,13 @@ TASKGROUP_API result<task_group> read_plan(const boost::json::value& plan,
 /// Same, from JSON text. Malformed or out-of-limit text reports line and
 /// column (`line 3, column 2: duplicate key "tasks"`, `invalid UTF-8 at
 /// line 2, column 23 (byte 0xFF)`); text longer than `max_plan_size` is
-/// refused before it is parsed.
+/// refused before it is parsed. The text is read in two passes and is
+/// never whole in memory as a JSON document: the first checks all of it
+/// (so a malformed plan fails before any of it is read), the second reads
+/// its members, the `"nets"` and `"tasks"` arrays element by element, in
+/// the order the format needs (nets first), whatever their order in the
+/// text; the result and the errors are those of the overload above given
+/// the same text parsed whole.
 TASKGROUP_API result<task_group> read_plan(std::string_view text, const operator_registry& registry = operator_registry::global());
 
 /// Same, from a file. Errors also: the file cannot be read, or is larger

@@ -12,10 +12,13 @@
 #include <initializer_list>
 #include <map>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <utility>
+#include <vector>
 
 namespace taskgroup::plan_detail {
 
@@ -44,6 +47,30 @@ struct document {
 /// Errors: `errc::invalid_plan`, "line L, column C: what".
 result<document> parse_text(std::string_view text);
 
+/// A large plan is read in two passes over its text, so that it is never
+/// whole in memory as a document: the first checks the text as
+/// `parse_text` does and finds where each top-level member's value
+/// starts; the second reads the members from there, the long arrays
+/// element by element.
+struct outline {
+  std::vector<std::pair<std::string, std::size_t>> members;  // key, where its value starts
+};
+
+/// The first pass: `parse_text`'s checks and errors, and the outline of
+/// the root object; none when the root is not an object or a top-level
+/// key holds an escape (the caller then parses the text whole).
+result<std::optional<outline>> outline_text(std::string_view text);
+
+/// The value that starts at `at` in text the first pass accepted; `whole`:
+/// it is the whole text.
+result<document> parse_value_at(std::string_view text, std::size_t at, bool whole = false);
+
+/// Calls `f` with each element of the array that starts at `at` in text
+/// the first pass accepted, and its index, each built in an arena reused
+/// for the next. Stops at `f`'s first error, which it returns.
+using element_fn = std::function<status(const json::value&, std::size_t)>;
+status each_element(std::string_view text, std::size_t at, const element_fn& f);
+
 /// `v` as pretty-printed text (no recursion: plans may nest deeply).
 std::string pretty_text(const json::value& v);
 
@@ -61,6 +88,32 @@ struct flat_value {
   flat_value& operator=(const flat_value&) = delete;
   ~flat_value() { destroy_flat(v); }
 };
+
+// --- a plan's top-level members (members.cpp) ----------------------------------
+
+/// A plan's top-level members: those of a document, or read from text as
+/// they are asked for (see `outline`), its long arrays element by
+/// element. The reader asks for them in the order its rules need,
+/// whatever their order in the text.
+class plan_members {
+ public:
+  virtual ~plan_members() = default;
+  /// The keys, in the plan's order.
+  [[nodiscard]] virtual std::vector<std::string_view> keys() const = 0;
+  [[nodiscard]] virtual bool has(std::string_view key) const = 0;
+  /// Member `key`'s value (null when absent), alive as long as this is.
+  virtual result<const json::value*> value(std::string_view key) = 0;
+  /// Calls `f` with each element of member `key` and its index; nothing
+  /// when absent. Errors: "expected an array" at the member's pointer,
+  /// `f`'s first error.
+  virtual status each(std::string_view key, const element_fn& f) = 0;
+};
+
+/// The members of document `root` (an object, or the error naming it).
+result<std::unique_ptr<plan_members>> document_members(const json::value& root);
+/// The members of `text` as `outline_text` found them (`text` must
+/// outlive the result).
+std::unique_ptr<plan_members> text_members(std::string_view text, outline found);
 
 // --- JSON pointers and typed access (access.cpp) ----------------------------
 

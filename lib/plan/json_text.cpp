@@ -1,14 +1,16 @@
-// Plan text: a strict JSON parser (a Boost.JSON basic_parser whose handler
-// refuses what the plan format does not allow) and a pretty printer.
+// Plan text in: a strict JSON parser (a Boost.JSON basic_parser whose handler
+// refuses what the plan format does not allow), whole or streamed.
 #include "internal.hpp"
 
 #include <boost/json/basic_parser_impl.hpp>
 
 #include <algorithm>
+#include <array>
 #include <charconv>
 #include <cmath>
-#include <sstream>
+#include <optional>
 #include <unordered_set>
+#include <utility>
 #include <vector>
 
 namespace taskgroup::plan_detail {
@@ -82,8 +84,12 @@ std::size_t token_start(std::string_view text, std::size_t end) {
   return end;
 }
 
-// Builds the document as Boost.JSON's own parser does, and stops at what a
-// plan may not hold, saying why in `fault`.
+// What a parse builds: the whole document, nothing (a check and an
+// outline), or each element of an array in turn.
+enum class build { document, nothing, elements };
+
+// Stops the parse at what a plan may not hold, saying why in `fault`, and
+// builds what `build` asks for, as Boost.JSON's own parser does.
 class strict_handler {
  public:
   static constexpr std::size_t max_object_size = std::size_t(-1);
@@ -91,7 +97,8 @@ class strict_handler {
   static constexpr std::size_t max_key_size = std::size_t(-1);
   static constexpr std::size_t max_string_size = std::size_t(-1);
 
-  explicit strict_handler(json::monotonic_resource* arena) noexcept : arena_(arena) {}
+  // `arena`: where values are built (null when nothing is).
+  strict_handler(build b, json::monotonic_resource* arena) noexcept : build_(b), arena_(arena) {}
 
   json::value_stack st;
   // Why the handler stopped the parse, and where the offending token
@@ -99,103 +106,184 @@ class strict_handler {
   std::string fault;
   bool at_key = false;
   std::size_t number_length = 0;
+  // build::nothing: the text, the outline of a root object (set at its
+  // start), and whether a top-level key could not be located in the text.
+  std::string_view text;
+  std::optional<outline>* found = nullptr;
+  bool unlocated = false;
+  // build::elements: called with each element; its error, which stopped the parse.
+  const element_fn* each = nullptr;
+  std::optional<error> failure;
 
   bool on_document_begin(boost::system::error_code&) {
     // A plan is read once and dropped whole: its values come from one
     // growing arena (a malloc per value was a quarter of reading a
     // 200,000-task plan, and its headers a third of the document's size),
     // held by the document, not shared (see plan_detail::document).
-    st.reset(json::storage_ptr(arena_));
+    if (build_ == build::document) st.reset(json::storage_ptr(arena_));
     return true;
   }
   bool on_document_end(boost::system::error_code&) { return true; }
-  bool on_array_begin(boost::system::error_code&) { return true; }
-  bool on_array_end(std::size_t n, boost::system::error_code&) {
-    st.push_array(n);
+  bool on_array_begin(boost::system::error_code&) {
+    open();
     return true;
+  }
+  bool on_array_end(std::size_t n, boost::system::error_code& ec) {
+    if (building()) st.push_array(n);  // at the array's own level
+    --level_;
+    return element_end(ec);
   }
   bool on_object_begin(boost::system::error_code&) {
-    // The key lists of closed objects are kept for reuse.
-    if (depth_ == keys_.size()) keys_.emplace_back();
-    keys_[depth_++].clear();
+    if (build_ == build::nothing && level_ == 0) found->emplace();
+    open();
+    if (checks_keys()) {
+      // The key lists of closed objects are kept for reuse.
+      if (depth_ == keys_.size()) keys_.emplace_back();
+      keys_[depth_++].clear();
+    }
     return true;
   }
-  bool on_object_end(std::size_t n, boost::system::error_code&) {
-    --depth_;
-    st.push_object(n);
-    return true;
+  bool on_object_end(std::size_t n, boost::system::error_code& ec) {
+    if (building()) st.push_object(n);  // at the object's own level
+    --level_;
+    if (checks_keys()) --depth_;
+    return element_end(ec);
   }
   bool on_string_part(json::string_view s, std::size_t, boost::system::error_code&) {
-    st.push_chars(s);
+    if (starts_element()) begin_scalar_part();
+    if (building() || in_scalar_) st.push_chars(s);
     return true;
   }
-  bool on_string(json::string_view s, std::size_t, boost::system::error_code&) {
-    st.push_string(s);
-    return true;
+  bool on_string(json::string_view s, std::size_t, boost::system::error_code& ec) {
+    return scalar(ec, [&] { st.push_string(s); });
   }
   bool on_key_part(json::string_view s, std::size_t, boost::system::error_code&) {
-    key_.append(s.data(), s.size());
-    st.push_chars(s);
+    if (checks_keys()) key_.append(s.data(), s.size());
+    if (building()) st.push_chars(s);
     return true;
   }
   bool on_key(json::string_view s, std::size_t, boost::system::error_code& ec) {
-    // Whole in `s` unless parts came first.
-    std::string_view key(s.data(), s.size());
-    if (!key_.empty()) key = key_.append(key);
-    if (!keys_[depth_ - 1].insert(key)) {
-      at_key = true;
-      return stop(ec, "duplicate key " + quote(printable(key)));
+    if (checks_keys()) {
+      // Whole in `s` unless parts came first.
+      std::string_view key(s.data(), s.size());
+      const bool parts = !key_.empty();
+      if (parts) key = key_.append(key);
+      if (!keys_[depth_ - 1].insert(key)) {
+        at_key = true;
+        return stop(ec, "duplicate key " + quote(printable(key)));
+      }
+      key_.clear();
+      if (build_ == build::nothing && level_ == 1) locate(key, s, parts);
     }
-    key_.clear();
-    st.push_key(s);
+    if (building()) st.push_key(s);
     return true;
   }
   bool on_number_part(json::string_view s, boost::system::error_code&) {
     number_.append(s.data(), s.size());
     return true;
   }
-  bool on_int64(std::int64_t i, json::string_view, boost::system::error_code&) {
+  bool on_int64(std::int64_t i, json::string_view, boost::system::error_code& ec) {
     number_.clear();
-    st.push_int64(i);
-    return true;
+    return scalar(ec, [&] { st.push_int64(i); });
   }
-  bool on_uint64(std::uint64_t u, json::string_view, boost::system::error_code&) {
+  bool on_uint64(std::uint64_t u, json::string_view, boost::system::error_code& ec) {
     number_.clear();
-    st.push_uint64(u);
-    return true;
+    return scalar(ec, [&] { st.push_uint64(u); });
   }
   bool on_double(double d, json::string_view s, boost::system::error_code& ec) {
     number_.append(s.data(), s.size());
-    const std::string text = std::move(number_);
+    const std::string digits = std::move(number_);
     number_.clear();
-    number_length = text.size();
-    if (text.find_first_of(".eE") == std::string::npos) {
-      return stop(ec, "integer out of range (integers fit in 64 bits): " + text);
+    number_length = digits.size();
+    if (digits.find_first_of(".eE") == std::string::npos) {
+      return stop(ec, "integer out of range (integers fit in 64 bits): " + digits);
     }
     // Exactly rounded (Boost.JSON's own conversion may be off by an ulp,
     // and then a written plan would not read back the same).
     double exact = 0;
-    auto [end, err] = std::from_chars(text.data(), text.data() + text.size(), exact);
+    auto [end, err] = std::from_chars(digits.data(), digits.data() + digits.size(), exact);
     if (err == std::errc::result_out_of_range && std::isfinite(d) && std::abs(d) < 1) {
       exact = std::copysign(0.0, d);  // underflow: the nearest double is zero
-    } else if (err != std::errc() || end != text.data() + text.size() || !std::isfinite(exact)) {
-      return stop(ec, "number out of range (not a finite double): " + text);
+    } else if (err != std::errc() || end != digits.data() + digits.size() || !std::isfinite(exact)) {
+      return stop(ec, "number out of range (not a finite double): " + digits);
     }
-    st.push_double(exact);
-    return true;
+    return scalar(ec, [&] { st.push_double(exact); });
   }
-  bool on_bool(bool b, boost::system::error_code&) {
-    st.push_bool(b);
-    return true;
+  bool on_bool(bool b, boost::system::error_code& ec) {
+    return scalar(ec, [&] { st.push_bool(b); });
   }
-  bool on_null(boost::system::error_code&) {
-    st.push_null();
-    return true;
+  bool on_null(boost::system::error_code& ec) {
+    return scalar(ec, [&] { st.push_null(); });
   }
   bool on_comment_part(json::string_view, boost::system::error_code&) { return true; }
   bool on_comment(json::string_view, boost::system::error_code&) { return true; }
 
  private:
+  // Values are built at this level: everywhere for a document, inside an
+  // element (the array itself is level 1) for elements.
+  [[nodiscard]] bool building() const noexcept {
+    return build_ == build::document || (build_ == build::elements && level_ >= 2);
+  }
+  // A value at this level is an element (of the array being streamed).
+  [[nodiscard]] bool starts_element() const noexcept { return build_ == build::elements && level_ == 1; }
+  // Duplicate keys are looked for in the first pass over the text (a
+  // streamed array's second pass reads checked text).
+  [[nodiscard]] bool checks_keys() const noexcept { return build_ != build::elements; }
+
+  void open() {
+    if (starts_element()) st.reset(json::storage_ptr(arena_));
+    ++level_;
+  }
+  // A part of a string split by the parser: an element may start with it.
+  void begin_scalar_part() {
+    if (!in_scalar_) {
+      st.reset(json::storage_ptr(arena_));
+      in_scalar_ = true;
+    }
+  }
+  template <class Push>
+  bool scalar(boost::system::error_code& ec, Push push) {
+    if (building()) {
+      push();
+      return true;
+    }
+    if (!starts_element()) return true;
+    if (!std::exchange(in_scalar_, false)) st.reset(json::storage_ptr(arena_));
+    push();
+    return finish_element(ec);
+  }
+  bool element_end(boost::system::error_code& ec) { return !starts_element() || finish_element(ec); }
+  // Hands the element built to `each`, then drops it and its arena's
+  // blocks before the next one.
+  bool finish_element(boost::system::error_code& ec) {
+    status r = ok();
+    {
+      const json::value v = st.release();
+      r = (*each)(v, next_++);
+    }
+    arena_->release();
+    if (r) return true;
+    failure = r.error();
+    ec = json::error::syntax;
+    return false;
+  }
+  // Where the value of top-level key `key` (seen as `s`) starts in `text`.
+  void locate(std::string_view key, json::string_view s, bool parts) {
+    const char* begin = text.data();
+    const char* end = begin + text.size();
+    if (parts || s.data() < begin || s.data() + s.size() >= end) {
+      unlocated = true;  // an escaped key: not a view of the text
+      return;
+    }
+    std::size_t i = static_cast<std::size_t>(s.data() + s.size() - begin) + 1;  // past the closing quote
+    auto blanks = [&] {
+      while (i < text.size() && (text[i] == ' ' || text[i] == '\t' || text[i] == '\n' || text[i] == '\r')) ++i;
+    };
+    blanks();
+    if (i < text.size() && text[i] == ':') ++i;
+    blanks();
+    (*found)->members.emplace_back(std::string(key), i);
+  }
   bool stop(boost::system::error_code& ec, std::string why) {
     fault = std::move(why);
     ec = json::error::syntax;
@@ -232,16 +320,25 @@ class strict_handler {
     std::unordered_set<std::string> many_;  // every key, once there are `few`
   };
 
-  std::vector<key_set> keys_;  // of the open objects, innermost last
+  build build_;
   json::monotonic_resource* arena_;
+  std::size_t level_ = 0;      // open arrays and objects
+  bool in_scalar_ = false;     // an element string begun in parts
+  std::size_t next_ = 0;       // the next element's index
+  std::vector<key_set> keys_;  // of the open objects, innermost last
   std::size_t depth_ = 0;
   std::string key_;
   std::string number_;
 };
 
-}  // namespace
+json::parse_options strict_options() {
+  json::parse_options options;
+  options.max_depth = max_json_depth;
+  return options;
+}
 
-result<document> parse_text(std::string_view text) {
+// What any plan text must be before it is parsed.
+status check_text(std::string_view text) {
   if (text.size() > max_plan_size) {
     return fail(errc::invalid_plan, "the plan is " + std::to_string(text.size()) + " bytes, more than " +
                                         std::to_string(max_plan_size) + " (taskgroup::max_plan_size, 256 MiB)");
@@ -257,20 +354,24 @@ result<document> parse_text(std::string_view text) {
     return fail(errc::invalid_plan,
                 "invalid UTF-8 at " + position(text, at) + " (byte 0x" + hex[c >> 4] + hex[c & 15] + ")");
   }
-  json::parse_options options;
-  options.max_depth = max_json_depth;
-  auto arena = std::make_unique<json::monotonic_resource>();
-  json::basic_parser<strict_handler> p(options, arena.get());
+  return ok();
+}
+
+// Parses the value at `at` in `text` with `p`, returning where it ends;
+// `whole`: the value is the whole text (trailing characters are an error).
+result<std::size_t> run_parser(json::basic_parser<strict_handler>& p, std::string_view text, std::size_t at,
+                               bool whole) {
   boost::system::error_code ec;
-  const std::size_t consumed = p.write_some(false, text.data(), text.size(), ec);
+  const std::size_t consumed = p.write_some(false, text.data() + at, text.size() - at, ec);
+  const strict_handler& h = p.handler();
   if (ec) {
-    const strict_handler& h = p.handler();
+    if (h.failure) return *h.failure;
     std::string what = h.fault;
-    std::size_t at = consumed;
+    std::size_t fault_at = at + consumed;
     if (h.at_key) {
-      at = token_start(text, consumed);
+      fault_at = token_start(text, fault_at);
     } else if (!what.empty()) {
-      at = consumed - std::min(consumed, h.number_length);
+      fault_at -= std::min(consumed, h.number_length);
     }
     if (what.empty()) {
       what = ec == json::error::too_deep ? "nested deeper than " + std::to_string(max_json_depth) +
@@ -278,125 +379,51 @@ result<document> parse_text(std::string_view text) {
                                                std::to_string(max_step_depth) + " levels)"
                                          : ec.message();
     }
-    return fail(errc::invalid_plan, position(text, at) + ": " + what);
+    return fail(errc::invalid_plan, position(text, fault_at) + ": " + what);
   }
-  if (text.substr(consumed).find_first_not_of(" \t\r\n") != std::string_view::npos) {
-    return fail(errc::invalid_plan, position(text, consumed) + ": trailing characters after the JSON document");
+  const std::size_t end = at + consumed;
+  if (whole && text.substr(end).find_first_not_of(" \t\r\n") != std::string_view::npos) {
+    return fail(errc::invalid_plan, position(text, end) + ": trailing characters after the JSON document");
   }
+  return end;
+}
+
+}  // namespace
+
+result<document> parse_text(std::string_view text) {
+  TASKGROUP_TRY(check_text(text));
+  return parse_value_at(text, 0, true);
+}
+
+result<document> parse_value_at(std::string_view text, std::size_t at, bool whole) {
+  auto arena = std::make_unique<json::monotonic_resource>();
+  json::basic_parser<strict_handler> p(strict_options(), build::document, arena.get());
+  TASKGROUP_TRY(run_parser(p, text, at, whole));
   // Constructed, not assigned: assigning a value to one of another
   // storage copies it.
   return document{std::move(arena), p.handler().st.release()};
 }
 
-namespace {
-
-void scalar(std::ostream& os, const json::value& v) {
-  if (v.is_double()) {
-    // Shortest round-trip form, always with a '.' or an exponent so that it
-    // reads back as a double (Boost.JSON would write 1.5E0). JSON has no
-    // form for a non-finite double (the writer never holds one).
-    if (!std::isfinite(v.get_double())) {
-      os << "null";
-      return;
-    }
-    char buf[64];
-    auto [end, ec] = std::to_chars(buf, buf + sizeof buf, v.get_double());
-    std::string text(buf, ec == std::errc() ? end : buf);
-    if (text.find_first_of(".e") == std::string::npos) text += ".0";
-    os << text;
-  } else {
-    os << json::serialize(v);
-  }
+result<std::optional<outline>> outline_text(std::string_view text) {
+  TASKGROUP_TRY(check_text(text));
+  std::optional<outline> found;
+  json::basic_parser<strict_handler> p(strict_options(), build::nothing, nullptr);
+  p.handler().text = text;
+  p.handler().found = &found;
+  TASKGROUP_TRY(run_parser(p, text, 0, true));
+  if (p.handler().unlocated) found.reset();
+  return found;
 }
 
-// An empty container or an array of scalars is printed on one line.
-bool one_line(const json::value& v) {
-  if (v.is_object()) return v.get_object().empty();
-  if (!v.is_array()) return true;
-  const auto& a = v.get_array();
-  return std::none_of(a.begin(), a.end(), [](const json::value& x) { return x.is_structured(); });
-}
-
-void print_one_line(std::ostream& os, const json::value& v) {
-  if (v.is_object()) {
-    os << "{}";
-  } else if (v.is_array()) {
-    os << "[";
-    const auto& a = v.get_array();
-    for (std::size_t i = 0; i < a.size(); ++i) {
-      if (i != 0) os << ", ";
-      scalar(os, a[i]);
-    }
-    os << "]";
-  } else {
-    scalar(os, v);
-  }
-}
-
-}  // namespace
-
-std::string pretty_text(const json::value& root) {
-  std::ostringstream os;
-  struct frame {
-    const json::value* v;
-    std::size_t next;
-  };
-  std::vector<frame> stack;
-  // Prints `v` or opens it (then its elements follow on the stack).
-  auto open = [&](const json::value& v) {
-    if (one_line(v)) {
-      print_one_line(os, v);
-      return;
-    }
-    os << (v.is_object() ? "{\n" : "[\n");
-    stack.push_back({&v, 0});
-  };
-  open(root);
-  while (!stack.empty()) {
-    const std::size_t depth = stack.size();
-    const json::value* v = stack.back().v;
-    const std::size_t i = stack.back().next++;
-    const std::size_t n = v->is_object() ? v->get_object().size() : v->get_array().size();
-    if (i == n) {
-      os << "\n" << std::string((depth - 1) * 2, ' ') << (v->is_object() ? "}" : "]");
-      stack.pop_back();
-      continue;
-    }
-    if (i != 0) os << ",\n";
-    os << std::string(depth * 2, ' ');
-    if (v->is_object()) {
-      const auto& kv = *(v->get_object().begin() + static_cast<std::ptrdiff_t>(i));
-      os << json::serialize(json::string(kv.key())) << ": ";
-      open(kv.value());
-    } else {
-      open(v->get_array()[i]);
-    }
-  }
-  os << "\n";
-  return os.str();
-}
-
-void destroy_flat(json::value& root) noexcept {
-  // A moved-from value is null: each value is destroyed once its
-  // structured children have been moved to the list.
-  std::vector<json::value> pending;
-  auto take = [&](json::value& v) {
-    if (v.is_structured()) pending.push_back(std::move(v));
-  };
-  try {
-    take(root);
-    while (!pending.empty()) {
-      json::value v = std::move(pending.back());
-      pending.pop_back();
-      if (v.is_object()) {
-        for (auto& kv : v.get_object()) take(kv.value());
-      } else {
-        for (auto& x : v.get_array()) take(x);
-      }
-    }
-  } catch (const std::bad_alloc&) {
-    // The list could not grow: what is left is destroyed the usual way.
-  }
+status each_element(std::string_view text, std::size_t at, const element_fn& f) {
+  // One element at a time in this buffer (and blocks beyond it for a
+  // large one, freed after it).
+  std::array<unsigned char, 16384> buffer;
+  json::monotonic_resource arena(buffer.data(), buffer.size());
+  json::basic_parser<strict_handler> p(strict_options(), build::elements, &arena);
+  p.handler().each = &f;
+  TASKGROUP_TRY(run_parser(p, text, at, false));
+  return ok();
 }
 
 }  // namespace taskgroup::plan_detail

@@ -1,6 +1,7 @@
 // Reading plans: JSON to a task group, every fault named by its JSON pointer.
 #include "internal.hpp"
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -31,7 +32,7 @@ class reader {
  public:
   explicit reader(const operator_registry& r) : registry_(r) {}
 
-  result<task_group> plan(const json::value& v);
+  result<task_group> plan(plan_members& m);
 
  private:
   result<op_def> op(const json::value& v, const pointer& opp) {
@@ -72,28 +73,23 @@ class reader {
     return def;
   }
 
-  status nets(const json::value& v, const pointer& ptr) {
-    TASKGROUP_TRY(auto arr, get_array(v, ptr));
-    nets_.reserve(nets_.size() + arr->size());
-    for (std::size_t i = 0; i < arr->size(); ++i) {
-      const pointer np = child(ptr, i);
-      TASKGROUP_TRY(auto o, get_object((*arr)[i], np));
-      TASKGROUP_TRY(known_keys(*o, np, {"name", "ops"}));
-      const auto* name_v = o->if_contains("name");
-      if (name_v == nullptr) return bad(np, "a net needs a \"name\"");
-      TASKGROUP_TRY(auto name, get_name(*name_v, child(np, "name")));
-      if (nets_.count(name)) return bad(child(np, "name"), "duplicate net name " + quote(name));
-      net n(name);
-      if (const auto* x = o->if_contains("ops")) {
-        const pointer opsp = child(np, "ops");
-        TASKGROUP_TRY(auto ops, get_array(*x, opsp));
-        for (std::size_t j = 0; j < ops->size(); ++j) {
-          TASKGROUP_TRY(auto def, op((*ops)[j], child(opsp, j)));
-          n.add(std::move(def));
-        }
+  status net_of(const json::value& v, const pointer& np) {
+    TASKGROUP_TRY(auto o, get_object(v, np));
+    TASKGROUP_TRY(known_keys(*o, np, {"name", "ops"}));
+    const auto* name_v = o->if_contains("name");
+    if (name_v == nullptr) return bad(np, "a net needs a \"name\"");
+    TASKGROUP_TRY(auto name, get_name(*name_v, child(np, "name")));
+    if (nets_.count(name)) return bad(child(np, "name"), "duplicate net name " + quote(name));
+    net n(name);
+    if (const auto* x = o->if_contains("ops")) {
+      const pointer opsp = child(np, "ops");
+      TASKGROUP_TRY(auto ops, get_array(*x, opsp));
+      for (std::size_t j = 0; j < ops->size(); ++j) {
+        TASKGROUP_TRY(auto def, op((*ops)[j], child(opsp, j)));
+        n.add(std::move(def));
       }
-      nets_.emplace(std::move(name), std::move(n));
     }
+    nets_.emplace(std::move(name), std::move(n));
     return ok();
   }
 
@@ -141,7 +137,7 @@ class reader {
   status task_setup(task& t, const json::object& to, const pointer& tp);
   result<task> task_of(const json::value& v, const pointer& tp);
   status report_steps(task_group& g, const json::value& v, const std::set<std::string>& task_nodes);
-  status local_setups(task_group& g, const json::object& o, const std::set<std::string>& task_nodes);
+  status local_setups(task_group& g, plan_members& m, const std::set<std::string>& task_nodes);
   status remote_nets(task_group& g, const json::value& v);
 
   const operator_registry& registry_;
@@ -275,11 +271,12 @@ status reader::remote_nets(task_group& g, const json::value& v) {
   return ok();
 }
 
-status reader::local_setups(task_group& g, const json::object& o, const std::set<std::string>& task_nodes) {
+status reader::local_setups(task_group& g, plan_members& m, const std::set<std::string>& task_nodes) {
   for (const char* key : {"local_init", "local_exit"}) {
-    if (!o.contains(key)) continue;
+    TASKGROUP_TRY(const json::value* v, m.value(key));
+    if (v == nullptr) continue;
     const pointer lp = child(document_root, key);
-    TASKGROUP_TRY(auto arr, get_array(o.at(key), lp));
+    TASKGROUP_TRY(auto arr, get_array(*v, lp));
     for (std::size_t i = 0; i < arr->size(); ++i) {
       const pointer ip = child(lp, i);
       TASKGROUP_TRY(auto e, get_object((*arr)[i], ip));
@@ -298,63 +295,87 @@ status reader::local_setups(task_group& g, const json::object& o, const std::set
   return ok();
 }
 
-result<task_group> reader::plan(const json::value& v) {
-  TASKGROUP_TRY(auto o, get_object(v, document_root));
-  TASKGROUP_TRY(known_keys(*o, document_root,
-                           {"taskgroup_plan", "workspace_type", "nodes", "inputs", "nets", "tasks", "report_steps",
-                            "local_init", "local_exit", "remote_nets"}));
-  if (!o->contains("taskgroup_plan")) return bad(document_root, "not a taskgroup plan (no \"taskgroup_plan\" version)");
-  TASKGROUP_TRY(auto version, get_integer(o->at("taskgroup_plan"), child(document_root, "taskgroup_plan")));
-  if (version != plan_format_version) {
-    return bad(child(document_root, "taskgroup_plan"), "unsupported plan version " + std::to_string(version) +
-                                                           " (this reader knows " +
-                                                           std::to_string(plan_format_version) + ")");
-  }
-  if (const auto* x = o->if_contains("nets")) {
-    TASKGROUP_TRY(nets(*x, child(document_root, "nets")));
-  }
-  std::optional<workspace_type> type;
-  if (const auto* x = o->if_contains("workspace_type")) {
-    TASKGROUP_TRY(type, ws_type(*x, child(document_root, "workspace_type")));
-  }
-  task_group g(type);
-  if (const auto* x = o->if_contains("nodes")) {
-    TASKGROUP_TRY(node_list(*x));
-  }
-  if (const auto* x = o->if_contains("tasks")) {
-    const pointer tasks_at(document_root, "tasks");
-    TASKGROUP_TRY(auto arr, get_array(*x, tasks_at));
-    for (std::size_t i = 0; i < arr->size(); ++i) {
-      const pointer tp = child(tasks_at, i);
-      TASKGROUP_TRY(auto t, task_of((*arr)[i], tp));
-      if (auto added = g.add(std::move(t)); !added) return bad(tp, added.error().message);
+// The keys a plan may hold at its top.
+constexpr std::string_view plan_keys[] = {"taskgroup_plan", "workspace_type", "nodes",        "inputs",
+                                          "nets",           "tasks",          "report_steps", "local_init",
+                                          "local_exit",     "remote_nets"};
+
+result<task_group> reader::plan(plan_members& m) {
+  for (std::string_view k : m.keys()) {
+    if (std::find(std::begin(plan_keys), std::end(plan_keys), k) == std::end(plan_keys)) {
+      return bad(child(document_root, k), "unknown key " + quote(printable(k)));
     }
   }
+  if (!m.has("taskgroup_plan")) return bad(document_root, "not a taskgroup plan (no \"taskgroup_plan\" version)");
+  const pointer version_at(document_root, "taskgroup_plan");
+  TASKGROUP_TRY(const json::value* version_v, m.value("taskgroup_plan"));
+  TASKGROUP_TRY(auto version, get_integer(*version_v, version_at));
+  if (version != plan_format_version) {
+    return bad(version_at, "unsupported plan version " + std::to_string(version) + " (this reader knows " +
+                               std::to_string(plan_format_version) + ")");
+  }
+  // Nets first, wherever they are: steps name them.
+  const pointer nets_at(document_root, "nets");
+  TASKGROUP_TRY(m.each("nets", [&](const json::value& e, std::size_t i) { return net_of(e, child(nets_at, i)); }));
+  std::optional<workspace_type> type;
+  TASKGROUP_TRY(const json::value* type_v, m.value("workspace_type"));
+  if (type_v != nullptr) {
+    TASKGROUP_TRY(type, ws_type(*type_v, child(document_root, "workspace_type")));
+  }
+  task_group g(type);
+  TASKGROUP_TRY(const json::value* nodes_v, m.value("nodes"));
+  if (nodes_v != nullptr) {
+    TASKGROUP_TRY(node_list(*nodes_v));
+  }
+  const pointer tasks_at(document_root, "tasks");
+  TASKGROUP_TRY(m.each("tasks", [&](const json::value& e, std::size_t i) -> status {
+    const pointer tp = child(tasks_at, i);
+    TASKGROUP_TRY(auto t, task_of(e, tp));
+    if (auto added = g.add(std::move(t)); !added) return bad(tp, added.error().message);
+    return ok();
+  }));
   std::set<std::string> task_nodes;
   for (const auto& t : g.tasks()) task_nodes.insert(t.node_name());
-  if (const auto* x = o->if_contains("inputs")) {
-    TASKGROUP_TRY(read_inputs(g, *x, child(document_root, "inputs")));
+  TASKGROUP_TRY(const json::value* inputs_v, m.value("inputs"));
+  if (inputs_v != nullptr) {
+    TASKGROUP_TRY(read_inputs(g, *inputs_v, child(document_root, "inputs")));
   }
-  if (const auto* x = o->if_contains("report_steps")) {
-    TASKGROUP_TRY(report_steps(g, *x, task_nodes));
+  TASKGROUP_TRY(const json::value* reports_v, m.value("report_steps"));
+  if (reports_v != nullptr) {
+    TASKGROUP_TRY(report_steps(g, *reports_v, task_nodes));
   }
-  TASKGROUP_TRY(local_setups(g, *o, task_nodes));
-  if (const auto* x = o->if_contains("remote_nets")) {
-    TASKGROUP_TRY(remote_nets(g, *x));
+  TASKGROUP_TRY(local_setups(g, m, task_nodes));
+  TASKGROUP_TRY(const json::value* remote_v, m.value("remote_nets"));
+  if (remote_v != nullptr) {
+    TASKGROUP_TRY(remote_nets(g, *remote_v));
   }
   return g;
+}
+
+// Plan text: read in two passes (see plan_detail::outline) when its root
+// is an object, else parsed whole (the error names what it is).
+result<task_group> read_text(std::string_view text, const operator_registry& registry) {
+  TASKGROUP_TRY(auto found, outline_text(text));
+  reader r(registry);
+  if (found) {
+    auto m = text_members(text, std::move(*found));
+    return r.plan(*m);
+  }
+  TASKGROUP_TRY(const auto doc, parse_text(text));
+  TASKGROUP_TRY(auto m, document_members(doc.v));
+  return r.plan(*m);
 }
 
 }  // namespace
 
 result<task_group> read_plan(const json::value& plan, const operator_registry& registry) {
+  TASKGROUP_TRY(auto m, document_members(plan));
   reader r(registry);
-  return r.plan(plan);
+  return r.plan(*m);
 }
 
 result<task_group> read_plan(std::string_view text, const operator_registry& registry) {
-  TASKGROUP_TRY(const auto doc, parse_text(text));
-  return read_plan(doc.v, registry);
+  return read_text(text, registry);
 }
 
 result<task_group> read_plan_file(const std::filesystem::path& path, const operator_registry& registry) {
@@ -367,8 +388,9 @@ result<task_group> read_plan_file(const std::filesystem::path& path, const opera
   }
   std::ifstream in(path, std::ios::binary);
   if (!in) return fail(errc::invalid_plan, "cannot open plan file " + quote(path.string()));
-  // Read into one buffer of the file's size, and dropped once parsed: the
-  // text, its document and the group are never all alive at once.
+  // Read into one buffer of the file's size. The text is read in two
+  // passes and never becomes a document whole: at most the text, one
+  // element's document and the group are alive at once.
   std::string text;
   if (!ec) text.resize(static_cast<std::size_t>(size));
   in.read(text.data(), static_cast<std::streamsize>(text.size()));
@@ -380,11 +402,7 @@ result<task_group> read_plan_file(const std::filesystem::path& path, const opera
     rest << in.rdbuf();
     text += rest.str();
   }
-  auto parsed = parse_text(text);
-  std::string().swap(text);
-  if (!parsed) return parsed.error().with_context(path.string());
-  const document doc(std::move(parsed).value());
-  auto g = read_plan(doc.v, registry);
+  auto g = read_text(text, registry);
   if (!g) return g.error().with_context(path.string());
   return g;
 }
