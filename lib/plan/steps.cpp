@@ -115,11 +115,12 @@ result<read_frame> begin_step(const json::value& v, const pointer& ptr, const ne
   // The step's values by field, found in one pass over its keys (which
   // also refuses the unknown ones).
   std::array<const json::value*, field_count> at{};
-  for (const auto& [k, x] : *o) {
+  for (const auto& kv : *o) {
+    const std::string_view k = kv.key();  // a plain name: clang 14 captures no structured binding
     const auto* f =
         std::find_if(std::begin(fields), std::end(fields), [&](const step_field& sf) { return sf.key == k; });
     if (f == std::end(fields)) return bad(child(ptr, k), "unknown key " + quote(printable(k)));
-    at[static_cast<std::size_t>(f - std::begin(fields))] = &x;
+    at[static_cast<std::size_t>(f - std::begin(fields))] = &kv.value();
   }
   auto value = [&](std::string_view key) {
     for (std::size_t i = 0; i < field_count; ++i) {
