@@ -140,10 +140,14 @@ result<std::int64_t> get_instances(const json::value& v, const pointer& ptr) {
   return n;
 }
 
+error unknown_key(const pointer& ptr, std::string_view k) {
+  return bad(child(ptr, k), "unknown key " + quote(printable(k)));
+}
+
 status known_keys(const json::object& o, const pointer& ptr, std::span<const std::string_view> keys) {
   for (const auto& [k, v] : o) {
     if (std::find(keys.begin(), keys.end(), std::string_view(k)) == keys.end()) {
-      return bad(child(ptr, k), "unknown key " + quote(printable(k)));
+      return unknown_key(ptr, k);
     }
   }
   return ok();

@@ -170,6 +170,9 @@ result<bool> get_bool(const json::value& v, const pointer& ptr);
 result<std::chrono::milliseconds> get_duration(const json::value& v, const pointer& ptr);
 /// An instance count, in [1, max_instances].
 result<std::int64_t> get_instances(const json::value& v, const pointer& ptr);
+/// The error of key `k` of the object at `ptr`, which the format does not
+/// know (a typo must not pass silently).
+error unknown_key(const pointer& ptr, std::string_view k);
 /// Refuses keys of `o` outside `keys` (a typo must not pass silently).
 status known_keys(const json::object& o, const pointer& ptr, std::span<const std::string_view> keys);
 status known_keys(const json::object& o, const pointer& ptr, std::initializer_list<std::string_view> keys);

@@ -303,7 +303,7 @@ constexpr std::string_view plan_keys[] = {"taskgroup_plan", "workspace_type", "n
 result<task_group> reader::plan(plan_members& m) {
   for (std::string_view k : m.keys()) {
     if (std::find(std::begin(plan_keys), std::end(plan_keys), k) == std::end(plan_keys)) {
-      return bad(child(document_root, k), "unknown key " + quote(printable(k)));
+      return unknown_key(document_root, k);
     }
   }
   if (!m.has("taskgroup_plan")) return bad(document_root, "not a taskgroup plan (no \"taskgroup_plan\" version)");

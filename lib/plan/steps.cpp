@@ -119,7 +119,7 @@ result<read_frame> begin_step(const json::value& v, const pointer& ptr, const ne
     const std::string_view k = kv.key();  // a plain name: clang 14 captures no structured binding
     const auto* f =
         std::find_if(std::begin(fields), std::end(fields), [&](const step_field& sf) { return sf.key == k; });
-    if (f == std::end(fields)) return bad(child(ptr, k), "unknown key " + quote(printable(k)));
+    if (f == std::end(fields)) return unknown_key(ptr, k);
     at[static_cast<std::size_t>(f - std::begin(fields))] = &kv.value();
   }
   auto value = [&](std::string_view key) {
