@@ -15,6 +15,8 @@
 #include <algorithm>
 #include <chrono>
 #include <future>
+#include <optional>
+#include <random>
 #include <string>
 #include <thread>
 #include <utility>
@@ -75,8 +77,10 @@ struct waiting_group {
     lines = {
         R"(task "a/sleeper" (node "a"): s/net "nap" op #0 (Sleep): sleeping for 3600000 ms)",
         R"(task "a/sleeper2" (node "a"): s2/net "nap2" op #1 (Sleep): input #0 "delay": sleeping for 3600000 ms)",
+        // Node "a" has no task that can enqueue (Sleeps only).
         R"(task "a/consumer" (node "a"): consume/net "take" op #0 (Dequeue): input #0 "jobs": waiting for an item: )"
-        R"(the queue is empty (0 of 4, open))",
+        R"(the queue is empty (0 of 4, open); no producer left: no task of this node that has not ended can )"
+        R"(enqueue or close)",
         R"(task "b/pair" (node "b"): both/left/net "l" op #0 (Sleep): sleeping for 3600000 ms)",
         R"(task "b/pair" (node "b"): both/right/net "fill" op #3 (Enqueue): input #0 "q": waiting for room: )"
         R"(the queue is full (1 of 1))",
@@ -142,7 +146,8 @@ TEST_CASE("a probe says where each task of a run in flight waits, on both driver
   const std::string& m = r.failure->message;
   CHECK_THAT(m, Catch::Contains(R"(task "a/sleeper" (node "a"): s/net "nap" op #0 (Sleep): wait cancelled )"));
   CHECK_THAT(m, Catch::Contains(R"(task "a/consumer" (node "a"): consume/net "take" op #0 (Dequeue): input #0 )"
-                                R"("jobs": cancelled while waiting for an item: the queue is empty (0 of 4, open))"));
+                                R"("jobs": cancelled while waiting for an item: the queue is empty (0 of 4, open); )"
+                                R"(no producer left)"));
   // Once the run has ended the probe follows nothing.
   CHECK(where(probe).empty());
 }
@@ -178,4 +183,169 @@ TEST_CASE("a probe follows one run at a time", "[probe]") {
   auto later = run_to_end(session, quick, o);
   CHECK_FALSE(std::get<0>(later));
   CHECK(where(probe).empty());
+}
+
+namespace {
+
+// What a task beside the consumers of a node does; whether it is still
+// there to feed a queue while they wait is the model's part.
+enum class other_kind {
+  ended_feeder,      // enqueues into its own queue, then ends
+  sleeping_feeder,   // sleeps, then would enqueue
+  stuck_feeder,      // waits on an empty queue of its own, then would enqueue
+  sleeper,           // sleeps; no op that feeds
+  ended_plain,       // a ConstantFill, then ends
+  inline_op,         // a lambda op (may feed, for all the run knows), then sleeps
+  ended_closer,      // closes a queue of its own, then ends
+  run_net,           // RunNet of a sleeping net (its net is unknown until it runs)
+  timed_out_feeder,  // an Enqueue after a Sleep that its step's deadline ends
+  count
+};
+
+constexpr const char* hint = "; no producer left: no task of this node that has not ended can enqueue or close";
+
+struct other_task {
+  task t;
+  std::optional<std::string> line;  // the probe's, while the consumers wait; none once ended
+  bool feeds = false;               // still there to feed when the consumers wait
+};
+
+other_task make_other(other_kind kind, const std::string& node_name, const std::string& name) {
+  const std::string prefix =
+      "task \"" + node_name + "/" + name + "\" (node \"" + node_name + "\"): " + name + "/net \"" + name + "\" ";
+  const std::string sleeping = "(Sleep): sleeping for 3600000 ms";
+  net n(name);
+  execution_step st = step(name);
+  other_task out{task(name, step(name)), std::nullopt, false};
+  switch (kind) {
+    case other_kind::ended_feeder:
+      n.op("ConstantFill", {}, {"x"}, {{"value", i64{1}}})
+          .op("CreateQueue", {}, {"mine"}, {{"capacity", i64{1}}})
+          .op("Enqueue", {"mine", "x"}, {});
+      break;
+    case other_kind::sleeping_feeder:
+      n.op("Sleep", {}, {}, {{"ms", hour_ms}})
+          .op("ConstantFill", {}, {"x"}, {{"value", i64{1}}})
+          .op("CreateQueue", {}, {"mine"}, {{"capacity", i64{1}}})
+          .op("Enqueue", {"mine", "x"}, {});
+      out.line = prefix + "op #0 " + sleeping;
+      out.feeds = true;
+      break;
+    case other_kind::stuck_feeder:
+      n.op("ConstantFill", {}, {"x"}, {{"value", i64{1}}})
+          .op("CreateQueue", {}, {"other"}, {{"capacity", i64{1}}})
+          .op("Dequeue", {"other"}, {"y", "more"})
+          .op("Enqueue", {"other", "x"}, {});
+      out.line = prefix + "op #2 (Dequeue): input #0 \"other\": waiting for an item: the queue is empty (0 of 1, open)";
+      out.feeds = true;
+      break;
+    case other_kind::sleeper:
+      n.op("Sleep", {}, {}, {{"ms", hour_ms}});
+      out.line = prefix + "op #0 " + sleeping;
+      break;
+    case other_kind::ended_plain: n.op("ConstantFill", {}, {"x"}, {{"value", i64{1}}}); break;
+    case other_kind::inline_op:
+      n.lambda("Nothing", {}, {}, [](op_context&) -> status { return ok(); }).op("Sleep", {}, {}, {{"ms", hour_ms}});
+      out.line = prefix + "op #1 " + sleeping;
+      out.feeds = true;
+      break;
+    case other_kind::ended_closer:
+      n.op("CreateQueue", {}, {"mine"}, {{"capacity", i64{1}}}).op("CloseQueue", {"mine"}, {});
+      break;
+    case other_kind::run_net:
+      n.op("RunNet", {}, {}, {{"net", std::string("inner")}});
+      out.line = prefix + "op #0 (RunNet): running net \"inner\": net \"inner\" op #0 " + sleeping;
+      out.feeds = true;
+      break;
+    case other_kind::timed_out_feeder:
+      n.op("Sleep", {}, {}, {{"ms", hour_ms}})
+          .op("ConstantFill", {}, {"x"}, {{"value", i64{1}}})
+          .op("CreateQueue", {}, {"mine"}, {{"capacity", i64{1}}})
+          .op("Enqueue", {"mine", "x"}, {});
+      st.timeout(1ms);
+      break;
+    case other_kind::count: break;
+  }
+  out.t = task(name, st.add_net(n));
+  return out;
+}
+
+}  // namespace
+
+// Generated groups: two nodes, each with consumers waiting on empty queues
+// and other tasks of every kind. A consumer's wait says that no producer
+// is left exactly when no task of its node that can feed a queue (and no
+// report step of its node) is still there; the probe and the cancelled
+// run's reports say it alike.
+TEST_CASE("a Dequeue says when no task of its node can feed it any more", "[probe]") {
+  asio::thread_pool pool(2);
+  for (std::uint32_t seed = 0; seed < 60; ++seed) {
+    INFO("seed " << seed);
+    // A session per group: remote nets stay on their nodes.
+    local_session session(pool.get_executor());
+    std::mt19937 rng(seed);
+    auto pick = [&](std::uint32_t n) { return static_cast<std::uint32_t>(rng() % n); };
+    task_group g;
+    std::vector<std::string> lines;
+    // Per consumer: its full name and whether its wait is starved.
+    std::vector<std::pair<std::string, bool>> consumers;
+    const std::vector<std::string> nodes{"n", "m"};
+    for (const std::string& nd : nodes) {
+      const bool report = pick(4) == 0;
+      if (report) g.report_step(step("r_" + nd).add_net(incr("r_" + nd, "reports")), node(nd), 3'600'000ms);
+      bool feeding = report;
+      std::vector<std::string> consumer_lines;
+      const std::uint32_t others = pick(4);
+      for (std::uint32_t j = 0; j < others; ++j) {
+        const auto kind = static_cast<other_kind>(pick(static_cast<std::uint32_t>(other_kind::count)));
+        const auto& remote = g.remote_nets();
+        if (kind == other_kind::run_net &&
+            std::none_of(remote.begin(), remote.end(), [&](const remote_net& r) { return r.node == nd; })) {
+          REQUIRE(g.add_remote_net(sleep_net("inner"), node(nd)));
+        }
+        other_task o = make_other(kind, nd, "o" + std::to_string(j));
+        feeding = feeding || o.feeds;
+        if (o.line) lines.push_back(*o.line);
+        REQUIRE(g.add(std::move(o.t), node(nd)));
+      }
+      const std::uint32_t takers = 1 + pick(2);
+      for (std::uint32_t i = 0; i < takers; ++i) {
+        const std::string name = "c" + std::to_string(i);
+        net take(name);
+        take.op("CreateQueue", {}, {"jobs"}, {{"capacity", i64{4}}}).op("Dequeue", {"jobs"}, {"job", "more"});
+        REQUIRE(g.add(task(name, step(name).add_net(take)), node(nd)));
+        consumers.emplace_back(nd + "/" + name, !feeding);
+        lines.push_back("task \"" + nd + "/" + name + "\" (node \"" + nd + "\"): " + name + "/net \"" + name +
+                        "\" op #1 (Dequeue): input #0 \"jobs\": waiting for an item: the queue is empty (0 of 4, "
+                        "open)" +
+                        (feeding ? "" : hint));
+      }
+    }
+    std::sort(lines.begin(), lines.end());
+
+    run_probe probe;
+    asio::cancellation_signal cancel;
+    std::promise<run_report> ended;
+    run_options o;
+    o.probe = &probe;
+    o.policy = run_policy::gather;  // a task's own deadline does not end the run
+    session.async_run(g, o, asio::bind_cancellation_slot(cancel.slot(), [&](boost::system::error_code, run_report r) {
+                        ended.set_value(std::move(r));
+                      }));
+    CHECK(where_once(probe, lines) == lines);
+    asio::post(pool, [&] { cancel.emit(asio::cancellation_type::terminal); });
+    const run_report r = ended.get_future().get();
+    INFO("the run's failure: " << (r.failure ? r.failure->message : std::string("none")));
+    for (const auto& c : consumers) {
+      const std::string& name = c.first;
+      const bool starved = c.second;
+      INFO(name);
+      auto t = std::find_if(r.tasks.begin(), r.tasks.end(), [&](const task_report& x) { return x.name == name; });
+      REQUIRE(t != r.tasks.end());
+      REQUIRE(t->failure);
+      CHECK(t->failure->code == errc::cancelled);
+      const std::string tail = "cancelled while waiting for an item: the queue is empty (0 of 4, open)";
+      CHECK_THAT(t->failure->message, Catch::EndsWith(starved ? tail + hint : tail));
+    }
+  }
 }

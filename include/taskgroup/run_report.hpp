@@ -123,19 +123,19 @@ class TASKGROUP_API run_probe {
 
   /// Completes with `void(std::vector<std::string>)`: one line for each
   /// place where a task of the run that has begun and not ended waits, in
-  /// the group's task order, in the words of the error of a run that ended
-  /// there: `task "n/consumer" (node "n"): consume/net "take" op #0
-  /// (Dequeue): input #0 "jobs": waiting for an item: the queue is empty
-  /// (0 of 4, open)` (each op says what it waits for through
-  /// `op_kernel::waiting_for`). A task with concurrent substeps may have
-  /// several lines; one that waits on no op (between two, or on a step's
-  /// own deadline, join or report timer) says `<step>: running, not
-  /// waiting on an op`. Empty when no run follows this probe. The nodes
-  /// are asked one after another, each on its strand, so lines of
-  /// different nodes are from slightly different moments. Completes on
-  /// the token's associated executor (by default the run's coordinator, or
-  /// the system executor when no run is in flight). Cancellation: not
-  /// supported (it is short). Threading: thread-safe.
+  /// task order, in the words of a run's error: `task "n/consumer" (node
+  /// "n"): consume/net "take" op #0 (Dequeue): input #0 "jobs": waiting for
+  /// an item: the queue is empty (0 of 4, open)` (`op_kernel::waiting_for`),
+  /// which adds `; no producer left: ...` when no task of its node that has
+  /// not ended can enqueue or close (README, "Errors"). A task with
+  /// concurrent substeps may have several lines; one that waits on no op
+  /// (between two, or on a step's deadline, join or report timer) says
+  /// `<step>: running, not waiting on an op`. Empty when no run follows
+  /// this probe. The nodes are asked one after another, each on its strand,
+  /// so lines of different nodes are from slightly different moments.
+  /// Completes on the token's associated executor (by default the run's
+  /// coordinator, or the system executor when no run is in flight).
+  /// Cancellation: not supported (it is short). Threading: thread-safe.
   template <class CompletionToken = boost::asio::default_completion_token_t<boost::asio::any_io_executor>>
   auto async_where(CompletionToken&& token = boost::asio::default_completion_token_t<boost::asio::any_io_executor>()) {
     return boost::asio::async_initiate<CompletionToken, void(std::vector<std::string>)>(

@@ -53,14 +53,18 @@ struct wait_site : boost::intrusive::list_base_hook<boost::intrusive::link_mode<
 };
 using wait_sites = boost::intrusive::list<wait_site, boost::intrusive::constant_time_size<false>>;
 
-/// Where a wait site stands: `path/net "x" op #i (Type): what it waits for`.
-std::string where(const wait_site& s);
+/// Where a wait site stands: `path/net "x" op #i (Type): what it waits for`,
+/// with what a starved wait adds (see `site_registry::feeders`).
+std::string where(const wait_site& s, const std::uint32_t* feeders);
 
 /// Where the coroutine driver files a task's waiting net runs: `sites`
 /// (touched on the node's strand only; none when null), as task `task`.
 struct site_registry {
   wait_sites* sites = nullptr;
   std::uint32_t task = 0;
+  // The node's tasks left that may feed a queue (node_watch::feeders): a
+  // cancelled wait says when none is (ops/queues.hpp).
+  const std::uint32_t* feeders = nullptr;
 };
 
 /// Runs a compiled tree in `ws` (on the strand owning `ws`), filing its

@@ -3,7 +3,10 @@
 // built-ins, so that the registry itself (registry.cpp) knows none of them.
 #include "builtins.hpp"
 
+#include <algorithm>
+#include <string>
 #include <utility>
+#include <vector>
 
 namespace taskgroup {
 
@@ -22,6 +25,15 @@ status register_builtin_ops(operator_registry& registry) {
   detail::add_compute_ops(table);
   detail::add_net_ops(table);
   return std::move(table).first_failure();
+}
+
+bool detail::is_builtin_type(std::string_view type) {
+  static const std::vector<std::string> names = [] {
+    operator_registry r;
+    (void)register_builtin_ops(r);
+    return r.types();  // sorted
+  }();
+  return std::binary_search(names.begin(), names.end(), type, std::less<>());
 }
 
 operator_registry& operator_registry::global() {

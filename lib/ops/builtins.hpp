@@ -37,6 +37,9 @@ class builtin_table {
   status first_ = ok();
 };
 
+/// Whether `type` names a built-in operator type.
+bool is_builtin_type(std::string_view type);
+
 /// The families of built-in types (see the table in builtin_ops.hpp).
 void add_value_ops(builtin_table& t);       // ConstantFill Copy Append Size Sum Get Concat (values.cpp)
 void add_arithmetic_ops(builtin_table& t);  // Add ... Mod Negate, LT ... NE, And Or Xor Not (arithmetic.cpp)

@@ -1,7 +1,10 @@
 // taskgroup: the built-in queue operators (CreateQueue, Enqueue, Dequeue,
 // CloseQueue); Enqueue and Dequeue are asynchronous.
+#include "queues.hpp"
+
 #include "builtins.hpp"
 
+#include <taskgroup/net.hpp>
 #include <taskgroup/queue.hpp>
 
 #include <boost/asio/this_coro.hpp>
@@ -106,6 +109,12 @@ class dequeue_kernel final : public op_kernel {
 
   [[nodiscard]] std::string waiting_for() const override { return queue_wait(*ctx_, "an item"); }
 
+  // The queue it takes from now; null when its input holds none.
+  [[nodiscard]] const blob_queue* queue() const noexcept {
+    const queue_ptr* q = queue_->try_get<queue_ptr>();
+    return q != nullptr ? q->get() : nullptr;
+  }
+
  private:
   const op_context* ctx_;
   const blob* queue_;
@@ -125,6 +134,19 @@ kernel_result close_queue_factory(op_context& ctx) {
 }
 
 }  // namespace
+
+bool may_feed_queues(const op_def& d) {
+  if (d.inline_schema) return true;
+  return d.type == "Enqueue" || d.type == "CloseQueue" || d.type == "RunNet" || !is_builtin_type(d.type);
+}
+
+bool starved(const net_instance& inst, std::size_t i, const std::uint32_t* feeders) noexcept {
+  if (feeders == nullptr || *feeders != 0) return false;
+  const auto* k = dynamic_cast<const dequeue_kernel*>(&inst.kernel(i));
+  if (k == nullptr) return false;
+  const blob_queue* q = k->queue();
+  return q != nullptr && q->size() == 0 && !q->closed();
+}
 
 void add_queue_ops(builtin_table& t) {
   using k = argument_kind;

@@ -1,7 +1,10 @@
 #include "state.hpp"
 
 #include "../detail/limits.hpp"
+#include "../ops/queues.hpp"
+#include "../step/program.hpp"
 
+#include <algorithm>
 #include <map>
 
 namespace taskgroup::detail {
@@ -16,6 +19,14 @@ result<std::shared_ptr<const detail::compiled_step>> compile_setup(const std::st
   for (const auto& b : bodies) append_body(s, b);
   if (s.empty() && s.validate()) return std::shared_ptr<const detail::compiled_step>();
   return detail::compile_step(s);
+}
+
+// Whether a net of tree `n` holds an op that may feed or close a queue.
+bool may_feed(const program_step& n) {
+  for (const net& x : n.nets) {
+    if (std::any_of(x.ops().begin(), x.ops().end(), [](const op_def& d) { return may_feed_queues(d); })) return true;
+  }
+  return std::any_of(n.children.begin(), n.children.end(), [](const program_step& c) { return may_feed(c); });
 }
 
 }  // namespace
@@ -43,8 +54,8 @@ result<std::shared_ptr<const compiled_group>> compile_group(const task_group& g)
     TASKGROUP_TRY(detail::compile_into(compiled, composed, counted));
     const bool priv = t.type().value_or(workspace_type::private_) == workspace_type::private_;
     node_of_task.push_back(index_of(t.node_name()));
-    out->tasks.push_back(
-        compiled_task{t, nullptr, &detail::task_full_name(*t.state()), 0, priv, !t.output_states().empty()});
+    out->tasks.push_back(compiled_task{t, nullptr, &detail::task_full_name(*t.state()), 0, priv,
+                                       !t.output_states().empty(), may_feed(compiled.root)});
   }
   // Every node is known now: its name stays where it is.
   for (std::size_t k = 0; k < node_of_task.size(); ++k) {
@@ -53,6 +64,7 @@ result<std::shared_ptr<const compiled_group>> compile_group(const task_group& g)
     ct.node = &cn.name;
     ct.node_index = static_cast<std::uint32_t>(node_of_task[k]);
     if (!ct.is_private) cn.global = true;
+    if (ct.may_feed) ++cn.feeders;
   }
   std::vector<std::size_t> per_node(out->nodes.size(), 0);
   for (std::size_t i : node_of_task) ++per_node[i];
@@ -67,7 +79,10 @@ result<std::shared_ptr<const compiled_group>> compile_group(const task_group& g)
       return fail(errc::invalid_task,
                   "report step " + quote(r.step.name()) + " on node " + quote(r.node) + ": interval " + f);
     }
-    out->nodes[index_of(r.node)].reports.emplace_back(r.step, r.interval);
+    compiled_node& cn = out->nodes[index_of(r.node)];
+    // Run beside the tasks, a report step could feed a queue at any time.
+    if (cn.reports.empty()) ++cn.feeders;
+    cn.reports.emplace_back(r.step, r.interval);
   }
   for (const auto& [node_name, obj] : g.local_setups()) {
     if (!node_index.count(node_name)) {

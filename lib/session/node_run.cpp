@@ -191,7 +191,8 @@ asio::awaitable<status> run_task(std::shared_ptr<run_state> rs, std::size_t k, s
   }
   status st = co_await detail::run_compiled(
       std::shared_ptr<const detail::compiled_step>(rs->group, &rs->group->step(k)), std::move(ws), o,
-      detail::site_registry{&rs->watch[ct.node_index].sites, static_cast<std::uint32_t>(k)});
+      detail::site_registry{&rs->watch[ct.node_index].sites, static_cast<std::uint32_t>(k),
+                            &rs->watch[ct.node_index].feeders});
   status result = end_task(*rs, k, st, stats);
   if (observer != nullptr) observer->task_end(report_of(ct, rs->records[k], {}));
   co_return result;
@@ -278,7 +279,7 @@ asio::awaitable<status> run_tasks(std::shared_ptr<run_state> rs, std::size_t i, 
 void describe_node(const run_state& rs, std::size_t i, std::vector<std::pair<std::size_t, std::string>>& out) {
   const node_watch& w = rs.watch[i];
   const std::size_t first = out.size();
-  for (const wait_site& s : w.sites) out.emplace_back(s.task, where(s));
+  for (const wait_site& s : w.sites) out.emplace_back(s.task, where(s, &w.feeders));
   if (w.waiting != nullptr) {
     for (const auto& r : *w.waiting) {
       if (std::string at = r->where(); !at.empty()) out.emplace_back(r->task, std::move(at));
@@ -324,6 +325,7 @@ asio::awaitable<status> run_node(std::shared_ptr<run_state> rs, std::size_t i) {
   }
   // Named as the node: messages read the same either way.
   rs->workspaces[i] = cn.global ? n->ws : n->ws->create_child(cn.name);
+  rs->watch[i].feeders = cn.feeders;
   const std::shared_ptr<workspace>& ws = rs->workspaces[i];
   // Every declared output lives in the run's workspace, made before any
   // task starts, so private tasks write through to it and it survives

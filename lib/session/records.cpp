@@ -38,6 +38,8 @@ status end_task(run_state& rs, std::size_t k, const status& st, const step_stats
   task_record& rec = rs.records[k];
   rec.finished = finished;
   rec.iterations = stats.iterations;
+  // Ended by the run's cancellation, it was still there to feed a queue.
+  if (ct.may_feed && (st || !st.error().is_cancelled())) --rs.watch[ct.node_index].feeders;
   if (st) {
     rec.status = task_status::succeeded;
     return ok();

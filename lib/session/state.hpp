@@ -56,6 +56,8 @@ struct compiled_task {
   // It declares outputs (a used task's are fixed): the run's output passes
   // skip the others without touching the task.
   bool has_outputs = false;
+  // Its tree holds an op that may feed or close a queue (may_feed_queues).
+  bool may_feed = false;
 };
 
 struct compiled_node {
@@ -68,6 +70,9 @@ struct compiled_node {
   // its workspace (see node_turns); otherwise each run has a workspace of
   // its own, a child of the node's.
   bool global = false;
+  // Its tasks that may feed or close a queue, and 1 for its report steps
+  // if it has any: node_watch::feeders at the run's start.
+  std::uint32_t feeders = 0;
 };
 
 struct compiled_group {
@@ -142,6 +147,9 @@ task_report report_of(const compiled_task& ct, const task_record& r, fetched_out
 // coroutine tasks' waiting net runs and its frame-free runs that wait.
 struct node_watch {
   wait_sites sites;
+  // compiled_node::feeders less its tasks that ended other than by the
+  // run's cancellation: none left tells a starved Dequeue (queues.hpp).
+  std::uint32_t feeders = 0;
   const std::vector<std::unique_ptr<frame_free_run>>* waiting = nullptr;  // while its tasks run
 };
 

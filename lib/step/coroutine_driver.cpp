@@ -3,6 +3,7 @@
 #include "detail/join.hpp"
 #include "detail/net_run.hpp"
 #include "detail/runner.hpp"
+#include "ops/queues.hpp"
 
 #include <taskgroup/step_runner.hpp>
 
@@ -68,6 +69,13 @@ struct runner {  // internal: every member is used by the entry points below
     site.path = path;
     site.inst = &inst;
     sites_.sites->push_back(site);
+  }
+
+  // A net run's status; a wait it ended by cancellation that nothing left
+  // in the run could have ended says so (ops/queues.hpp).
+  [[nodiscard]] status told_if_starved(const net_instance& inst, std::uint32_t op, status st) const {
+    if (st || !st.error().is_cancelled() || !starved(inst, op, sites_.feeders)) return st;
+    return error(st.error().code, st.error().message + std::string(no_producer_left));
   }
 
   status bind(const program_step& n, workspace& ws, bound_step& b, const step_path* path) {
@@ -186,7 +194,7 @@ struct runner {  // internal: every member is used by the entry points below
     if (inst.may_wait()) {
       wait_site site;
       watch(site, inst, path);
-      st = co_await run_net_at(inst, &site.op);
+      st = told_if_starved(inst, site.op, co_await run_net_at(inst, &site.op));
     } else {
       st = inst.run_sync();
     }
@@ -248,7 +256,7 @@ struct runner {  // internal: every member is used by the entry points below
           if (inst.may_wait()) {
             wait_site site;
             watch(site, inst, path);
-            st = co_await run_net_at(inst, &site.op);
+            st = told_if_starved(inst, site.op, co_await run_net_at(inst, &site.op));
           } else {
             st = inst.run_sync();
           }
@@ -476,8 +484,10 @@ struct runner {  // internal: every member is used by the entry points below
 
 }  // namespace
 
-std::string detail::where(const wait_site& s) {
-  return at(s.path, error(errc::cancelled, op_waiting(*s.inst, s.op, s.inst->blocked(s.op)))).message;
+std::string detail::where(const wait_site& s, const std::uint32_t* feeders) {
+  std::string what = op_waiting(*s.inst, s.op, s.inst->blocked(s.op));
+  if (starved(*s.inst, s.op, feeders)) what += no_producer_left;
+  return at(s.path, error(errc::cancelled, std::move(what))).message;
 }
 
 asio::awaitable<status> detail::run_compiled(std::shared_ptr<const compiled_step> s, std::shared_ptr<workspace> ws,

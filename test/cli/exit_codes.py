@@ -85,8 +85,17 @@ cli.check_exit(p, TIMEOUT, "run --timeout under gather with 2 threads")
 # producer and no close names its Dequeue and the Dequeue's queue.
 p = cli.run("run", cli.plan("stuck_consumer.json"), "--timeout", "1", timeout=30)
 cli.check_exit(p, TIMEOUT, "run --timeout 1 on a consumer without producer")
+NO_PRODUCER = "; no producer left: no task of this node that has not ended can enqueue or close"
 cli.check('taskgroup: run timed out after 1000 ms; still running then: task "n/consumer" (node "n"): '
           'consume/net "take" op #0 (Dequeue): input #0 "jobs": cancelled while waiting for an item: '
-          'the queue is empty (0 of 4, open)' in p.stderr, "timeout: where the consumer waited", p.stderr)
+          'the queue is empty (0 of 4, open)' + NO_PRODUCER + "\n" in p.stderr, "timeout: where the consumer waited",
+          p.stderr)
+# A producer that ended without closing the queue: the consumer's second
+# Dequeue waits for ever, and says that no producer is left.
+p = cli.run("run", cli.plan("forgot_close.json"), "--timeout", "1", timeout=30)
+cli.check_exit(p, TIMEOUT, "run --timeout 1 on a producer that forgot to close")
+cli.check('task "n/consumer" (node "n"): consume/net "take" op #0 (Dequeue): input #0 "jobs": cancelled while '
+          'waiting for an item: the queue is empty (0 of 4, open)' + NO_PRODUCER + "\n" in p.stderr,
+          "timeout: no producer left once the producer ended", p.stderr)
 
 cli.done()

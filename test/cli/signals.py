@@ -75,7 +75,8 @@ def where(*extra):
     # The handler is in place before any task starts.
     seen = wait_for_lines(proc, ["task n/consumer started"])
     line = ('  task "n/consumer" (node "n"): consume/net "take" op #0 (Dequeue): input #0 "jobs": '
-            'waiting for an item: the queue is empty (0 of 4, open)')
+            'waiting for an item: the queue is empty (0 of 4, open); no producer left: no task of this node that '
+            'has not ended can enqueue or close')
     # Once the task has reached its wait (it may not have yet), and again.
     for wanted in (1, None):
         if wanted is None:
