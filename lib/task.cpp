@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <memory>
 
 namespace taskgroup {
 
@@ -53,7 +54,7 @@ void detail::set_output(output_state& s, const task_report& r) {
   s.set = false;
   auto values = output_values(s, &r);
   if (!values) {
-    s.failure = values.error();
+    s.failure = std::make_unique<const error>(values.error());
     return;
   }
   s.values = std::move(values).value();
@@ -92,19 +93,34 @@ std::shared_ptr<setup_object> make_setup(body init, body exit) {
 }
 
 struct task::data {
+  // What few tasks have, kept apart so that a plain task stays small (a
+  // plan may hold 10^5 tasks and more).
+  struct rare_fields {
+    std::vector<attachment> setups;
+    std::vector<std::pair<execution_step, std::chrono::milliseconds>> reports;
+    std::vector<attachment> local_setups;  // claimed local-scope objects, for the group
+    std::optional<std::string> misuse;
+  };
+
   std::string base;
   taskgroup::node where;
-  std::optional<std::string> full_name;  // set when added to a group
+  std::string full_name;  // set when added to a group (then `used`)
   std::optional<execution_step> user;
   std::int64_t instances = 1;
   std::optional<taskgroup::workspace_type> type;
-  std::vector<attachment> setups;
-  std::vector<std::pair<execution_step, std::chrono::milliseconds>> reports;
-  std::vector<std::shared_ptr<detail::output_state>> outputs;
   bool used = false;
-  std::optional<std::string> misuse;
+  std::vector<std::shared_ptr<detail::output_state>> outputs;
   std::optional<execution_step> composed;  // cached get_step()
-  std::vector<attachment> local_setups;    // claimed local-scope objects, for the group
+  std::unique_ptr<rare_fields> rare;
+
+  rare_fields& more() {
+    if (!rare) rare = std::make_unique<rare_fields>();
+    return *rare;
+  }
+  [[nodiscard]] const rare_fields& seen() const noexcept {
+    static const rare_fields none;
+    return rare ? *rare : none;
+  }
 };
 
 task::task(std::string name) : data_(std::make_shared<data>()) { data_->base = std::move(name); }
@@ -113,8 +129,8 @@ task::task(std::string name, execution_step s) : task(std::move(name)) { step(st
 
 bool task::check_mutable(const char* what) {
   if (!data_->used) return true;
-  if (!data_->misuse) {
-    record_misuse(data_->misuse, std::string("Cannot modify task since it is already been used (") + what + ")");
+  if (!data_->seen().misuse) {
+    record_misuse(data_->more().misuse, std::string("Cannot modify task since it is already been used (") + what + ")");
   }
   return false;
 }
@@ -122,7 +138,7 @@ bool task::check_mutable(const char* what) {
 task& task::step(execution_step s) {
   if (!check_mutable("step")) return *this;
   if (data_->user) {
-    record_misuse(data_->misuse, "This Task already has an execution step.");
+    record_misuse(data_->more().misuse, "This Task already has an execution step.");
     return *this;
   }
   data_->user = std::move(s);
@@ -157,12 +173,12 @@ task& task::instance_exit(body b) { return setup(make_setup(body{}, std::move(b)
 task& task::report(execution_step s, std::optional<std::chrono::milliseconds> interval) {
   if (!check_mutable("report")) return *this;
   auto every = interval.value_or(s.report_interval().value_or(std::chrono::milliseconds(1000)));
-  data_->reports.emplace_back(std::move(s), every);
+  data_->more().reports.emplace_back(std::move(s), every);
   return *this;
 }
 
 task& task::setup(std::shared_ptr<setup_object> obj, setup_scope scope) {
-  if (check_mutable("setup") && obj) data_->setups.push_back({std::move(obj), scope});
+  if (check_mutable("setup") && obj) data_->more().setups.push_back({std::move(obj), scope});
   return *this;
 }
 
@@ -178,7 +194,7 @@ std::shared_ptr<detail::output_state> task::add_output(std::vector<std::string> 
 }
 
 std::string task::name() const {
-  if (data_->full_name) return *data_->full_name;
+  if (data_->used) return data_->full_name;
   std::string base = data_->base;
   if (base.empty()) base = data_->user ? data_->user->name() : "task";
   return data_->where.name() + "/" + base;
@@ -194,17 +210,19 @@ bool task::used() const noexcept { return data_->used; }
 
 std::vector<std::pair<body, body>> task::local_work() const {
   std::vector<std::pair<body, body>> out;
-  for (const auto& a : data_->local_setups) out.emplace_back(a.obj->setup(), a.obj->exit());
+  for (const auto& a : data_->seen().local_setups) out.emplace_back(a.obj->setup(), a.obj->exit());
   return out;
 }
 
 std::vector<std::pair<std::shared_ptr<setup_object>, setup_scope>> task::setups() const {
   std::vector<std::pair<std::shared_ptr<setup_object>, setup_scope>> out;
-  for (const auto& a : data_->setups) out.emplace_back(a.obj, a.scope);
+  for (const auto& a : data_->seen().setups) out.emplace_back(a.obj, a.scope);
   return out;
 }
 
-std::vector<std::pair<execution_step, std::chrono::milliseconds>> task::reports() const { return data_->reports; }
+std::vector<std::pair<execution_step, std::chrono::milliseconds>> task::reports() const {
+  return data_->seen().reports;
+}
 
 const std::vector<std::shared_ptr<detail::output_state>>& task::output_states() const noexcept {
   return data_->outputs;
@@ -217,11 +235,11 @@ std::vector<std::string> task::output_names() const {
 }
 
 status task::validate() const {
-  if (data_->misuse) return fail(errc::invalid_task, "task " + quote(name()) + ": " + *data_->misuse);
+  if (const auto& m = data_->seen().misuse) return fail(errc::invalid_task, "task " + quote(name()) + ": " + *m);
   if (auto f = detail::instances_fault(data_->instances); !f.empty()) {
     return fail(errc::invalid_task, "task " + quote(name()) + ": num_instances " + f);
   }
-  for (const auto& [s, every] : data_->reports) {
+  for (const auto& [s, every] : data_->seen().reports) {
     if (auto f = detail::duration_fault(every.count()); !f.empty()) {
       return fail(errc::invalid_task, "task " + quote(name()) + ": report step " + quote(s.name()) + ": interval " + f);
     }
@@ -258,8 +276,8 @@ result<execution_step> task::get_step() const {
 
   // Claim setup objects (each contributes once, to its first consumer).
   std::vector<body> task_inits, task_exits, inst_inits, inst_exits;
-  data_->local_setups.clear();
-  for (const auto& a : data_->setups) {
+  if (data_->rare) data_->rare->local_setups.clear();
+  for (const auto& a : data_->seen().setups) {
     if (!a.obj->claim(data_.get())) continue;
     switch (a.scope) {
       case setup_scope::task:
@@ -270,16 +288,16 @@ result<execution_step> task::get_step() const {
         inst_inits.push_back(a.obj->setup());
         inst_exits.push_back(a.obj->exit());
         break;
-      case setup_scope::local: data_->local_setups.push_back(a); break;
+      case setup_scope::local: data_->more().local_setups.push_back(a); break;
     }
   }
 
   execution_step user = data_->user ? *data_->user : execution_step(name);
   // B: report steps beside the user step.
   execution_step body_step = user;
-  if (!data_->reports.empty()) {
+  if (const auto& reports = data_->seen().reports; !reports.empty()) {
     body_step = execution_step(name + ":body");
-    for (const auto& [r, every] : data_->reports) {
+    for (const auto& [r, every] : reports) {
       // Wrapped, so the user's (possibly shared) step is not mutated.
       body_step.add_substep(execution_step(r.name()).add_substep(r).run_every(every));
     }
@@ -306,8 +324,8 @@ namespace taskgroup {
 void detail::set_task_full_name(task::data& d, std::string full) {
   d.full_name = std::move(full);
   d.used = true;
-  for (auto& o : d.outputs) o->task = *d.full_name;
+  for (auto& o : d.outputs) o->task = d.full_name;
 }
 
-const std::string& detail::task_full_name(const task::data& d) noexcept { return *d.full_name; }
+const std::string& detail::task_full_name(const task::data& d) noexcept { return d.full_name; }
 }  // namespace taskgroup

@@ -2,6 +2,8 @@
 
 #include "detail/limits.hpp"
 
+#include <boost/unordered/unordered_flat_set.hpp>
+
 #include <algorithm>
 #include <set>
 #include <string_view>
@@ -50,7 +52,9 @@ struct local_entry {
 struct task_group::data {
   std::optional<workspace_type> type;
   std::vector<task> tasks;
-  std::unordered_set<std::string> full_names;  // of `tasks`, for unique names
+  // The full names of `tasks`, for unique names: views of the names each
+  // task holds (set once, in data that the task list keeps alive).
+  boost::unordered_flat_set<std::string_view, std::hash<std::string_view>> full_names;
   taskgroup::cluster nodes;
   std::vector<group_report_step> reports;
   std::vector<local_entry> locals;
@@ -89,8 +93,9 @@ result<task> task_group::add(task t) {
   // Unique full name within the group: <node>/<name>, then :1, :2, ...
   const std::string base = t.name();
   std::string full = base;
-  for (int k = 1; !data_->full_names.insert(full).second; ++k) full = base + ":" + std::to_string(k);
+  for (int k = 1; data_->full_names.contains(full); ++k) full = base + ":" + std::to_string(k);
   detail::set_task_full_name(*t.state(), std::move(full));
+  data_->full_names.insert(detail::task_full_name(*t.state()));
   data_->nodes.add(t.get_node());
   data_->tasks.push_back(t);
   return t;

@@ -105,7 +105,7 @@ struct TASKGROUP_API output_state {
   // sessions can check at the start of a run that the type can travel.
   const std::type_info* type = nullptr;
   bool set = false;
-  std::optional<error> failure;  // why the last run could not fetch it
+  std::unique_ptr<const error> failure;  // why the last run could not fetch it (apart: rare)
   std::vector<std::shared_ptr<const blob>> values;
   // Set by the MPI session on its workers while it runs the task: the run
   // fetches the value as the node workspace's own blob instead of a copy
@@ -117,7 +117,8 @@ struct TASKGROUP_API output_state {
 // (null: the run did not report the task). Errors: `errc::output_not_set`
 // "task T output B: the task did not succeed" (or "... was not in the
 // run"), or the fetch error `r` holds for the blob.
-TASKGROUP_API result<std::vector<std::shared_ptr<const blob>>> output_values(const output_state& s, const task_report* r);
+TASKGROUP_API result<std::vector<std::shared_ptr<const blob>>> output_values(const output_state& s,
+                                                                             const task_report* r);
 // Fills `s` (its last run) from `r`, the report of its task in that run.
 // Every session does it this way, on one strand per group of runs.
 TASKGROUP_API void set_output(output_state& s, const task_report& r);

@@ -80,7 +80,8 @@ void keep_copies(const state_ptr& s, const task_group& group, run_report& report
       for (std::size_t i = 0; i < out->values.size(); ++i) {
         const blob* b = out->values[i].get();
         if (auto it = failures.find(b); it != failures.end()) {
-          out->failure = it->second.with_context("task " + quote(out->task) + " output " + quote(out->blobs.at(i)));
+          out->failure = std::make_unique<const error>(
+              it->second.with_context("task " + quote(out->task) + " output " + quote(out->blobs.at(i))));
           out->set = false;
           out->values.clear();
           break;

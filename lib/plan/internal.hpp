@@ -4,6 +4,7 @@
 #include <taskgroup/plan.hpp>
 
 #include <boost/json.hpp>
+#include <boost/unordered/unordered_flat_map.hpp>
 
 #include <chrono>
 #include <cstddef>
@@ -196,8 +197,9 @@ result<json::value> inputs_json(const task_group& g);
 
 // --- step trees (steps.cpp) --------------------------------------------------
 
-/// The nets of a plan, by name.
-using net_table = std::unordered_map<std::string, net>;
+/// The nets of a plan, by name (open addressing: a plan may hold 10^5
+/// nets, and a node per entry was a cache miss per lookup).
+using net_table = boost::unordered_flat_map<std::string, net, std::hash<std::string>>;
 
 /// A step tree from JSON at `ptr`, its nets resolved in `nets`; at most
 /// `max_step_depth` levels. Iterative (no recursion per level).
