@@ -142,6 +142,7 @@ result<std::unique_ptr<net_instance>> net_instance::make(const net& n, workspace
     has_async = has_async || kernel.value()->is_async();
     slot.kernel = std::move(kernel).value();
   }
+  inst->async_ = has_async;
   if (!has_async) {
     inst->sync_.reserve(count);
     // A kernel without a fast path gets one that always declines, so the

@@ -102,6 +102,10 @@ class TASKGROUP_API net {
   std::shared_ptr<data> data_;
 };
 
+namespace detail {
+class fast_net_run;
+}
+
 /// A net bound in a workspace: every blob resolved, every kernel built.
 class TASKGROUP_API net_instance {
  public:
@@ -116,7 +120,7 @@ class TASKGROUP_API net_instance {
   [[nodiscard]] std::size_t size() const noexcept { return ops_.size(); }
   /// True when some op is asynchronous (then only `run` may be used);
   /// an offloaded op is.
-  [[nodiscard]] bool has_async() const noexcept { return sync_.size() != ops_.size(); }
+  [[nodiscard]] bool has_async() const noexcept { return async_; }
   /// True when running this net now may have to wait: it has an
   /// asynchronous op, or an offloaded op of its node is running (any op
   /// may then have to wait for it, see `operator_schema::offload`). When
@@ -136,18 +140,7 @@ class TASKGROUP_API net_instance {
   status run_sync() noexcept {
     if (has_async()) [[unlikely]]
       return run_sync_mixed();
-    // The hot loop, inline in the step loops that call it: the fast paths
-    // called straight from one contiguous array (state included, the
-    // kernels are not touched), no status built per op, no exception
-    // handling; the first op whose fast path declines (or that has none)
-    // hands the rest of the net to the general loop.
-    const fast_entry* const first = sync_.data();
-    const std::size_t n = sync_.size();
-    for (std::size_t i = 0; i != n; ++i) {
-      if (!first[i].path.fn(first[i].path.state)) [[unlikely]]
-        return run_general_from(i);
-    }
-    return ok();
+    return run_fast(sync_.data(), sync_.size());
   }
 
   /// Runs every op in order: synchronous ones inline, asynchronous ones
@@ -168,7 +161,17 @@ class TASKGROUP_API net_instance {
   [[nodiscard]] error op_error(std::size_t i, const error& e) const;
 
  private:
+  friend class detail::fast_net_run;
+  struct fast_entry;
+
   explicit net_instance(const net& def);
+  // The hot loop of `run_sync` over `sync_` (`first`, `n`), inline in the
+  // step loops that call it: the fast paths called straight from one
+  // contiguous array (state included, the kernels are not touched), no
+  // status built per op, no exception handling; the first op whose fast
+  // path declines (or that has none) hands the rest of the net to the
+  // general loop.
+  status run_fast(const fast_entry* first, std::size_t n) noexcept;
   status run_sync_mixed() noexcept;
   status run_general_from(std::size_t i) noexcept;
   // op_error as a status, and the same for an exception in flight: out of
@@ -189,7 +192,7 @@ class TASKGROUP_API net_instance {
   // allocates the instance and the kernel only.
   boost::container::small_vector<op_slot, 1> ops_;
   // What `run_sync` loops over when no kernel is asynchronous (else
-  // empty, which is how `has_async` tells): each kernel's fast path (one
+  // empty): each kernel's fast path (one
   // that declines when it has none), copied into one contiguous array;
   // `ops_[i].kernel` runs when entry `i` declines. Entries are aligned to their size so that none straddles
   // two cache lines (the kernels themselves are not over-aligned: a
@@ -198,6 +201,15 @@ class TASKGROUP_API net_instance {
     op_kernel::fast_path path;
   };
   std::vector<fast_entry> sync_;
+  bool async_ = false;  // some kernel is asynchronous (then `sync_` is empty)
 };
+
+inline status net_instance::run_fast(const fast_entry* first, std::size_t n) noexcept {
+  for (std::size_t i = 0; i != n; ++i) {
+    if (!first[i].path.fn(first[i].path.state)) [[unlikely]]
+      return run_general_from(i);
+  }
+  return ok();
+}
 
 }  // namespace taskgroup

@@ -14,6 +14,29 @@
 
 namespace taskgroup::detail {
 
+/// A synchronous net's run (`net_instance::run_sync` of a net without
+/// asynchronous ops) with its fast paths looked up once: the step loop
+/// takes one per net before it runs them many times. Valid while the
+/// instance lives.
+class fast_net_run {
+ public:
+  explicit fast_net_run(net_instance& inst) noexcept : inst_(&inst), first_(inst.sync_.data()), n_(inst.sync_.size()) {}
+  [[nodiscard]] status operator()() const noexcept { return inst_->run_fast(first_, n_); }
+  /// Its number of ops.
+  [[nodiscard]] std::size_t size() const noexcept { return n_; }
+  /// Op 0's fast path (`size() >= 1`): a loop over nets of one op each
+  /// calls it directly.
+  [[nodiscard]] const op_kernel::fast_path& first_path() const noexcept { return first_->path; }
+  /// The net's run once op 0's fast path has declined (having changed
+  /// nothing): the rest of `operator()`.
+  [[nodiscard]] status after_decline() const noexcept { return inst_->run_general_from(0); }
+
+ private:
+  net_instance* inst_;
+  const net_instance::fast_entry* first_;
+  std::size_t n_;
+};
+
 /// net_instance::run, keeping in `*at` (when not null) the index of the op
 /// it waits on while it waits.
 boost::asio::awaitable<status> run_net_at(net_instance& inst, std::uint32_t* at);

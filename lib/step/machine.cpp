@@ -1,5 +1,9 @@
 #include "step/machine.hpp"
 
+#include "detail/net_run.hpp"
+
+#include <boost/container/small_vector.hpp>
+
 namespace taskgroup::detail {
 
 bool has_only_sync_nets(const program_step& n, const bound_step& b) noexcept {
@@ -24,20 +28,40 @@ error stop_blob_error(const bound_step& b, const program_step& n, const step_pat
 namespace {
 
 // The loop with or without an observer to tell: without one, a net's run
-// is its fast paths and two counts.
-template <bool Observed>
-loop_exit sync_loop(step_machine& m, const step_path* path, const stop_query& stop, yield_clock& clock,
-                    step_stats& counts, const step_events& events, status& failure) {
-  return m.run_nets(stop, clock, &counts, [&](net_instance& inst) {
-    ++counts.net_runs;
-    if constexpr (Observed) events.net_begins(inst);
-    status st = inst.run_sync();
-    if constexpr (Observed) events.net_ends(inst, st);
-    if (!st) [[unlikely]] {
-      failure = at(path, st.error());
-      return false;
+// is its fast paths, looked up once here for the whole loop.
+template <bool Observed, class Stop>
+loop_exit sync_loop(step_machine& m, const step_path* path, const Stop& stop, yield_clock& clock, step_stats& counts,
+                    const step_events& events, status& failure) {
+  boost::container::small_vector<fast_net_run, 4> runs;
+  bool one_op_each = true;
+  for (net_instance* inst : m.bound().nets) {
+    if (runs.emplace_back(*inst).size() != 1) one_op_each = false;
+  }
+  auto ended = [&](const status& st) {
+    if (st) [[likely]]
+      return true;
+    failure = at(path, st.error());
+    return false;
+  };
+  if constexpr (!Observed) {
+    if (one_op_each) {
+      // Nets of one op each (a loop's condition and body, say): each op's
+      // fast path, copied here, is called without a loop over the net.
+      boost::container::small_vector<op_kernel::fast_path, 4> paths;
+      for (const fast_net_run& r : runs) paths.push_back(r.first_path());
+      return m.run_nets(stop, clock, &counts, [&](net_instance&, std::uint32_t u) {
+        const op_kernel::fast_path& p = paths[u];
+        if (p.fn(p.state)) [[likely]]
+          return true;
+        return ended(runs[u].after_decline());
+      });
     }
-    return true;
+  }
+  return m.run_nets(stop, clock, &counts, [&](net_instance& inst, std::uint32_t u) {
+    if constexpr (Observed) events.net_begins(inst);
+    status st = runs[u]();
+    if constexpr (Observed) events.net_ends(inst, st);
+    return ended(st);
   });
 }
 
@@ -53,8 +77,16 @@ loop_exit run_sync_loop(step_machine& machine, const step_path* path, const stop
   const stop_query stop = stop_in;
   const step_events events = events_in;
   step_stats counts = stats != nullptr ? *stats : step_stats{};
-  const loop_exit exit = events.o != nullptr ? sync_loop<true>(m, path, stop, clock, counts, events, failure)
-                                             : sync_loop<false>(m, path, stop, clock, counts, events, failure);
+  loop_exit exit;
+  if (events.o != nullptr) {
+    exit = sync_loop<true>(m, path, stop, clock, counts, events, failure);
+  } else if (stop.cs != nullptr && stop.flag == nullptr) {
+    exit = sync_loop<false>(m, path, state_stop{stop.cs}, clock, counts, events, failure);
+  } else if (stop.cs == nullptr && stop.flag != nullptr) {
+    exit = sync_loop<false>(m, path, flag_stop{stop.flag}, clock, counts, events, failure);
+  } else {
+    exit = sync_loop<false>(m, path, stop, clock, counts, events, failure);
+  }
   machine = m;
   clock_in = clock;
   if (stats != nullptr) *stats = counts;

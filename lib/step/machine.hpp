@@ -24,6 +24,7 @@
 
 #include <boost/asio/cancellation_state.hpp>
 
+#include <algorithm>
 #include <cstdint>
 #include <limits>
 
@@ -40,6 +41,17 @@ struct stop_query {
   }
 };
 
+/// A `stop_query` known to hold only its cancellation state, or only its
+/// flag: what a hot loop asks once per iteration.
+struct state_stop {
+  const boost::asio::cancellation_state* cs;
+  [[nodiscard]] bool requested() const noexcept { return cs->cancelled() != boost::asio::cancellation_type::none; }
+};
+struct flag_stop {
+  const bool* flag;
+  [[nodiscard]] bool requested() const noexcept { return *flag; }
+};
+
 /// The yield rule: a long loop lets other work of its strand (and
 /// cancellation) in once every `every` iteration starts. One clock serves
 /// a whole step subtree run without suspending, so nested short loops
@@ -53,6 +65,10 @@ struct yield_clock {
     since = 0;
     return true;
   }
+  /// How many of the next ticks are known to say false.
+  [[nodiscard]] std::uint64_t quiet_ticks() const noexcept { return since < every ? every - 1 - since : 0; }
+  /// `n` ticks at most `quiet_ticks()`, in one go.
+  void skip(std::uint32_t n) noexcept { since += n; }
 };
 
 /// The observer events of a run, emitted at the same points by both
@@ -99,11 +115,11 @@ struct step_events {
 /// not written yet means go on.
 enum class stop_verdict : std::uint8_t { go_on, stop, bad_type };
 [[nodiscard]] stop_verdict stop_verdict_slow(const blob& stop) noexcept;
-[[nodiscard]] inline stop_verdict verdict_of(const bound_step& b) noexcept {
-  if (b.stop == nullptr) return stop_verdict::go_on;
-  if (const bool* v = b.stop->exact<bool>()) [[likely]]
+[[nodiscard]] inline stop_verdict verdict_of(const blob* stop) noexcept {
+  if (stop == nullptr) return stop_verdict::go_on;
+  if (const bool* v = stop->exact<bool>()) [[likely]]
     return *v ? stop_verdict::stop : stop_verdict::go_on;
-  return stop_verdict_slow(*b.stop);
+  return stop_verdict_slow(*stop);
 }
 /// The error of a stop blob of the wrong type, at `path`.
 [[nodiscard]] error stop_blob_error(const bound_step& b, const program_step& n, const step_path* path);
@@ -162,12 +178,13 @@ class step_machine {
   }
 
   /// The same rules as `next` and `unit_ended`, as one tight loop for a net
-  /// step whose nets are all synchronous: `run_net(net)` runs each net
-  /// (false: it failed, the loop ends `failed`). Leaves at the end of the
-  /// execution, on a failure, a cancellation or a due yield (call again
-  /// after it).
-  template <class RunNet>
-  loop_exit run_nets(const stop_query& stop, yield_clock& clock, step_stats* stats, RunNet&& run_net) {
+  /// step whose nets are all synchronous: `run_net(net, u)` runs each net,
+  /// the step's `u`-th
+  /// (false: it failed, the loop ends `failed`), counted in
+  /// `stats->net_runs`. Leaves at the end of the execution, on a failure,
+  /// a cancellation or a due yield (call again after it).
+  template <class Stop, class RunNet>
+  loop_exit run_nets(const Stop& stop, yield_clock& clock, step_stats* stats, RunNet&& run_net) {
     // Two loops of the same rules: without a stop blob the check after
     // each net is known to say "go on", and leaves the loop.
     if (b_->stop == nullptr) return run_nets_as<false>(stop, clock, stats, run_net);
@@ -190,8 +207,11 @@ class step_machine {
   [[nodiscard]] const bound_step& bound() const noexcept { return *b_; }
 
  private:
-  template <bool StopBlob, class RunNet>
-  loop_exit run_nets_as(const stop_query& stop, yield_clock& clock, step_stats* stats, RunNet& run_net) {
+  template <bool StopBlob, class Stop, class RunNet>
+  loop_exit run_nets_as(const Stop& stop, yield_clock& clock, step_stats* stats, RunNet& run_net) {
+    net_instance* const* const nets = b_->nets.data();
+    const blob* const stop_blob = b_->stop;
+    const std::uint32_t units = units_;
     for (;;) {
       switch (begin_iteration(stop, clock, stats)) {
         case boundary::go: break;
@@ -199,30 +219,75 @@ class step_machine {
         case boundary::cancelled: return loop_exit::cancelled;
         case boundary::yield: return loop_exit::yield;
       }
-      while (unit_ < units_) {
-        if (!run_net(*b_->nets[unit_])) [[unlikely]]
-          return loop_exit::failed;
-        switch (after_unit<StopBlob>()) {
-          case stop_verdict::go_on: break;
-          case stop_verdict::stop: return loop_exit::end;
-          case stop_verdict::bad_type: return loop_exit::bad_stop;
+      // This iteration, then up to `more` that follow it with no decision
+      // to make at their start but the stop request: begin_iteration's
+      // other checks are known to pass for them. They are counted in one
+      // go when the run of them ends (`started_more`).
+      const std::uint32_t more = plain_starts(clock);
+      std::uint32_t extra = 0;
+      for (;;) {
+        for (std::uint32_t u = 0; u != units; ++u) {
+          if (!run_net(*nets[u], u)) [[unlikely]] {
+            ran(extra, u, u + 1, clock, stats);
+            return loop_exit::failed;
+          }
+          if constexpr (StopBlob) {
+            if (const stop_verdict v = verdict_of(stop_blob); v != stop_verdict::go_on) [[unlikely]] {
+              ran(extra, u + 1, u + 1, clock, stats);
+              return v == stop_verdict::stop ? loop_exit::end : loop_exit::bad_stop;
+            }
+          }
         }
+        if (extra == more || stop.requested()) break;
+        ++extra;
       }
+      ran(extra, units, units, clock, stats);
+    }
+  }
+
+  // How many iterations may start after the current one with the stop
+  // request as their only check: the loop's end is not reached and no
+  // yield comes due.
+  [[nodiscard]] std::uint32_t plain_starts(const yield_clock& clock) const noexcept {
+    return static_cast<std::uint32_t>(std::min<std::uint64_t>(starts_left() - 1, clock.quiet_ticks()));
+  }
+
+  // A run of run_nets_as ended: after the iteration that begin_iteration
+  // started, `extra` more began as plain_starts allows (what
+  // begin_iteration would have counted for each); the last one ran `runs`
+  // nets (a failing one included) and stands at `unit`.
+  void ran(std::uint32_t extra, std::uint32_t unit, std::uint32_t runs, yield_clock& clock,
+           step_stats* stats) noexcept {
+    i_ += extra;
+    clock.skip(extra);
+    unit_ = unit;
+    if (stats != nullptr) {
+      if (counted_) stats->iterations += extra;
+      stats->net_runs += std::uint64_t{extra} * units_ + runs;
     }
   }
 
   [[nodiscard]] action unit_action() const noexcept { return nets_ ? action::run_net : action::run_child; }
 
-  // Iteration i_ starts: below num_iter, or in stop-blob mode always, but
-  // only iteration 0 with only_once (§1.4.3).
-  [[nodiscard]] bool iteration_starts() const noexcept { return stop_mode_ ? !(only_once_ && i_ > 0) : i_ < limit_; }
+  // How many iterations may still start, iteration i_ the first of them
+  // (§1.4.3): up to num_iter; in stop-blob mode any number, but only
+  // iteration 0 with only_once.
+  [[nodiscard]] std::uint64_t starts_left() const noexcept {
+    if (stop_mode_) {
+      if (only_once_) return i_ == 0 ? 1 : 0;
+      return std::numeric_limits<std::uint64_t>::max();
+    }
+    return i_ < limit_ ? static_cast<std::uint64_t>(limit_ - i_) : 0;
+  }
+  [[nodiscard]] bool iteration_starts() const noexcept { return starts_left() != 0; }
 
   enum class boundary : std::uint8_t { go, done, cancelled, yield };
 
   // Ends the current iteration (if any) and decides whether the next one
   // starts: the end of the loop, the run's stop request, a due yield; a
   // started iteration is counted.
-  boundary begin_iteration(const stop_query& stop, yield_clock& clock, step_stats* stats) noexcept {
+  template <class Stop>
+  boundary begin_iteration(const Stop& stop, yield_clock& clock, step_stats* stats) noexcept {
     if (in_iteration_) {
       in_iteration_ = false;
       ++i_;
@@ -245,16 +310,9 @@ class step_machine {
   // A net, child or concurrent iteration has ended well: the stop check
   // after it (§1.3: after every net, sequential child, concurrent
   // iteration).
-  // `StopBlob` false: the step is known to have none (run_nets_as), so
-  // the check is compiled out.
-  template <bool StopBlob = true>
   stop_verdict after_unit() noexcept {
     ++unit_;
-    if constexpr (StopBlob) {
-      return b_->stop != nullptr ? verdict_of(*b_) : stop_verdict::go_on;
-    } else {
-      return stop_verdict::go_on;
-    }
+    return verdict_of(b_->stop);
   }
 
   action next_iteration(const stop_query& stop, yield_clock& clock, step_stats* stats) noexcept {
