@@ -11,13 +11,18 @@ namespace taskgroup {
 workspace::workspace(std::string name, std::shared_ptr<workspace> parent)
     : name_(std::move(name)), parent_(std::move(parent)) {}
 
-// Nets go first: their kernels may refer to blobs and to this workspace.
-workspace::~workspace() {
+workspace::~workspace() { clear(); }
+
+void workspace::clear() noexcept {
   first_.instance.reset();
+  first_ = keyed_instance{};
+  first_key_ = nullptr;
   if (more_) {
     more_->instances.clear();
     more_->nets.clear();
   }
+  more_.reset();
+  blobs_.clear();
 }
 
 workspace::extras& workspace::more() {

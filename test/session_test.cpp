@@ -72,6 +72,43 @@ TEST_CASE("tasks of one node share its workspace", "[session]") {
   CHECK(session.node_workspace("local")->read<i64>("copy").value() == 5);
 }
 
+TEST_CASE("PRIVATE tasks of one node never see one another's blobs or nets, run after run", "[session]") {
+  // Tasks alternate: a writer makes "mine" (and binds a net of its own),
+  // the next task's net reads "mine", which must not exist for it: each
+  // PRIVATE task starts in an empty workspace of its own, whichever task
+  // ran on the node before it.
+  task_group g;
+  net shared_writer = fill_int("write", "mine", 7);
+  net reader("read");
+  reader.op("Copy", {"mine"}, {"copy"});
+  constexpr int pairs = 300;
+  for (int i = 0; i < pairs; ++i) {
+    // Every writer shares one net object (one instance per workspace).
+    REQUIRE(g.add(task("w" + std::to_string(i), step("w").add_net(shared_writer)), node("n")));
+    REQUIRE(g.add(task("r" + std::to_string(i), step("r").add_net(reader)), node("n")));
+  }
+  local_session session(1);
+  for (int run = 0; run < 3; ++run) {
+    auto r = session.run_blocking(g, run_options{.policy = run_policy::gather});
+    REQUIRE(r);
+    REQUIRE(r.value().tasks.size() == 2 * pairs);
+    for (int i = 0; i < 2 * pairs; ++i) {
+      const task_report& t = r.value().tasks[static_cast<std::size_t>(i)];
+      INFO("run " << run << " task " << t.name);
+      if (i % 2 == 0) {
+        CHECK(t.status == task_status::succeeded);
+      } else {
+        CHECK(t.status == task_status::failed);
+        REQUIRE(t.failure);
+        CHECK(t.failure->code == errc::blob_not_found);
+        // The error names this task, not one whose workspace came before.
+        CHECK_THAT(t.failure->message, Catch::Contains("task \"" + t.name + "\""));
+      }
+    }
+  }
+  CHECK_FALSE(session.node_workspace("n")->has("mine"));
+}
+
 TEST_CASE("scenario 27: reruns of a GLOBAL group accumulate", "[session][scenario]") {
   task_group g(workspace_type::global);
   task t("reader");

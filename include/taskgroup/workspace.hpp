@@ -36,6 +36,7 @@ namespace detail {
 class offload_gate;
 offload_gate& gate_of(workspace& ws);
 offload_gate* find_gate(const workspace& ws) noexcept;
+struct workspace_reuse;
 }  // namespace detail
 
 /// A store of named blobs and instantiated nets, optionally a child of a
@@ -169,6 +170,11 @@ class TASKGROUP_API workspace : public std::enable_shared_from_this<workspace> {
  private:
   friend detail::offload_gate& detail::gate_of(workspace& ws);
   friend detail::offload_gate* detail::find_gate(const workspace& ws) noexcept;
+  friend struct detail::workspace_reuse;
+
+  // Drops every local net instance, forwarded blob and blob, nets first:
+  // their kernels may refer to blobs and to this workspace.
+  void clear() noexcept;
 
   [[nodiscard]] error typed_error(std::string_view name, const blob& b, const std::string& expected) const;
   [[nodiscard]] std::shared_ptr<blob> lookup(std::string_view name) const noexcept;

@@ -1,6 +1,7 @@
 #include "state.hpp"
 
 #include "../detail/test_hooks.hpp"
+#include "../detail/workspace_reuse.hpp"
 
 #include <boost/asio/async_result.hpp>
 #include <boost/asio/post.hpp>
@@ -63,7 +64,7 @@ class node_batch final : public detail::join_core<node_batch>, public detail::ta
     // each smaller array behind in the heap while tasks wait.
     if (waiting_.capacity() == 0) waiting_.reserve(tasks_);
     rs_->records[k].started = now;
-    ws = task_workspace(*rs_, k);
+    ws = task_workspace(*rs_, k, &spare_ws_);
     spare_->task = static_cast<std::uint32_t>(k);
     if (run_observer* o = rs_->options.observer; o != nullptr) {
       spare_->observer = std::make_unique<task_events>(o, *ct.name, *ct.node);
@@ -81,7 +82,13 @@ class node_batch final : public detail::join_core<node_batch>, public detail::ta
         return true;
       case detail::frame_free_run::outcome::ended: break;
     }
-    ws.reset();  // a PRIVATE task's workspace ends with the task
+    // A PRIVATE task's workspace ends with the task: emptied, it serves
+    // the next one when nothing else holds it.
+    if (ct.is_private && ws.use_count() == 1) {
+      detail::workspace_reuse::clear(*ws);
+      spare_ws_ = std::move(ws);
+    }
+    ws.reset();
     // One clock reading per task: its end is the next one's start.
     now = std::chrono::system_clock::now();
     ended(k, *spare_, now);
@@ -123,7 +130,7 @@ class node_batch final : public detail::join_core<node_batch>, public detail::ta
   void ended(std::size_t k, const detail::frame_free_run& r, std::chrono::system_clock::time_point at) {
     const status st = end_task(*rs_, k, r.result(), r.stats(), at);
     if (run_observer* o = rs_->options.observer; o != nullptr)
-      o->task_end(report_of(rs_->group->tasks[k], rs_->records[k], {}));
+      o->task_end(report_of(rs_->group->tasks[k], rs_->records[k]));
     child_ended(st);
   }
 
@@ -166,6 +173,7 @@ class node_batch final : public detail::join_core<node_batch>, public detail::ta
   std::size_t tasks_;
   std::vector<std::unique_ptr<detail::frame_free_run>> waiting_;
   std::unique_ptr<detail::frame_free_run> spare_;
+  std::shared_ptr<workspace> spare_ws_;      // an emptied PRIVATE task workspace, for the next task
   std::shared_ptr<node_batch> waiting_ref_;  // while a run waits
 };
 
@@ -194,7 +202,7 @@ asio::awaitable<status> run_task(std::shared_ptr<run_state> rs, std::size_t k, s
       detail::site_registry{&rs->watch[ct.node_index].sites, static_cast<std::uint32_t>(k),
                             &rs->watch[ct.node_index].feeders});
   status result = end_task(*rs, k, st, stats);
-  if (observer != nullptr) observer->task_end(report_of(ct, rs->records[k], {}));
+  if (observer != nullptr) observer->task_end(report_of(ct, rs->records[k]));
   co_return result;
 }
 
@@ -332,7 +340,9 @@ asio::awaitable<status> run_node(std::shared_ptr<run_state> rs, std::size_t i) {
   // them; unless the node keeps a blob of that name: then the run writes
   // that one (state shared by the node's runs on purpose).
   for (std::size_t k : cn.tasks) {
-    for (const auto& out : rs->group->tasks[k].t.output_states()) {
+    const compiled_task& ct = rs->group->tasks[k];
+    if (!ct.has_outputs) continue;  // without touching the task
+    for (const auto& out : ct.t.output_states()) {
       for (const auto& name : out->blobs) ws->create(name);
     }
   }

@@ -1,5 +1,7 @@
 #include "state.hpp"
 
+#include "../detail/workspace_reuse.hpp"
+
 namespace taskgroup::detail {
 
 namespace asio = boost::asio;
@@ -8,9 +10,7 @@ error task_error(const compiled_task& ct, const error& e) {
   return {e.code, "task " + quote(*ct.name) + " (node " + quote(*ct.node) + "): " + e.message};
 }
 
-// The report of task `ct` from its record.
-task_report report_of(const compiled_task& ct, const task_record& r, fetched_outputs outputs) {
-  task_report out;
+void fill_report(task_report& out, const compiled_task& ct, const task_record& r, fetched_outputs* outputs) {
   out.name = *ct.name;
   out.node = *ct.node;
   out.status = r.status;
@@ -19,16 +19,27 @@ task_report report_of(const compiled_task& ct, const task_record& r, fetched_out
   out.finished = r.finished;
   out.iterations = r.iterations;
   out.began = r.status != task_status::not_run && !r.unstarted;
-  out.outputs = std::move(outputs.values);
-  out.output_errors = std::move(outputs.errors);
+  if (outputs != nullptr) {
+    out.outputs = std::move(outputs->values);
+    out.output_errors = std::move(outputs->errors);
+  }
+}
+
+task_report report_of(const compiled_task& ct, const task_record& r) {
+  task_report out;
+  fill_report(out, ct, r, nullptr);
   return out;
 }
 
-std::shared_ptr<workspace> task_workspace(const run_state& rs, std::size_t k) {
+std::shared_ptr<workspace> task_workspace(const run_state& rs, std::size_t k, std::shared_ptr<workspace>* spare) {
   const compiled_task& ct = rs.group->tasks[k];
   const std::shared_ptr<workspace>& ws = rs.workspaces[ct.node_index];
-  if (ct.is_private) return ws->create_child(*ct.name);
-  return ws;
+  if (!ct.is_private) return ws;
+  if (spare != nullptr && *spare) {
+    workspace_reuse::rename(**spare, *ct.name);
+    return std::move(*spare);
+  }
+  return ws->create_child(*ct.name);
 }
 
 // Fills a task's report from its end (at `finished`).

@@ -274,8 +274,7 @@ asio::awaitable<run_report> local_session::run_here(std::shared_ptr<impl> state,
     const detail::compiled_task& ct = compiled->tasks[k];
     std::vector<fetched_outputs>& fetched = rs->outputs[ct.node_index];
     const std::size_t j = next[ct.node_index]++;
-    report.tasks.push_back(
-        detail::report_of(ct, rs->records[k], fetched.empty() ? fetched_outputs() : std::move(fetched[j])));
+    detail::fill_report(report.tasks.emplace_back(), ct, rs->records[k], fetched.empty() ? nullptr : &fetched[j]);
   }
   // The run's own ends (deadline, cancellation from outside) are errors
   // under every policy; a task's failure (even its own step timeout) is the

@@ -140,8 +140,11 @@ struct fetched_outputs {
   std::vector<std::pair<std::string, error>> errors;
 };
 
-// The report of task `ct` from its record.
-task_report report_of(const compiled_task& ct, const task_record& r, fetched_outputs outputs);
+// Fills `out`, a new report, as task `ct`'s from its record and, when
+// given, its fetched outputs (moved from).
+void fill_report(task_report& out, const compiled_task& ct, const task_record& r, fetched_outputs* outputs);
+// The report of task `ct` from its record, without outputs.
+task_report report_of(const compiled_task& ct, const task_record& r);
 
 // What run_probe asks on a node (touched on its strand only): its
 // coroutine tasks' waiting net runs and its frame-free runs that wait.
@@ -179,8 +182,11 @@ struct run_state {
 };
 
 // The workspace task k runs in: the run's on its node, or a child of it
-// for a PRIVATE task (destroyed when the task ends).
-std::shared_ptr<workspace> task_workspace(const run_state& rs, std::size_t k);
+// for a PRIVATE task (destroyed when the task ends), `*spare` when given
+// and not empty (an emptied child of the same workspace, see
+// workspace_reuse.hpp).
+std::shared_ptr<workspace> task_workspace(const run_state& rs, std::size_t k,
+                                          std::shared_ptr<workspace>* spare = nullptr);
 
 // Fills a task's report from its end (at `finished`).
 status end_task(run_state& rs, std::size_t k, const status& st, const step_stats& stats,

@@ -30,7 +30,7 @@ namespace {
 // The loop with or without an observer to tell: without one, a net's run
 // is its fast paths, looked up once here for the whole loop.
 template <bool Observed, class Stop>
-loop_exit sync_loop(step_machine& m, const step_path* path, const Stop& stop, yield_clock& clock, step_stats& counts,
+loop_exit sync_loop(step_machine& m, const step_path* path, Stop stop, yield_clock& clock, step_stats& counts,
                     const step_events& events, status& failure) {
   boost::container::small_vector<fast_net_run, 4> runs;
   bool one_op_each = true;
@@ -67,16 +67,13 @@ loop_exit sync_loop(step_machine& m, const step_path* path, const Stop& stop, yi
 
 }  // namespace
 
-loop_exit run_sync_loop(step_machine& machine, const step_path* path, const stop_query& stop_in, yield_clock& clock_in,
-                        step_stats* stats, const step_events& events_in, status& failure) {
-  // The loop works on copies that nothing else can reach, so that they
-  // stay in registers across the nets' opaque calls; they are written back
-  // when it leaves.
-  step_machine m = machine;
-  yield_clock clock = clock_in;
-  const stop_query stop = stop_in;
-  const step_events events = events_in;
-  step_stats counts = stats != nullptr ? *stats : step_stats{};
+loop_exit run_sync_loop(step_machine& m, const step_path* path, const stop_query& stop, yield_clock& clock,
+                        step_stats* stats, const step_events& events, status& failure) {
+  // The loop keeps what it reads at every net in locals of its own
+  // (run_nets_as); the machine, the clock and the counts are touched at
+  // its boundaries only.
+  step_stats none;
+  step_stats& counts = stats != nullptr ? *stats : none;
   loop_exit exit;
   if (events.o != nullptr) {
     exit = sync_loop<true>(m, path, stop, clock, counts, events, failure);
@@ -87,9 +84,6 @@ loop_exit run_sync_loop(step_machine& machine, const step_path* path, const stop
   } else {
     exit = sync_loop<false>(m, path, stop, clock, counts, events, failure);
   }
-  machine = m;
-  clock_in = clock;
-  if (stats != nullptr) *stats = counts;
   if (exit != loop_exit::bad_stop) return exit;
   failure = stop_blob_error(m.bound(), m.step(), path);
   return loop_exit::failed;

@@ -184,7 +184,7 @@ class step_machine {
   /// `stats->net_runs`. Leaves at the end of the execution, on a failure,
   /// a cancellation or a due yield (call again after it).
   template <class Stop, class RunNet>
-  loop_exit run_nets(const Stop& stop, yield_clock& clock, step_stats* stats, RunNet&& run_net) {
+  loop_exit run_nets(Stop stop, yield_clock& clock, step_stats* stats, RunNet&& run_net) {
     // Two loops of the same rules: without a stop blob the check after
     // each net is known to say "go on", and leaves the loop.
     if (b_->stop == nullptr) return run_nets_as<false>(stop, clock, stats, run_net);
@@ -207,8 +207,9 @@ class step_machine {
   [[nodiscard]] const bound_step& bound() const noexcept { return *b_; }
 
  private:
+  // `stop` by value: asked at every iteration, it stays in a register.
   template <bool StopBlob, class Stop, class RunNet>
-  loop_exit run_nets_as(const Stop& stop, yield_clock& clock, step_stats* stats, RunNet& run_net) {
+  loop_exit run_nets_as(Stop stop, yield_clock& clock, step_stats* stats, RunNet& run_net) {
     net_instance* const* const nets = b_->nets.data();
     const blob* const stop_blob = b_->stop;
     const std::uint32_t units = units_;
