@@ -172,12 +172,13 @@ class frame_free_run {
 /// A run reporting to `host`.
 std::unique_ptr<frame_free_run> make_frame_free_run(task_host& host);
 
-/// Runs `body` while report steps run in `ws` every interval, each with a
-/// final run after `body` succeeds (report-substep semantics). `path` names
-/// the reporters' parent in errors.
+/// Runs `body` (not started yet) while report steps run in `ws` every
+/// interval, each with a final run after `body` succeeds (report-substep
+/// semantics); without report steps, `body` itself. `path` names the
+/// reporters' parent in errors.
 boost::asio::awaitable<status> run_with_reporters(
-    std::function<boost::asio::awaitable<status>()> body,
-    std::vector<std::pair<execution_step, std::chrono::milliseconds>> reports, std::shared_ptr<workspace> ws,
-    run_step_options options, std::string path);
+    boost::asio::awaitable<status> body,
+    const std::vector<std::pair<execution_step, std::chrono::milliseconds>>& reports, std::shared_ptr<workspace> ws,
+    run_step_options options, std::string_view path);
 
 }  // namespace taskgroup::detail

@@ -8,6 +8,8 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/strand.hpp>
 
+#include "../detail/strands.hpp"
+
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -57,10 +59,11 @@ struct session_state {
   // Owned by the mpi_session, which outlives every run (see its destructor).
   local_session* local;
   mpi_options options;
-  boost::asio::strand<boost::asio::any_io_executor> strand{local->get_executor()};
-  // `strand` wrapped once: each conversion of a strand to an
-  // any_io_executor allocates, and every run starts through this one.
-  boost::asio::any_io_executor strand_ex{strand};
+  // The session's strand in its two forms (detail::erased_strand): every
+  // run starts through `strand_ex`.
+  detail::erased_strand strands = detail::make_erased_strand(local->get_executor());
+  const boost::asio::strand<boost::asio::any_io_executor>& strand = strands.strand;
+  const boost::asio::any_io_executor& strand_ex = strands.executor;
   MPI_Comm comm = MPI_COMM_NULL;
   int rank = 0;
   int size = 1;

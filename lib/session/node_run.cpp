@@ -351,8 +351,10 @@ asio::awaitable<status> run_node(std::shared_ptr<run_state> rs, std::size_t i) {
     if (status st = co_await detail::run_compiled(cn.init, ws, o); !st) co_return node_error(st.error());
   }
   const auto mode = rs->options.policy == run_policy::gather ? detail::join_mode::gather : detail::join_mode::fail_fast;
-  auto tasks = [rs, i, n, mode]() { return run_tasks(rs, i, n, mode); };
-  status st = co_await detail::run_with_reporters(tasks, cn.reports, ws, o, cn.name);
+  // Made outside the co_await: GCC 12 destroys the temporaries of a call
+  // inside one twice when the coroutine is destroyed suspended.
+  asio::awaitable<status> work = detail::run_with_reporters(run_tasks(rs, i, n, mode), cn.reports, ws, o, cn.name);
+  status st = co_await std::move(work);
   fetch_outputs(*rs, i);
   if (!st) co_return st;
   if (cn.exit) {

@@ -5,6 +5,7 @@
 #include "../detail/cancellation.hpp"
 #include "../detail/limits.hpp"
 #include "../detail/report.hpp"
+#include "../detail/strands.hpp"
 #include "../detail/task_misuse.hpp"
 #include "../detail/test_hooks.hpp"
 #include "state.hpp"
@@ -45,17 +46,15 @@ using detail::run_state;
 using detail::strand_t;
 
 struct local_session::impl {
-  explicit impl(asio::any_io_executor e) : ex(std::move(e)), coord(asio::make_strand(ex)), coord_ex(coord) {}
+  explicit impl(asio::any_io_executor e) : ex(std::move(e)) {}
   explicit impl(std::size_t threads)
-      : pool(std::in_place, std::max<std::size_t>(threads, 1)),
-        ex(pool->get_executor()),
-        coord(asio::make_strand(ex)),
-        coord_ex(coord) {}
+      : pool(std::in_place, std::max<std::size_t>(threads, 1)), ex(pool->get_executor()) {}
 
   std::optional<asio::thread_pool> pool;
   asio::any_io_executor ex;
-  strand_t coord;
-  asio::any_io_executor coord_ex;  // `coord` wrapped once (as node_state::executor)
+  detail::erased_strand coordinator = detail::make_erased_strand(ex);
+  const strand_t& coord = coordinator.strand;
+  const asio::any_io_executor& coord_ex = coordinator.executor;
 
   mutable std::mutex mutex;  // guards what follows
   bool closed = false;
@@ -72,11 +71,10 @@ struct local_session::impl {
 
   node_state& node(const std::string& name) {
     if (auto it = node_index.find(name); it != node_index.end()) return *it->second;
-    strand_t strand = asio::make_strand(ex);
-    asio::any_io_executor wrapped(strand);
+    detail::erased_strand strand = detail::make_erased_strand(ex);
     nodes.push_back(std::make_unique<node_state>(node_state{name,
-                                                            std::move(strand),
-                                                            std::move(wrapped),
+                                                            std::move(strand.strand),
+                                                            std::move(strand.executor),
                                                             workspace::make(name),
                                                             std::make_shared<detail::node_turns>(),
                                                             {}}));
@@ -242,22 +240,25 @@ asio::awaitable<run_report> local_session::run_here(std::shared_ptr<impl> state,
 
   const asio::any_io_executor& coord = state->coord_ex;
   const auto mode = opt.policy == run_policy::gather ? detail::join_mode::gather : detail::join_mode::fail_fast;
-  auto all_nodes = [rs, coord, mode, &active]() -> asio::awaitable<status> {
-    co_return co_await detail::join(
+  // The join of the nodes (and of it and the deadline), made outside the
+  // co_await: GCC 12 destroys the temporaries of a call inside one twice
+  // when the coroutine is destroyed suspended.
+  auto all_nodes = [&] {
+    return detail::join(
         coord, active.size(), [&](std::size_t j) { return detail::run_node(rs, active[j]); },
         [&](std::size_t j) { return rs->nodes[active[j]]->executor; }, mode);
   };
   status st = ok();
   bool expired = false;
   try {
-    if (opt.timeout) {
-      const auto limit = *opt.timeout;
-      st = co_await detail::join(
-          coord, 2, [&](std::size_t i) { return i == 0 ? all_nodes() : deadline(limit, expired); },
-          detail::join_mode::race);
-    } else {
-      st = co_await all_nodes();
-    }
+    asio::awaitable<status> joined =
+        opt.timeout
+            ? detail::join(
+                  coord, 2,
+                  [&, limit = *opt.timeout](std::size_t i) { return i == 0 ? all_nodes() : deadline(limit, expired); },
+                  detail::join_mode::race)
+            : all_nodes();
+    st = co_await std::move(joined);
   } catch (...) {
     st = detail::error_from_exception(std::current_exception());
   }

@@ -32,9 +32,8 @@ using strand_t = boost::asio::strand<boost::asio::any_io_executor>;
 struct node_state {
   std::string name;
   strand_t strand;
-  // `strand` as an any_io_executor, wrapped once: a strand does not fit an
-  // any_io_executor's inline buffer, so each conversion would allocate
-  // (co_spawn and join take the erased type); copies of this one share it.
+  // `strand` as an any_io_executor (detail::erased_strand): what the
+  // library's own hops to the node use.
   boost::asio::any_io_executor executor;
   std::shared_ptr<workspace> ws;
   // Runs of groups with GLOBAL tasks here take turns (touched on `strand`).

@@ -132,10 +132,11 @@ struct runner {  // internal: every member is used by the entry points below
   }
 
   // Runs `body` beside report steps (already bound in `ws`).
-  asio::awaitable<status> with_reporters(std::function<asio::awaitable<status>()> body,
-                                         const std::vector<program_step>& reports, std::vector<bound_step>& bounds,
-                                         std::shared_ptr<workspace> ws, const step_path* path) {
-    co_return co_await beside_reports(body, reports.size(), [&](std::size_t i, report_control& ctl) {
+  asio::awaitable<status> with_reporters(asio::awaitable<status> body, const std::vector<program_step>& reports,
+                                         std::vector<bound_step>& bounds, std::shared_ptr<workspace> ws,
+                                         const step_path* path) {
+    auto started = [&body] { return std::move(body); };
+    co_return co_await beside_reports(started, reports.size(), [&](std::size_t i, report_control& ctl) {
       return report_loop(reports[i], ws, bounds[i], path, ctl);
     });
   }
@@ -507,11 +508,13 @@ asio::awaitable<status> detail::run_compiled(std::shared_ptr<const compiled_step
   co_return co_await r.exec(root, std::move(ws), &b, &path);
 }
 
-asio::awaitable<status> detail::run_with_reporters(
-    std::function<asio::awaitable<status>()> body,
-    std::vector<std::pair<execution_step, std::chrono::milliseconds>> reports, std::shared_ptr<workspace> ws,
-    run_step_options options, std::string path_name) {
-  if (reports.empty()) co_return co_await body();
+namespace {
+
+// run_with_reporters with report steps.
+asio::awaitable<status> beside_report_steps(asio::awaitable<status> body,
+                                            std::vector<std::pair<execution_step, std::chrono::milliseconds>> reports,
+                                            std::shared_ptr<workspace> ws, run_step_options options,
+                                            std::string path_name) {
   const operator_registry& registry = options.registry != nullptr ? *options.registry : operator_registry::global();
   runner r(co_await asio::this_coro::executor, registry, options);
   step_path path{nullptr, path_name};
@@ -530,6 +533,16 @@ asio::awaitable<status> detail::run_with_reporters(
     }
   }
   co_return co_await r.with_reporters(std::move(body), nodes, bounds, ws, &path);
+}
+
+}  // namespace
+
+asio::awaitable<status> detail::run_with_reporters(
+    asio::awaitable<status> body, const std::vector<std::pair<execution_step, std::chrono::milliseconds>>& reports,
+    std::shared_ptr<workspace> ws, run_step_options options, std::string_view path) {
+  // Without report steps, the body itself: no frame of its own.
+  if (reports.empty()) return body;
+  return beside_report_steps(std::move(body), reports, std::move(ws), options, std::string(path));
 }
 
 asio::awaitable<status> run_step(execution_step step, std::shared_ptr<workspace> ws, run_step_options options) {
