@@ -1,6 +1,7 @@
 #include <taskgroup/task.hpp>
 
 #include "detail/limits.hpp"
+#include "detail/task_access.hpp"
 #include "detail/task_misuse.hpp"
 
 #include <algorithm>
@@ -22,10 +23,22 @@ std::uint64_t detail::task_misuse_epoch() noexcept { return misuse_epoch.load(st
 
 std::string_view to_string(workspace_type t) noexcept { return t == workspace_type::global ? "global" : "private"; }
 
-error detail::output_not_set(const output_state& s) {
-  return {errc::output_not_set, "task " + quote(s.task) + " output " + quote(s.blobs.empty() ? "" : s.blobs[0]) +
-                                    ": Output value not set yet."};
+result<std::vector<std::shared_ptr<const blob>>> detail::last_output_values(const output_state& s) {
+  if (s.failure) return *s.failure;
+  if (!s.set) {
+    return fail(errc::output_not_set, "task " + quote(s.task) + " output " + quote(s.blobs.empty() ? "" : s.blobs[0]) +
+                                          ": Output value not set yet.");
+  }
+  return s.values;
 }
+
+result<std::vector<std::shared_ptr<const blob>>> detail::output_values_in(const output_state& s, const run_report& r) {
+  return output_values(s, r.find(s.task));
+}
+
+bool detail::output_is_set(const output_state& s) noexcept { return s.set; }
+bool detail::output_is_list(const output_state& s) noexcept { return s.list; }
+const std::vector<std::string>& detail::output_blobs(const output_state& s) noexcept { return s.blobs; }
 
 result<std::vector<std::shared_ptr<const blob>>> detail::output_values(const output_state& s, const task_report* r) {
   // Built only on failure: every run publishes every output.
@@ -208,12 +221,6 @@ std::optional<taskgroup::workspace_type> task::type() const noexcept { return da
 const std::optional<execution_step>& task::user_step() const noexcept { return data_->user; }
 bool task::used() const noexcept { return data_->used; }
 
-std::vector<std::pair<body, body>> task::local_work() const {
-  std::vector<std::pair<body, body>> out;
-  for (const auto& a : data_->seen().local_setups) out.emplace_back(a.obj->setup(), a.obj->exit());
-  return out;
-}
-
 std::vector<std::pair<std::shared_ptr<setup_object>, setup_scope>> task::setups() const {
   std::vector<std::pair<std::shared_ptr<setup_object>, setup_scope>> out;
   for (const auto& a : data_->seen().setups) out.emplace_back(a.obj, a.scope);
@@ -224,8 +231,11 @@ std::vector<std::pair<execution_step, std::chrono::milliseconds>> task::reports(
   return data_->seen().reports;
 }
 
-const std::vector<std::shared_ptr<detail::output_state>>& task::output_states() const noexcept {
-  return data_->outputs;
+std::vector<output_decl> task::declared_outputs() const {
+  std::vector<output_decl> out;
+  out.reserve(data_->outputs.size());
+  for (const auto& o : data_->outputs) out.push_back(output_decl{o->blobs, o->list, o->type});
+  return out;
 }
 
 std::vector<std::string> task::output_names() const {
@@ -320,12 +330,25 @@ result<execution_step> task::get_step() const {
 
 }  // namespace taskgroup
 
-namespace taskgroup {
-void detail::set_task_full_name(task::data& d, std::string full) {
+namespace taskgroup::detail {
+
+const std::vector<std::shared_ptr<output_state>>& task_access::outputs(const task& t) noexcept {
+  return t.data_->outputs;
+}
+
+void task_access::set_full_name(const task& t, std::string full) {
+  task::data& d = *t.data_;
   d.full_name = std::move(full);
   d.used = true;
   for (auto& o : d.outputs) o->task = d.full_name;
 }
 
-const std::string& detail::task_full_name(const task::data& d) noexcept { return d.full_name; }
-}  // namespace taskgroup
+const std::string& task_access::full_name(const task& t) noexcept { return t.data_->full_name; }
+
+std::vector<std::pair<body, body>> task_access::local_work(const task& t) {
+  std::vector<std::pair<body, body>> out;
+  for (const auto& a : t.data_->seen().local_setups) out.emplace_back(a.obj->setup(), a.obj->exit());
+  return out;
+}
+
+}  // namespace taskgroup::detail

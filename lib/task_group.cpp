@@ -1,6 +1,7 @@
 #include <taskgroup/task_group.hpp>
 
 #include "detail/limits.hpp"
+#include "detail/task_access.hpp"
 
 #include <boost/unordered/unordered_flat_set.hpp>
 
@@ -94,8 +95,8 @@ result<task> task_group::add(task t) {
   const std::string base = t.name();
   std::string full = base;
   for (int k = 1; data_->full_names.contains(full); ++k) full = base + ":" + std::to_string(k);
-  detail::set_task_full_name(*t.state(), std::move(full));
-  data_->full_names.insert(detail::task_full_name(*t.state()));
+  detail::task_access::set_full_name(t, std::move(full));
+  data_->full_names.insert(detail::task_access::full_name(t));
   data_->nodes.add(t.get_node());
   data_->tasks.push_back(t);
   return t;
@@ -118,7 +119,6 @@ std::vector<std::string> task_group::used_nodes() const {
 const taskgroup::cluster& task_group::cluster() const noexcept { return data_->nodes; }
 std::optional<workspace_type> task_group::type() const noexcept { return data_->type; }
 bool task_group::used() const noexcept { return data_->used; }
-void task_group::mark_used() const noexcept { data_->used = true; }
 const std::vector<group_report_step>& task_group::report_steps() const noexcept { return data_->reports; }
 
 status task_group::declare_input(std::string blob, node on, bool required, const std::type_info* type,
@@ -174,15 +174,23 @@ std::vector<std::pair<std::string, std::shared_ptr<setup_object>>> task_group::l
   return out;
 }
 
-std::pair<std::vector<body>, std::vector<body>> task_group::local_work(const std::string& name) const {
+namespace detail {
+
+std::shared_ptr<const void> group_access::identity(const task_group& g) noexcept { return g.data_; }
+
+void group_access::mark_used(const task_group& g) noexcept { g.data_->used = true; }
+
+std::pair<std::vector<body>, std::vector<body>> group_access::local_work(const task_group& g, const std::string& name) {
   std::vector<body> inits, exits;
-  for (const auto& l : data_->locals) {
-    if (l.node != name || !l.obj->claim(data_.get())) continue;
+  for (const auto& l : g.data_->locals) {
+    if (l.node != name || !l.obj->claim(g.data_.get())) continue;
     inits.push_back(l.obj->setup());
     exits.push_back(l.obj->exit());
   }
   return {std::move(inits), std::move(exits)};
 }
+
+}  // namespace detail
 
 result<task_group> task_group::tasks_by_node(std::function<std::string(std::string_view)> remap) {
   data_->used = true;
@@ -235,7 +243,7 @@ result<task_group> task_group::tasks_by_node(std::function<std::string(std::stri
     std::vector<body> inits, exits;
     for (const auto& [node_name, mapped] : node_map) {
       if (mapped != m) continue;
-      auto [i, e] = local_work(node_name);
+      auto [i, e] = detail::group_access::local_work(*this, node_name);
       inits.insert(inits.end(), i.begin(), i.end());
       exits.insert(exits.end(), e.begin(), e.end());
     }

@@ -166,6 +166,27 @@ TEST_CASE("task outputs are typed and set by a run", "[task][session]") {
   CHECK(report.value().tasks.at(0).outputs.size() == 4);
 }
 
+TEST_CASE("a task lists its declared outputs in order, with their types", "[task]") {
+  task t("t");
+  (void)t.output<i64>("a");
+  (void)t.output<double>(std::vector<std::string>{"b", "c"});
+  t.declare_output({"d"});
+  t.declare_output({"e", "f"}, true);
+  const std::vector<output_decl> outs = t.declared_outputs();
+  REQUIRE(outs.size() == 4);
+  CHECK(outs[0].blobs == std::vector<std::string>{"a"});
+  CHECK_FALSE(outs[0].list);
+  CHECK(outs[0].type == &typeid(i64));
+  CHECK(outs[1].blobs == std::vector<std::string>{"b", "c"});
+  CHECK(outs[1].list);
+  CHECK(outs[1].type == &typeid(double));
+  CHECK(outs[2].type == nullptr);
+  CHECK_FALSE(outs[2].list);
+  CHECK(outs[3].list);
+  CHECK(outs[3].blobs == std::vector<std::string>{"e", "f"});
+  CHECK(t.output_names() == std::vector<std::string>{"a", "b", "c", "d", "e", "f"});
+}
+
 TEST_CASE("scenario 6: task init runs before the body, task exit after", "[task][session]") {
   task t("t");
   t.init(fill_int("one", "one", 1));

@@ -146,14 +146,14 @@ void summarize_node(const task_group& group, const std::string& node_name, const
     body_text += to_string(type);
     body_text += " workspace, " + plural(tt.steps, "step", "steps") + ", " + plural(tt.net_count(), "net", "nets");
     body_text += ", outputs: ";
-    if (t.output_states().empty()) body_text += "none";
+    if (t.declared_outputs().empty()) body_text += "none";
     bool first = true;
-    for (const auto& st : t.output_states()) {
+    for (const auto& st : t.declared_outputs()) {
       if (!std::exchange(first, false)) body_text += ", ";
-      if (st->list) {
-        body_text += "[" + join(st->blobs) + "]";
+      if (st.list) {
+        body_text += "[" + join(st.blobs) + "]";
       } else {
-        body_text += st->blobs.front();
+        body_text += st.blobs.front();
       }
     }
     body_text += "\n";

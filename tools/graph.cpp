@@ -173,8 +173,8 @@ class dot_writer {
     lines.push_back(std::to_string(t.instances()) + (t.instances() == 1 ? " instance, " : " instances, ") +
                     std::string(to_string(type)) + " workspace");
     std::vector<std::string> outs;
-    for (const auto& st : t.output_states()) {
-      outs.push_back(st->list ? "[" + join(st->blobs) + "]" : st->blobs.front());
+    for (const auto& st : t.declared_outputs()) {
+      outs.push_back(st.list ? "[" + join(st.blobs) + "]" : st.blobs.front());
     }
     if (!outs.empty()) lines.push_back("outputs: " + join(outs));
     const std::string id = vertex(lines, "shape=box, style=\"rounded,filled,bold\", fillcolor=\"#dbe9f6\"");

@@ -96,33 +96,30 @@ enum class setup_scope {
   local,     ///< the node's local init / exit, around all its tasks
 };
 
-namespace detail {
-struct TASKGROUP_API output_state {
-  std::string task;
+/// A declared output (`task::output`, `task::declare_output`): its blob
+/// names (several for a list output) and, when declared with one, the C++
+/// type of its blobs (of each element blob for a list).
+struct TASKGROUP_API output_decl {
   std::vector<std::string> blobs;
   bool list = false;
-  // The C++ type of each blob when declared with one (output<T>), so that
-  // sessions can check at the start of a run that the type can travel.
   const std::type_info* type = nullptr;
-  bool set = false;
-  std::unique_ptr<const error> failure;  // why the last run could not fetch it (apart: rare)
-  std::vector<std::shared_ptr<const blob>> values;
-  // Set by the MPI session on its workers while it runs the task: the run
-  // fetches the value as the node workspace's own blob instead of a copy
-  // (unless the node has exit work, which runs after the fetch); the MPI
-  // session sends it from there, then takes the copies it keeps.
-  bool borrow = false;
 };
-// The values of output `s` in `r`, the report of its task in one run
-// (null: the run did not report the task). Errors: `errc::output_not_set`
-// "task T output B: the task did not succeed" (or "... was not in the
-// run"), or the fetch error `r` holds for the blob.
-TASKGROUP_API result<std::vector<std::shared_ptr<const blob>>> output_values(const output_state& s,
-                                                                             const task_report* r);
-// Fills `s` (its last run) from `r`, the report of its task in that run.
-// Every session does it this way, on one strand per group of runs.
-TASKGROUP_API void set_output(output_state& s, const task_report& r);
-TASKGROUP_API error output_not_set(const output_state& s);
+
+namespace detail {
+// What a declared output holds between runs: opaque here, read by
+// `task_output` through the functions below (not for programs).
+struct output_state;
+struct task_access;
+// The values the last run of the group to complete left (errors as
+// `task_output::get()`).
+TASKGROUP_API result<std::vector<std::shared_ptr<const blob>>> last_output_values(const output_state& s);
+// The values of `s` in the run whose report is `r` (errors as
+// `task_output::get(report)`).
+TASKGROUP_API result<std::vector<std::shared_ptr<const blob>>> output_values_in(const output_state& s,
+                                                                                const run_report& r);
+TASKGROUP_API bool output_is_set(const output_state& s) noexcept;
+TASKGROUP_API bool output_is_list(const output_state& s) noexcept;
+TASKGROUP_API const std::vector<std::string>& output_blobs(const output_state& s) noexcept;
 TASKGROUP_API error output_type_error(const output_state& s, std::size_t i, const blob& b, const std::string& expected);
 }  // namespace detail
 
@@ -139,9 +136,8 @@ class task_output {
   /// not set yet.") before any run, or why the last run did not set it;
   /// `errc::type_mismatch` when the blob holds another type.
   [[nodiscard]] result<T> get() const {
-    if (state_->failure) return *state_->failure;
-    if (!state_->set) return detail::output_not_set(*state_);
-    return read(state_->values);
+    TASKGROUP_TRY(auto values, detail::last_output_values(*state_));
+    return read(values);
   }
 
   /// The value that the run whose report is `report` produced, whatever
@@ -150,14 +146,14 @@ class task_output {
   /// there, or the value could not be fetched (saying why);
   /// `errc::type_mismatch` as `get()`. Threading: reads `report` only.
   [[nodiscard]] result<T> get(const run_report& report) const {
-    TASKGROUP_TRY(auto values, detail::output_values(*state_, report.find(state_->task)));
+    TASKGROUP_TRY(auto values, detail::output_values_in(*state_, report));
     return read(values);
   }
 
   /// True once a run has set the value.
-  [[nodiscard]] bool is_set() const noexcept { return state_->set; }
+  [[nodiscard]] bool is_set() const noexcept { return detail::output_is_set(*state_); }
   /// The blob names (one, or several for a list output).
-  [[nodiscard]] const std::vector<std::string>& blobs() const noexcept { return state_->blobs; }
+  [[nodiscard]] const std::vector<std::string>& blobs() const noexcept { return detail::output_blobs(*state_); }
 
   explicit task_output(std::shared_ptr<detail::output_state> s) : state_(std::move(s)) {}
 
@@ -170,7 +166,7 @@ class task_output {
 
   result<T> read(const std::vector<std::shared_ptr<const blob>>& values) const {
     if constexpr (is_list) {
-      if (state_->list) {
+      if (detail::output_is_list(*state_)) {
         T out;
         out.reserve(values.size());
         for (std::size_t i = 0; i < values.size(); ++i) {
@@ -267,32 +263,20 @@ class TASKGROUP_API task {
   /// the task (and report step) and the limit (`errc::invalid_task`).
   [[nodiscard]] status validate() const;
 
-  /// The node-local init and exit work of setup objects attached with
-  /// `setup_scope::local` and claimed by this task (after `get_step`).
-  [[nodiscard]] std::vector<std::pair<body, body>> local_work() const;
   /// Attached setup objects (explicit init/exit bodies included), in order.
   [[nodiscard]] std::vector<std::pair<std::shared_ptr<setup_object>, setup_scope>> setups() const;
   /// Report steps with their intervals, in order.
   [[nodiscard]] std::vector<std::pair<execution_step, std::chrono::milliseconds>> reports() const;
-  /// The task's output states (sessions fill them after a run).
-  [[nodiscard]] const std::vector<std::shared_ptr<detail::output_state>>& output_states() const noexcept;
-
-  struct data;  // shared state (internal)
-  [[nodiscard]] const std::shared_ptr<data>& state() const noexcept { return data_; }
+  /// The declared outputs, in declaration order.
+  [[nodiscard]] std::vector<output_decl> declared_outputs() const;
 
  private:
+  friend struct detail::task_access;
+  struct data;
   bool check_mutable(const char* what);
   std::shared_ptr<detail::output_state> add_output(std::vector<std::string> blobs, bool list,
                                                    const std::type_info* type = nullptr);
   std::shared_ptr<data> data_;
 };
-
-namespace detail {
-// Called by task_group::add: fixes the unique full name, marks the task used.
-TASKGROUP_API void set_task_full_name(task::data& d, std::string full);
-// The full name fixed by set_task_full_name (which must have been called):
-// it does not change afterwards, and lives as long as `d`.
-TASKGROUP_API const std::string& task_full_name(const task::data& d) noexcept;
-}  // namespace detail
 
 }  // namespace taskgroup

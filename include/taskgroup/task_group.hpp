@@ -44,6 +44,10 @@
 
 namespace taskgroup {
 
+namespace detail {
+struct group_access;
+}
+
 /// A group report step: runs on `node` every `interval` while the group's
 /// tasks there run, and once more after they all finished.
 struct TASKGROUP_API group_report_step {
@@ -176,19 +180,17 @@ class TASKGROUP_API task_group {
   /// `local_session::run`. Cancellation: as `local_session::run`.
   boost::asio::awaitable<result<run_report>> run(run_options options = {});
 
-  // --- internal: what sessions compile ----------------------------------
-  struct data;
-  [[nodiscard]] const std::shared_ptr<data>& state() const noexcept { return data_; }
+  /// The group report steps (`report_step`), in order of addition.
   [[nodiscard]] const std::vector<group_report_step>& report_steps() const noexcept;
-  /// Local setup objects by node name, in order of attachment.
+  /// Local setup objects (`local_init`, `local_exit`, `local_setup`) by
+  /// node name, in order of attachment.
   [[nodiscard]] std::vector<std::pair<std::string, std::shared_ptr<setup_object>>> local_setups() const;
-  /// Local init/exit work of node `name`, claiming setup objects.
-  [[nodiscard]] std::pair<std::vector<body>, std::vector<body>> local_work(const std::string& name) const;
-  /// Marks the group used (sessions call this when they compile it).
-  void mark_used() const noexcept;
+  /// True when `other` is a handle on this very group.
   [[nodiscard]] bool same(const task_group& other) const noexcept { return data_ == other.data_; }
 
  private:
+  friend struct detail::group_access;
+  struct data;
   std::shared_ptr<data> data_;
 };
 

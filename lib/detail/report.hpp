@@ -22,7 +22,7 @@ inline run_report refused_report(const task_group& group, error e, std::chrono::
   r.tasks.reserve(group.tasks().size());
   for (const auto& t : group.tasks()) {
     task_report tr;
-    tr.name = task_full_name(*t.state());
+    tr.name = t.name();
     tr.node = t.node_name();
     r.tasks.push_back(std::move(tr));
   }

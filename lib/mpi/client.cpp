@@ -38,7 +38,7 @@ namespace {
 
 // Fills the output handles of a task that ran on another rank.
 void set_outputs(const task& t, const task_report& rep) {
-  for (const auto& out : t.output_states()) detail::set_output(*out, rep);
+  for (const auto& out : detail::task_access::outputs(t)) detail::set_output(*out, rep);
 }
 
 // Rank 0's side of decoding a rank's STATUS: receives its detached values

@@ -17,12 +17,12 @@ std::vector<std::string> describe(const task_group& g, const std::map<std::strin
   for (const auto& t : g.tasks()) {
     std::string line = "task " + quote(t.name()) + " on node " + quote(t.node_name()) + ", outputs [";
     bool first = true;
-    for (const auto& out : t.output_states()) {
-      for (const auto& b : out->blobs) {
+    for (const auto& out : t.declared_outputs()) {
+      for (const auto& b : out.blobs) {
         line += (first ? "" : ", ") + quote(b);
         first = false;
       }
-      if (out->type != nullptr) line += ": " + detail::demangle(out->type->name());
+      if (out.type != nullptr) line += ": " + detail::demangle(out.type->name());
     }
     lines.push_back(line + "]");
   }
@@ -65,11 +65,12 @@ error group_mismatch(int rank, const std::vector<std::string>& client, const std
 }
 
 result<std::shared_ptr<const group_description>> describe_group(session_state& s, const task_group& g) {
-  if (s.described && s.described->group == g.state().get() && !s.described->alive.expired()) return s.described;
+  if (s.described && s.described->group == detail::group_access::identity(g).get() && !s.described->alive.expired())
+    return s.described;
   TASKGROUP_TRY(auto where, s.place(g));
   auto d = std::make_shared<group_description>();
-  d->group = g.state().get();
-  d->alive = g.state();
+  d->alive = detail::group_access::identity(g);
+  d->group = d->alive.lock().get();
   d->lines = describe(g, where, s.size);
   d->text = join_lines(d->lines);
   d->where = std::move(where);

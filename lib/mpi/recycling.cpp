@@ -1,6 +1,8 @@
 // taskgroup: the recycled storage of the large values rank 0 receives.
 #include "recycling.hpp"
 
+#include "../detail/task_access.hpp"
+
 namespace taskgroup::detail::mpi {
 
 void value_recycler::give(const std::string& tag, std::unique_ptr<blob> b) noexcept {
@@ -32,7 +34,7 @@ void received_value::operator()(const blob* b) const noexcept {
 }
 
 std::shared_ptr<const blob> take_reusable(const task& t, const std::string& name) {
-  for (const auto& out : t.output_states()) {
+  for (const auto& out : detail::task_access::outputs(t)) {
     for (std::size_t i = 0; i < out->blobs.size() && i < out->values.size(); ++i) {
       const auto& v = out->values[i];
       if (out->blobs[i] != name || v.use_count() != 1 || std::get_deleter<received_value>(v) == nullptr) continue;

@@ -9,6 +9,7 @@
 #include <boost/asio/strand.hpp>
 
 #include "../detail/strands.hpp"
+#include "../detail/task_access.hpp"
 
 #include <atomic>
 #include <chrono>

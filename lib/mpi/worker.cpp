@@ -39,7 +39,7 @@ class borrowed_outputs {
   borrowed_outputs(const task_group& g, const std::map<std::string, int>& where, int rank) {
     for (const auto& t : g.tasks()) {
       if (where.at(t.node_name()) != rank) continue;
-      for (const auto& out : t.output_states()) {
+      for (const auto& out : detail::task_access::outputs(t)) {
         out->borrow = true;
         states_.push_back(out);
       }
@@ -76,7 +76,7 @@ void keep_copies(const state_ptr& s, const task_group& group, run_report& report
       }
     }
     if (copies.empty() && failures.empty()) continue;
-    for (const auto& out : group.tasks()[k].output_states()) {
+    for (const auto& out : detail::task_access::outputs(group.tasks()[k])) {
       for (std::size_t i = 0; i < out->values.size(); ++i) {
         const blob* b = out->values[i].get();
         if (auto it = failures.find(b); it != failures.end()) {

@@ -102,13 +102,13 @@ result<json::value> task_json(writer& w, const task& t, json::array& local_init,
     o["step"] = std::move(s);
   }
   json::array outs;
-  for (const auto& st : t.output_states()) {
-    if (st->list) {
+  for (const auto& st : t.declared_outputs()) {
+    if (st.list) {
       json::array names;
-      for (const auto& b : st->blobs) names.emplace_back(json::string(b));
+      for (const auto& b : st.blobs) names.emplace_back(json::string(b));
       outs.emplace_back(std::move(names));
     } else {
-      outs.emplace_back(json::string(st->blobs.front()));
+      outs.emplace_back(json::string(st.blobs.front()));
     }
   }
   if (!outs.empty()) o["outputs"] = std::move(outs);

@@ -32,7 +32,7 @@ bool may_feed(const program_step& n) {
 }  // namespace
 
 result<std::shared_ptr<const compiled_group>> compile_group(const task_group& g) {
-  g.mark_used();
+  detail::group_access::mark_used(g);
   auto out = std::make_shared<compiled_group>();
   std::map<std::string, std::size_t> node_index;
   // The index of node `name` in out->nodes, added at its first use.
@@ -54,8 +54,8 @@ result<std::shared_ptr<const compiled_group>> compile_group(const task_group& g)
     TASKGROUP_TRY(detail::compile_into(compiled, composed, counted));
     const bool priv = t.type().value_or(workspace_type::private_) == workspace_type::private_;
     node_of_task.push_back(index_of(t.node_name()));
-    out->tasks.push_back(compiled_task{t, nullptr, &detail::task_full_name(*t.state()), 0, priv,
-                                       !t.output_states().empty(), may_feed(compiled.root)});
+    out->tasks.push_back(compiled_task{t, nullptr, &detail::task_access::full_name(t), 0, priv,
+                                       !detail::task_access::outputs(t).empty(), may_feed(compiled.root)});
   }
   // Every node is known now: its name stays where it is.
   for (std::size_t k = 0; k < node_of_task.size(); ++k) {
@@ -90,9 +90,9 @@ result<std::shared_ptr<const compiled_group>> compile_group(const task_group& g)
     }
   }
   for (auto& n : out->nodes) {
-    auto [inits, exits] = g.local_work(n.name);
+    auto [inits, exits] = detail::group_access::local_work(g, n.name);
     for (std::size_t k : n.tasks) {
-      for (auto& [i, e] : out->tasks[k].t.local_work()) {
+      for (auto& [i, e] : detail::task_access::local_work(out->tasks[k].t)) {
         inits.push_back(i);
         exits.push_back(e);
       }

@@ -342,7 +342,7 @@ asio::awaitable<status> run_node(std::shared_ptr<run_state> rs, std::size_t i) {
   for (std::size_t k : cn.tasks) {
     const compiled_task& ct = rs->group->tasks[k];
     if (!ct.has_outputs) continue;  // without touching the task
-    for (const auto& out : ct.t.output_states()) {
+    for (const auto& out : task_access::outputs(ct.t)) {
       for (const auto& name : out->blobs) ws->create(name);
     }
   }

@@ -104,7 +104,7 @@ void fetch_outputs(run_state& rs, std::size_t i) {
     const std::size_t k = cn.tasks[j];
     const compiled_task& ct = rs.group->tasks[k];
     if (!ct.has_outputs || rs.records[k].status != task_status::succeeded) continue;
-    for (const auto& out : ct.t.output_states()) {
+    for (const auto& out : task_access::outputs(ct.t)) {
       const bool borrow = out->borrow && !cn.exit;
       for (const auto& name : out->blobs) {
         if (fetched.empty()) fetched.resize(cn.tasks.size());
@@ -160,7 +160,7 @@ void publish_outputs(const compiled_group& cg, const run_report& report, const s
   for (std::size_t i : active) {
     for (std::size_t k : cg.nodes[i].tasks) {
       if (!cg.tasks[k].has_outputs) continue;
-      for (const auto& out : cg.tasks[k].t.output_states()) set_output(*out, report.tasks[k]);
+      for (const auto& out : task_access::outputs(cg.tasks[k].t)) set_output(*out, report.tasks[k]);
     }
   }
 }

@@ -6,6 +6,7 @@
 #include "../detail/limits.hpp"
 #include "../detail/report.hpp"
 #include "../detail/strands.hpp"
+#include "../detail/task_access.hpp"
 #include "../detail/task_misuse.hpp"
 #include "../detail/test_hooks.hpp"
 #include "state.hpp"
@@ -63,7 +64,7 @@ struct local_session::impl {
   std::vector<std::unique_ptr<node_state>> nodes;                // in order of first use
   std::unordered_map<std::string_view, node_state*> node_index;  // names in `nodes`
   struct cached {
-    std::weak_ptr<task_group::data> token;
+    std::weak_ptr<const void> token;  // the group (detail::group_access::identity)
     std::shared_ptr<const compiled_group> compiled;
     std::uint64_t checked = 0;  // detail::task_misuse_epoch() when its tasks were last checked
   };
@@ -89,7 +90,8 @@ struct local_session::impl {
     // Read before the check: a misuse recorded meanwhile makes the next
     // run check again.
     const std::uint64_t epoch = detail::task_misuse_epoch();
-    auto it = compiled.find(g.state().get());
+    const std::shared_ptr<const void> id = detail::group_access::identity(g);
+    auto it = compiled.find(id.get());
     if (it != compiled.end() && !it->second.token.expired()) {
       // A used task may still record a misuse (a later builder call),
       // which fails every later run of its group. Checking 100,000 tasks
@@ -105,7 +107,7 @@ struct local_session::impl {
     }
     std::erase_if(compiled, [](const auto& kv) { return kv.second.token.expired(); });
     TASKGROUP_TRY(auto c, detail::compile_group(g));  // checks every task
-    compiled[g.state().get()] = cached{g.state(), c, epoch};
+    compiled[id.get()] = cached{id, c, epoch};
     return c;
   }
 };
@@ -321,10 +323,10 @@ result<run_report> local_session::run_blocking(task_group group, run_options opt
 
 status check_output_codecs(const task_group& group, const codec_registry& codecs) {
   for (const auto& t : group.tasks()) {
-    for (const auto& out : t.output_states()) {
-      if (out->type != nullptr && !codecs.find(*out->type)) {
-        return fail(errc::not_serializable, "task " + quote(t.name()) + " output " + quote(out->blobs.front()) +
-                                                ": no codec for type " + detail::demangle(out->type->name()) +
+    for (const auto& out : t.declared_outputs()) {
+      if (out.type != nullptr && !codecs.find(*out.type)) {
+        return fail(errc::not_serializable, "task " + quote(t.name()) + " output " + quote(out.blobs.front()) +
+                                                ": no codec for type " + detail::demangle(out.type->name()) +
                                                 " (register one with codec_registry::add)");
       }
     }

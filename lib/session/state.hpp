@@ -11,6 +11,7 @@
 
 #include "../detail/join.hpp"
 #include "../detail/runner.hpp"
+#include "../detail/task_access.hpp"
 #include "turns.hpp"
 
 #include <boost/asio/any_io_executor.hpp>

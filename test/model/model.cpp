@@ -1,5 +1,7 @@
 #include "model/model.hpp"
 
+#include "detail/task_access.hpp"
+
 #include <taskgroup/control.hpp>
 
 #include <algorithm>
@@ -365,7 +367,7 @@ run_outcome session::run(const task_group& g) {
       if (t.node_name() != node) continue;
       for (const auto& name : t.output_names()) (void)w->create(name);
     }
-    auto [inits, exits] = g.local_work(node);
+    auto [inits, exits] = detail::group_access::local_work(g, node);
     auto setup_step = [&](const std::string& name, const std::vector<body>& bodies) -> err {
       execution_step s(name);
       for (const auto& bd : bodies) append_body(s, bd);
