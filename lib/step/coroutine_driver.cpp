@@ -187,21 +187,33 @@ struct runner {  // internal: every member is used by the entry points below
       if (last || ctl.done) co_return ok();
     }
   }
+  // The one way this driver runs a net: counted, told to the observer,
+  // a failure named at `path`. A net that cannot wait runs inline
+  // (`run_net_now`); one that may is awaited with its wait in view of
+  // run_probe (`run_waiting_net`, a frame of its own only then).
   asio::awaitable<status> run_net(net_instance& inst, const step_path* path) {
+    if (!inst.may_wait()) co_return run_net_now(inst, path);
+    co_return co_await run_waiting_net(inst, path);
+  }
+  status run_net_now(net_instance& inst, const step_path* path) {
+    net_begins(inst);
+    return net_ended(inst, inst.run_sync(), path);
+  }
+  asio::awaitable<status> run_waiting_net(net_instance& inst, const step_path* path) {
+    net_begins(inst);
+    wait_site site;
+    watch(site, inst, path);
+    status st = told_if_starved(inst, site.op, co_await run_net_at(inst, &site.op));
+    co_return net_ended(inst, st, path);
+  }
+  void net_begins(const net_instance& inst) {
     if (stats_ != nullptr) ++stats_->net_runs;
     events_.net_begins(inst);
-    // No co_await inside ?: — GCC 12 miscompiles the temporaries there.
-    status st = ok();
-    if (inst.may_wait()) {
-      wait_site site;
-      watch(site, inst, path);
-      st = told_if_starved(inst, site.op, co_await run_net_at(inst, &site.op));
-    } else {
-      st = inst.run_sync();
-    }
+  }
+  status net_ended(const net_instance& inst, const status& st, const step_path* path) {
     events_.net_ends(inst, st);
-    if (!st) co_return at(path, st.error());
-    co_return ok();
+    if (!st) return at(path, st.error());
+    return ok();
   }
 
   // One execution's iterations: the step machine's actions, carried out.
@@ -248,21 +260,15 @@ struct runner {  // internal: every member is used by the entry points below
     for (auto a = m.next(stop, clock, stats_);;) {
       switch (a) {
         case step_machine::action::run_net: {
-          // Awaited here rather than through `run_net`: one frame less
-          // while the net pends.
           net_instance& inst = m.net();
-          if (stats_ != nullptr) ++stats_->net_runs;
-          events_.net_begins(inst);
+          // No co_await inside ?: (GCC 12 miscompiles its temporaries).
           status st = ok();
           if (inst.may_wait()) {
-            wait_site site;
-            watch(site, inst, path);
-            st = told_if_starved(inst, site.op, co_await run_net_at(inst, &site.op));
+            st = co_await run_waiting_net(inst, path);
           } else {
-            st = inst.run_sync();
+            st = run_net_now(inst, path);
           }
-          events_.net_ends(inst, st);
-          if (!st) co_return at(path, st.error());
+          if (!st) co_return st;
           break;
         }
         case step_machine::action::run_child: {

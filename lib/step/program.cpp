@@ -120,8 +120,8 @@ status compile_into(compiled_step& out, const execution_step& s, const execution
   TASKGROUP_TRY(s.validate());
   s.freeze();
   out.root = compile_tree(s, counted);
-  // The root may have its own workspace (try_inline makes it); only a
-  // nested one keeps a tree off the inline path.
+  // The root may have its own workspace (the frame-free driver makes it
+  // when it starts); only a nested one keeps a tree off that driver.
   out.root.inline_cost = inline_cost(out.root, true);
   return ok();
 }

@@ -297,7 +297,7 @@ std::optional<failure> check_intent(const model::group_spec& spec, const expecta
 // cfg.threads threads, the group run spec.runs times. The pools live for the
 // whole test: making threads for every session would dominate its time.
 // A wrong driver choice goes to `driver` and the comparisons go on, so that
-// the known driver bug does not hide the others.
+// a driver bug does not hide the others.
 std::optional<failure> check_config(const model::group_spec& spec, const expectation& x, const config& cfg,
                                     std::optional<failure>& driver) {
   static boost::asio::thread_pool one(1), two(2);
@@ -321,8 +321,8 @@ std::optional<failure> check_config(const model::group_spec& spec, const expecta
     auto where = [&](failure& w) { w.detail = cfg.str() + ", run " + std::to_string(run + 1) + ": " + w.detail; };
     if (mo.ok && !driver) {
       if ((driver = check_driver(cfg, x.drivers))) {
-        // Apart with and without an observer (a known bug forces the
-        // coroutine driver under one).
+        // Apart with and without an observer: observing a run must not
+        // change which driver runs it.
         driver->kind += cfg.observe ? " (observer)" : " (no observer)";
         where(*driver);
       }
