@@ -75,6 +75,10 @@
 
 namespace taskgroup {
 
+namespace detail {
+struct run_state;
+}
+
 /// Runs task groups in this process (Caffe2 LocalSession, nodes kept
 /// isolated).
 class TASKGROUP_API local_session {
@@ -139,13 +143,13 @@ class TASKGROUP_API local_session {
   template <class CompletionToken = boost::asio::default_completion_token_t<boost::asio::any_io_executor>>
   auto async_run(task_group group, run_options options = {},
                  CompletionToken&& token = boost::asio::default_completion_token_t<boost::asio::any_io_executor>()) {
-    // Not type-erased (any_completion_handler): asking an erased handler
-    // for its executor allocates where a failure terminates.
+    // Erased by detail::run_completion_for (not any_completion_handler:
+    // asking an erased handler for its executor allocates where a failure
+    // terminates).
     auto init = [state = impl_](auto handler, task_group g, run_options o) {
-      auto coord = coordinator(*state);
-      auto cancel = relay_cancellation(boost::asio::get_associated_cancellation_slot(handler), *state);
-      detail::spawn_run(coord, run_here(state, std::move(g), std::move(o)), std::move(cancel), std::move(handler),
-                        "unexpected exception in the session");
+      using handler_type = decltype(handler);
+      auto done = std::make_unique<detail::run_completion_for<handler_type>>(std::move(handler), coordinator(*state));
+      start_run(state, std::move(g), std::move(o), std::move(done));
     };
     return boost::asio::async_initiate<CompletionToken, void(boost::system::error_code, run_report)>(
         std::move(init), token, std::move(group), std::move(options));
@@ -192,16 +196,15 @@ class TASKGROUP_API local_session {
 
  private:
   struct impl;
-  [[nodiscard]] static boost::asio::any_io_executor coordinator(const impl& state);
-  // A signal whose emissions reach the run on the coordinator: Asio
-  // 1.26's co_spawn, cancelled from another thread, dispatches a raw
-  // pointer to a signal that dies with the coroutine (a use-after-free when
-  // the run ends meanwhile), so the run's slot is this signal's, kept
-  // alive by the completion handler.
-  static std::shared_ptr<boost::asio::cancellation_signal> relay_cancellation(boost::asio::cancellation_slot from,
-                                                                              const impl& state);
-  static boost::asio::awaitable<run_report> run_here(std::shared_ptr<impl> state, task_group group,
-                                                     run_options options);
+  // The session's coordinator strand: where a run is compiled, started
+  // and ended, and where a handler without an executor of its own is
+  // called.
+  [[nodiscard]] static const boost::asio::any_io_executor& coordinator(const impl& state) noexcept;
+  // Starts a run for `done` (lib/session/run.cpp): queued on the
+  // coordinator, never run inside the initiating call.
+  static void start_run(std::shared_ptr<impl> state, task_group group, run_options options,
+                        std::unique_ptr<detail::run_completion> done);
+  static void begin(const std::shared_ptr<impl>& state, const std::shared_ptr<detail::run_state>& rs);
   std::shared_ptr<impl> impl_;
 };
 

@@ -132,6 +132,13 @@ class join_core : public std::enable_shared_from_this<Derived> {
     static_cast<Derived*>(this)->cancel_running();
   }
 
+  /// The holder asks the join to stop, as a cancellation of an awaiting
+  /// parent would (the join then never reports success).
+  void cancel_from_outside() {
+    rule_.cancelled_from_outside();
+    cancel();
+  }
+
  protected:
   explicit join_core(join_mode mode) noexcept : rule_(mode) {}
   ~join_core() = default;
@@ -157,12 +164,24 @@ class join_core : public std::enable_shared_from_this<Derived> {
     if (rule_.child_ended(st)) cancel();
   }
 
+  /// The round is awaited by a callback instead of a coroutine: its end
+  /// goes to `Derived::round_ended(status)`, and its cancellation from
+  /// outside comes through `cancel_from_outside`.
+  void await_directly() noexcept { direct_ = true; }
+
   /// True while a round is awaited.
-  [[nodiscard]] bool awaited() const noexcept { return handler_.has_value(); }
+  [[nodiscard]] bool awaited() const noexcept { return direct_ || handler_.has_value(); }
 
   /// Ends the awaited round with the rule's result; the holder has its
   /// reference again before the parent resumes.
   void complete() {
+    if constexpr (requires(Derived & d, status st) { d.round_ended(std::move(st)); }) {
+      if (direct_) {
+        direct_ = false;
+        static_cast<Derived*>(this)->round_ended(rule_.result());
+        return;
+      }
+    }
     if (parent_slot_.is_connected()) parent_slot_.clear();
     status result = rule_.result();
     *owner_ = this->shared_from_this();
@@ -194,6 +213,7 @@ class join_core : public std::enable_shared_from_this<Derived> {
 
   std::shared_ptr<Derived>* owner_ = nullptr;  // while awaited: the holder's reference to give back
   std::optional<handler_type> handler_;
+  bool direct_ = false;  // awaited through round_ended (await_directly)
   boost::asio::cancellation_slot parent_slot_;
 };
 

@@ -46,6 +46,33 @@ void probe_access::detach(run_probe& p, const run_state& rs) {
   if (p.state_->run.lock().get() == &rs) p.state_->run.reset();
 }
 
+void describe_node(const run_state& rs, std::size_t i, std::vector<std::pair<std::size_t, std::string>>& out) {
+  const node_watch& w = rs.watch[i];
+  const std::size_t first = out.size();
+  for (const wait_site& s : w.sites) out.emplace_back(s.task, where(s, &w.feeders));
+  if (w.waiting != nullptr) {
+    for (const auto& r : *w.waiting) {
+      if (std::string at = r->where(); !at.empty()) out.emplace_back(r->task, std::move(at));
+    }
+  }
+  // This node's waits, [first, listed_end), by task: looked up below.
+  auto by_task = [](const auto& a, const auto& b) { return a.first < b.first; };
+  std::stable_sort(out.begin() + static_cast<std::ptrdiff_t>(first), out.end(), by_task);
+  const std::size_t listed_end = out.size();
+  // The node's other tasks that have begun and not ended: between two
+  // ops (a yield), or in a wait of their steps' own (a step deadline,
+  // concurrent substeps, report steps).
+  for (std::size_t k : rs.group->nodes[i].tasks) {
+    const task_record& r = rs.records[k];
+    if (r.started == std::chrono::system_clock::time_point{} || r.finished != std::chrono::system_clock::time_point{})
+      continue;
+    const auto begin = out.begin() + static_cast<std::ptrdiff_t>(first);
+    const auto end = out.begin() + static_cast<std::ptrdiff_t>(listed_end);
+    if (!std::binary_search(begin, end, std::pair<std::size_t, std::string>(k, {}), by_task))
+      out.emplace_back(k, std::string(root_name(rs.group->step(k))) + ": running, not waiting on an op");
+  }
+}
+
 namespace {
 
 using lines = std::vector<std::pair<std::size_t, std::string>>;

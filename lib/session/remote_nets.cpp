@@ -38,8 +38,8 @@ asio::awaitable<status> make_on_node(node_state* n, const std::vector<remote_net
 
 }  // namespace
 
-asio::awaitable<status> make_remote_nets(const asio::any_io_executor& coord, const task_group& g,
-                                         const std::vector<node_state*>& on, const operator_registry& registry) {
+asio::awaitable<status> make_remote_nets(asio::any_io_executor coord, task_group g, std::vector<node_state*> on,
+                                         const operator_registry& registry) {
   const auto& nets = g.remote_nets();
   // One child per node that has some, each on that node's strand: nodes
   // make theirs in parallel, a node's in the group's order.

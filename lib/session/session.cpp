@@ -9,7 +9,7 @@
 #include "../detail/task_access.hpp"
 #include "../detail/task_misuse.hpp"
 #include "../detail/test_hooks.hpp"
-#include "state.hpp"
+#include "run.hpp"
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/associated_cancellation_slot.hpp>
@@ -23,15 +23,16 @@
 #include <boost/container/small_vector.hpp>
 
 #include <algorithm>
+#include <future>
 #include <map>
 #include <mutex>
 #include <optional>
 #include <string_view>
 #include <unordered_map>
 
-// GCC 12 flags the frame of run_here with a false -Wmismatched-new-delete:
-// Asio's frame operator new (through its recycling allocator) and its
-// matching delete.
+// GCC 12 flags the coroutine frames of this file (run, task_group::run)
+// with a false -Wmismatched-new-delete: Asio's frame operator new (through
+// its recycling allocator) and its matching delete.
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wmismatched-new-delete"
 #endif
@@ -160,147 +161,70 @@ std::vector<std::string> local_session::nodes() const {
   return out;
 }
 
-namespace {
+const asio::any_io_executor& local_session::coordinator(const impl& state) noexcept { return state.coord_ex; }
 
-asio::awaitable<status> deadline(std::chrono::milliseconds limit, bool& expired) {
-  asio::steady_timer timer(co_await asio::this_coro::executor, limit);
-  auto [ec] = co_await timer.async_wait(asio::as_tuple(asio::use_awaitable));
-  if (ec) co_return fail(errc::cancelled, "cancelled");
-  expired = true;
-  co_return fail(errc::timeout, "run timed out after " + std::to_string(limit.count()) + " ms");
-}
-
-}  // namespace
-
-// Runs on the coordinator strand: every join state lives there. Holds the
-// session's state, which the session may have dropped meanwhile (a closed
-// session fails the run in compile()).
-asio::awaitable<run_report> local_session::run_here(std::shared_ptr<impl> state, task_group group,
-                                                    run_options options) {
-  // Terminal and partial cancellation stop a run; total cannot be honoured
-  // (see async_run) and is filtered out here.
-  co_await asio::this_coro::reset_cancellation_state(asio::enable_partial_cancellation());
-  const auto started = std::chrono::system_clock::now();
-  // Only the upper bound: a deadline of 0 (or less) expires at once.
-  if (options.timeout && *options.timeout > max_duration) {
-    co_return detail::refused_report(
-        group, error(errc::invalid_task, "run_options::timeout " + detail::duration_fault(options.timeout->count())),
-        started);
-  }
-  auto compiled_or = state->compile(group);
-  if (!compiled_or) co_return detail::refused_report(group, compiled_or.error(), started);
-  std::shared_ptr<const compiled_group> compiled = std::move(compiled_or).value();
-  auto active_or = detail::active_nodes(group, *compiled, options);
-  if (!active_or) co_return detail::refused_report(group, active_or.error(), started);
-  const std::vector<std::size_t> active = std::move(active_or).value();
-  if (options.strict_codecs != nullptr) {
-    if (status st = check_output_codecs(group, *options.strict_codecs); !st)
-      co_return detail::refused_report(group, st.error(), started);
-  }
+void local_session::start_run(std::shared_ptr<impl> state, task_group group, run_options options,
+                              std::unique_ptr<detail::run_completion> done) {
   auto rs = std::make_shared<run_state>();
-  rs->group = compiled;
+  rs->source = std::move(group);
   rs->options = std::move(options);
-  const run_options& opt = rs->options;
-  // Checked against the run's own copy, which the nodes read.
-  if (status st = detail::check_feeds(group, *compiled, opt.feeds, active, *rs); !st) {
-    co_return detail::refused_report(group, st.error(), started);
-  }
-  rs->nodes.resize(compiled->nodes.size(), nullptr);
-  std::vector<node_state*> remote_on;  // the node of each remote net, null when left out
-  {
-    std::lock_guard lock(state->mutex);
-    rs->registry = state->registry;
-    for (std::size_t i : active) rs->nodes[i] = &state->node(compiled->nodes[i].name);
-    for (const auto& r : group.remote_nets()) {
-      remote_on.push_back(detail::takes_part(opt, r.node) ? &state->node(r.node) : nullptr);
-    }
-  }
-  if (!remote_on.empty()) {
-    const operator_registry& registry = rs->registry != nullptr ? *rs->registry : operator_registry::global();
-    if (status st = co_await detail::make_remote_nets(state->coord_ex, group, remote_on, registry); !st) {
-      co_return detail::refused_report(group, st.error(), started);
-    }
-  }
-  rs->records.resize(compiled->tasks.size());
-  rs->outputs.resize(compiled->nodes.size());
-  rs->workspaces.resize(compiled->nodes.size());
-  rs->watch.resize(compiled->nodes.size());
-  if (opt.probe != nullptr) {
-    rs->coord = state->coord_ex;
-    rs->session = state;
-    if (status st = detail::probe_access::attach(*opt.probe, rs); !st) {
-      co_return detail::refused_report(group, st.error(), started);
-    }
-  }
-  run_report report;
-  report.started = started;
-  if (opt.observer != nullptr) {
-    std::vector<std::pair<std::string, std::string>> names;
-    for (const auto& ct : compiled->tasks) names.emplace_back(*ct.name, *ct.node);
-    opt.observer->run_begin(names);
-  }
-
-  const asio::any_io_executor& coord = state->coord_ex;
-  const auto mode = opt.policy == run_policy::gather ? detail::join_mode::gather : detail::join_mode::fail_fast;
-  // The join of the nodes (and of it and the deadline), made outside the
-  // co_await: GCC 12 destroys the temporaries of a call inside one twice
-  // when the coroutine is destroyed suspended.
-  auto all_nodes = [&] {
-    return detail::join(
-        coord, active.size(), [&](std::size_t j) { return detail::run_node(rs, active[j]); },
-        [&](std::size_t j) { return rs->nodes[active[j]]->executor; }, mode);
-  };
-  status st = ok();
-  bool expired = false;
-  try {
-    asio::awaitable<status> joined =
-        opt.timeout
-            ? detail::join(
-                  coord, 2,
-                  [&, limit = *opt.timeout](std::size_t i) { return i == 0 ? all_nodes() : deadline(limit, expired); },
-                  detail::join_mode::race)
-            : all_nodes();
-    st = co_await std::move(joined);
-  } catch (...) {
-    st = detail::error_from_exception(std::current_exception());
-  }
-  if (opt.probe != nullptr) detail::probe_access::detach(*opt.probe, *rs);
-  if (opt.strict_codecs != nullptr) {
-    if (status sc = detail::round_trip_outputs(*rs, active, *opt.strict_codecs); !sc && st) st = sc;
-  }
-  report.finished = std::chrono::system_clock::now();
-  // In task order, each report made in place: a node's tasks are in task
-  // order in its list, so task k is at `next[node]` there.
-  report.tasks.reserve(rs->records.size());
-  boost::container::small_vector<std::size_t, 8> next(compiled->nodes.size(), 0);
-  for (std::size_t k = 0; k < rs->records.size(); ++k) {
-    const detail::compiled_task& ct = compiled->tasks[k];
-    std::vector<fetched_outputs>& fetched = rs->outputs[ct.node_index];
-    const std::size_t j = next[ct.node_index]++;
-    detail::fill_report(report.tasks.emplace_back(), ct, rs->records[k], fetched.empty() ? nullptr : &fetched[j]);
-  }
-  // The run's own ends (deadline, cancellation from outside) are errors
-  // under every policy; a task's failure (even its own step timeout) is the
-  // run's error under join only.
-  asio::cancellation_state cs = co_await asio::this_coro::cancellation_state;
-  if (expired) {
-    report.failure = detail::with_waiting_tasks(report.tasks, st.error());
-  } else if (cs.cancelled() != asio::cancellation_type::none) {
-    report.failure = detail::with_waiting_tasks(report.tasks, error(errc::cancelled, "run cancelled"));
-  } else if (!st && opt.policy == run_policy::join) {
-    report.failure = st.error();
-  }
-  // Every run of the session ends here, on the coordinator: the handles'
-  // "last run" is filled on one strand whatever runs overlap.
-  detail::publish_outputs(*compiled, report, active);
-  co_return report;
+  rs->done = std::move(done);
+  rs->coord = state->coord_ex;
+  rs->session = state;
+  detail::follow_cancellation(rs);
+  const asio::any_io_executor& coord = rs->coord;  // not `state`'s: moved into the handler
+  asio::post(coord, [state = std::move(state), rs] { begin(state, rs); });
 }
 
-asio::any_io_executor local_session::coordinator(const impl& state) { return state.coord_ex; }
-
-std::shared_ptr<asio::cancellation_signal> local_session::relay_cancellation(asio::cancellation_slot from,
-                                                                             const impl& state) {
-  return detail::forward_cancellation(from, state.coord_ex);
+// On the coordinator: what a run checks before it starts anything (each
+// failure refuses it: every task not run). Holds the session's state,
+// which the session may have dropped meanwhile (a closed session refuses
+// the run in compile()).
+void local_session::begin(const std::shared_ptr<impl>& state, const std::shared_ptr<run_state>& rs) {
+  try {
+    rs->started = std::chrono::system_clock::now();
+    const task_group& group = rs->source;
+    const run_options& opt = rs->options;
+    // Only the upper bound: a deadline of 0 (or less) expires at once.
+    if (opt.timeout && *opt.timeout > max_duration) {
+      return detail::refuse_run(
+          rs, error(errc::invalid_task, "run_options::timeout " + detail::duration_fault(opt.timeout->count())));
+    }
+    auto compiled = state->compile(group);
+    if (!compiled) return detail::refuse_run(rs, compiled.error());
+    rs->group = std::move(compiled).value();
+    auto active = detail::active_nodes(group, *rs->group, opt);
+    if (!active) return detail::refuse_run(rs, active.error());
+    rs->active = std::move(active).value();
+    if (opt.strict_codecs != nullptr) {
+      if (status st = check_output_codecs(group, *opt.strict_codecs); !st) return detail::refuse_run(rs, st.error());
+    }
+    // Checked against the run's own copy, which the nodes read.
+    if (status st = detail::check_feeds(group, *rs->group, opt.feeds, rs->active, *rs); !st) {
+      return detail::refuse_run(rs, st.error());
+    }
+    rs->nodes.resize(rs->group->nodes.size(), nullptr);
+    std::vector<node_state*> remote_on;  // the node of each remote net, null when left out
+    {
+      std::lock_guard lock(state->mutex);
+      rs->registry = state->registry;
+      for (std::size_t i : rs->active) rs->nodes[i] = &state->node(rs->group->nodes[i].name);
+      for (const auto& r : group.remote_nets()) {
+        remote_on.push_back(detail::takes_part(opt, r.node) ? &state->node(r.node) : nullptr);
+      }
+    }
+    if (remote_on.empty()) return detail::start_nodes(rs);
+    // Made on their nodes first (a coroutine: a hop to each node).
+    const operator_registry& registry = rs->registry != nullptr ? *rs->registry : operator_registry::global();
+    asio::co_spawn(state->coord_ex, detail::make_remote_nets(state->coord_ex, group, std::move(remote_on), registry),
+                   [rs](std::exception_ptr e, status st) {
+                     if (e) st = detail::error_from_exception(e);
+                     if (!st) return detail::refuse_run(rs, st.error());
+                     detail::start_nodes(rs);
+                   });
+  } catch (...) {
+    detail::refuse_run(rs, detail::error_from_exception(std::current_exception()));
+  }
 }
 
 asio::awaitable<result<run_report>> local_session::run(task_group group, run_options options) {
@@ -312,8 +236,12 @@ result<run_report> local_session::run_blocking(task_group group, run_options opt
   if (impl_->coord.running_in_this_thread()) {
     return fail(errc::invalid_task, "run_blocking called from the session's own coordinator would deadlock");
   }
-  std::future<run_report> f =
-      asio::co_spawn(impl_->coord, run_here(impl_, std::move(group), std::move(options)), asio::use_future);
+  // The promise lives in the handler: a run dropped uncalled (its event
+  // loop destroyed) breaks it instead of blocking for ever.
+  std::promise<run_report> promise;
+  std::future<run_report> f = promise.get_future();
+  async_run(std::move(group), std::move(options),
+            [p = std::move(promise)](boost::system::error_code, run_report r) mutable { p.set_value(std::move(r)); });
   try {
     return detail::result_of(f.get());
   } catch (...) {

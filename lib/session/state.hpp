@@ -16,12 +16,15 @@
 
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/awaitable.hpp>
+#include <boost/asio/cancellation_signal.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <boost/asio/strand.hpp>
 
 #include <chrono>
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -156,9 +159,31 @@ struct node_watch {
   const std::vector<std::unique_ptr<frame_free_run>>* waiting = nullptr;  // while its tasks run
 };
 
-// The state of one run, shared by the coroutines of every node.
+class node_tasks;
+
+// A node's part in a run, touched on the node's strand only: what its
+// stages (its turn, local init, tasks, local exit) share.
+struct node_part {
+  node_turns::turn turn;  // a GLOBAL node's, held until the node has ended
+  // Reaches the coroutine stage that runs, while `in_coroutine`.
+  boost::asio::cancellation_signal signal;
+  bool in_coroutine = false;
+  bool cancelled = false;  // the run asked the node to stop
+  // Its tasks while they run (weak: they hold the run).
+  std::weak_ptr<node_tasks> tasks;
+  status tasks_ended = ok();  // how they ended, kept while the local exit runs
+  run_step_options options;   // of its init, exit and report steps
+  std::optional<task_events> events;
+};
+
+// The state of one run, shared by every node and by the run's own work on
+// the session's coordinator strand. Owned by what waits: the handlers
+// queued for it, the operations of its waiting tasks; an io_context
+// destroyed with any of them pending frees it, the caller's handler
+// uncalled.
 struct run_state {
   std::shared_ptr<const compiled_group> group;
+  task_group source;  // the group as given
   run_options options;
   const operator_registry* registry = nullptr;
   std::vector<task_record> records;  // aligned with group->tasks
@@ -179,6 +204,24 @@ struct run_state {
   // run is: a probe holds the run only while it asks).
   boost::asio::any_io_executor coord;
   std::shared_ptr<const void> session;
+
+  // --- the run as a whole, on the coordinator ----------------------------
+  std::unique_ptr<run_completion> done;  // the caller's handler
+  std::chrono::system_clock::time_point started{};
+  std::vector<std::size_t> active;  // the nodes that take part, in group order
+  // Aligned with group->nodes: started and not ended yet.
+  std::vector<char> running;
+  std::size_t nodes_left = 0;
+  // The nodes' join: the first failure (under run_policy::join) stops the
+  // others; cancelled ends the run itself caused are no failures.
+  join_rule nodes_rule{join_mode::fail_fast};
+  std::optional<boost::asio::steady_timer> deadline;  // run_options::timeout
+  std::optional<error> expired;                       // the deadline's error, once it fired
+  bool cancelled_outside = false;                     // terminal or partial cancellation from the caller
+  bool nodes_started = false;
+
+  // Aligned with group->nodes (touched by each node's strand).
+  std::unique_ptr<node_part[]> parts;
 };
 
 // The workspace task k runs in: the run's on its node, or a child of it
@@ -212,9 +255,19 @@ struct probe_access {
 // others (run_probe).
 void describe_node(const run_state& rs, std::size_t i, std::vector<std::pair<std::size_t, std::string>>& out);
 
-// One node of a run (on the node's strand): local init, tasks with report
-// steps, local exit, outputs.
-boost::asio::awaitable<status> run_node(std::shared_ptr<run_state> rs, std::size_t i);
+// Node i's part of a run, started on its strand: its turn (a GLOBAL
+// node), its workspace with outputs and feeds, local init, its tasks
+// beside its report steps, outputs fetched, local exit; its end goes to
+// the coordinator (`node_ended`). Each stage that is a coroutine (a turn,
+// local init and exit, report steps, tasks that need the coroutine
+// driver) is spawned on the strand; the rest are plain calls.
+void start_node(std::shared_ptr<run_state> rs, std::size_t i);
+// Asks node i's part to stop (on its strand): the stage that runs ends
+// cancelled, tasks not yet started are reported cancelled, and no later
+// stage starts.
+void cancel_node(run_state& rs, std::size_t i);
+// Node i's part has ended with `st` (on the coordinator, session.cpp).
+void node_ended(const std::shared_ptr<run_state>& rs, std::size_t i, status st);
 
 // Copies the declared outputs of node i's tasks out of the run's
 // workspace there.
@@ -240,8 +293,9 @@ void publish_outputs(const compiled_group& cg, const run_report& report, const s
 // group made there before is kept. Errors, naming the net and the node:
 // another net of that name there (errc::net_exists), the net's binding
 // errors.
-boost::asio::awaitable<status> make_remote_nets(const boost::asio::any_io_executor& coord, const task_group& g,
-                                                const std::vector<node_state*>& on, const operator_registry& registry);
+// (By value: the caller does not wait for it in a frame of its own.)
+boost::asio::awaitable<status> make_remote_nets(boost::asio::any_io_executor coord, task_group g,
+                                                std::vector<node_state*> on, const operator_registry& registry);
 
 // Strict codecs, at the end of a run: every fetched output goes through
 // its codec, as it would travel to another process; a failure fails the

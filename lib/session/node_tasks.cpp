@@ -1,0 +1,260 @@
+#include "node_tasks.hpp"
+
+#include "../detail/errors.hpp"
+#include "../detail/test_hooks.hpp"
+#include "../detail/workspace_reuse.hpp"
+
+#include <boost/asio/bind_cancellation_slot.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/post.hpp>
+
+#include <exception>
+#include <string>
+
+// GCC 12 flags the coroutine ramps of this file, inlined into their
+// caller, with a false -Wmismatched-new-delete: Asio's frame operator new
+// (aligned_alloc through its recycling allocator) and its matching delete.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
+#endif
+
+namespace taskgroup::detail {
+
+namespace asio = boost::asio;
+
+namespace {
+
+// A task as a coroutine; `ws` is its workspace when already made.
+asio::awaitable<status> run_task(std::shared_ptr<run_state> rs, std::size_t k, std::shared_ptr<workspace> ws) {
+  const compiled_task& ct = rs->group->tasks[k];
+  rs->records[k].started = std::chrono::system_clock::now();
+  if (driver_hooks& hooks = test_driver_hooks(); hooks.counting.load(std::memory_order_relaxed))
+    hooks.coroutine_tasks.fetch_add(1, std::memory_order_relaxed);
+  if (!ws) ws = task_workspace(*rs, k);
+  step_stats stats;
+  run_step_options o;
+  o.registry = rs->registry;
+  o.stats = &stats;
+  run_observer* observer = rs->options.observer;
+  // On the heap, and only with an observer: the frame stays small (it is
+  // alive for as long as the task pends).
+  std::unique_ptr<task_events> events;
+  if (observer != nullptr) {
+    events = std::make_unique<task_events>(observer, *ct.name, *ct.node);
+    o.observer = events.get();
+    observer->task_begin(*ct.name, *ct.node);
+  }
+  status st = co_await run_compiled(
+      std::shared_ptr<const compiled_step>(rs->group, &rs->group->step(k)), std::move(ws), o,
+      site_registry{&rs->watch[ct.node_index].sites, static_cast<std::uint32_t>(k), &rs->watch[ct.node_index].feeders});
+  status result = end_task(*rs, k, st, stats);
+  if (observer != nullptr) observer->task_end(report_of(ct, rs->records[k]));
+  co_return result;
+}
+
+}  // namespace
+
+std::shared_ptr<node_tasks> node_tasks::make(std::shared_ptr<run_state> rs, std::size_t i) {
+  return std::shared_ptr<node_tasks>(new node_tasks(std::move(rs), i));
+}
+
+node_tasks::node_tasks(std::shared_ptr<run_state> rs, std::size_t i)
+    // The node's strand: where runs complete.
+    : join_core(rs->options.policy == run_policy::gather ? join_mode::gather : join_mode::fail_fast),
+      task_host(rs->registry != nullptr ? *rs->registry : operator_registry::global(), rs->nodes[i]->executor),
+      rs_(std::move(rs)),
+      node_(i) {
+  // The waiting runs, in view of run_probe while the tasks run.
+  rs_->watch[node_].waiting = &waiting_;
+}
+
+node_tasks::~node_tasks() {
+  if (rs_->watch[node_].waiting == &waiting_) rs_->watch[node_].waiting = nullptr;
+}
+
+void node_tasks::start(void (*tasks_ended)(const std::shared_ptr<run_state>&, std::size_t, status)) {
+  tasks_ended_ = tasks_ended;
+  await_directly();
+  go_on();
+}
+
+asio::awaitable<status> node_tasks::run(std::shared_ptr<node_tasks>& t) {
+  return await_round(t, [](node_tasks& self) { self.go_on(); });
+}
+
+void node_tasks::go_on() {
+  const std::vector<std::size_t>& tasks = rs_->group->nodes[node_].tasks;
+  if (next_ == 0) now_ = std::chrono::system_clock::now();
+  constexpr std::uint32_t yield_every = run_step_options{}.yield_every;
+  while (next_ < tasks.size()) {
+    const std::size_t k = tasks[next_++];
+    // Stopped (from outside, or by a failure under fail_fast): the rest
+    // never start.
+    if (stopping()) {
+      cancel_unstarted(*rs_, k);
+      continue;
+    }
+    // A task that cannot even start (out of memory) fails, as any task:
+    // the round goes on by the join's rules.
+    try {
+      std::shared_ptr<workspace> ws;
+      if (!start_frame_free(k, ws)) {
+        coroutine_tasks_.emplace_back(k, std::move(ws));
+        continue;
+      }
+    } catch (...) {
+      child_ended(end_task(*rs_, k, error_from_exception(std::current_exception()), {}));
+      continue;
+    }
+    if (++since_yield_ == yield_every && next_ < tasks.size()) {
+      since_yield_ = 0;
+      asio::post(executor(), [self = shared_from_this()] { self->after_yield(); });
+      return;
+    }
+  }
+  starting_ = false;
+  if (stopping()) {
+    for (const auto& [k, ws] : coroutine_tasks_) cancel_unstarted(*rs_, k);
+    coroutine_tasks_.clear();
+  } else if (!coroutine_tasks_.empty()) {
+    try {
+      start_coroutine_tasks();
+    } catch (...) {
+      coroutines_running_ = false;
+      const error e = error_from_exception(std::current_exception());
+      for (const auto& [k, ws] : coroutine_tasks_) child_ended(end_task(*rs_, k, e, {}));
+    }
+  }
+  settle();
+}
+
+void node_tasks::after_yield() {
+  now_ = std::chrono::system_clock::now();
+  go_on();
+}
+
+bool node_tasks::start_frame_free(std::size_t k, std::shared_ptr<workspace>& ws) {
+  const compiled_task& ct = rs_->group->tasks[k];
+  const compiled_step& tree = rs_->group->step(k);
+  if (!may_run_inline(tree)) return false;
+  driver_hooks& hooks = test_driver_hooks();
+  if (hooks.coroutine_only.load(std::memory_order_relaxed)) [[unlikely]]
+    return false;
+  if (!spare_) spare_ = make_frame_free_run(*this);
+  // Room for every task before any run can wait: a run that waits must
+  // find its place without allocating (a failure then would drop it with
+  // its operation pending), and growing by doubling would leave each
+  // smaller array behind in the heap while tasks wait.
+  if (waiting_.capacity() == 0) waiting_.reserve(rs_->group->nodes[node_].tasks.size());
+  rs_->records[k].started = now_;
+  ws = task_workspace(*rs_, k, &spare_ws_);
+  spare_->task = static_cast<std::uint32_t>(k);
+  if (run_observer* o = rs_->options.observer; o != nullptr) {
+    spare_->observer = std::make_unique<task_events>(o, *ct.name, *ct.node);
+  }
+  const auto outcome = spare_->start(tree, ws);
+  if (outcome != frame_free_run::outcome::declined && hooks.counting.load(std::memory_order_relaxed)) [[unlikely]]
+    hooks.frame_free_tasks.fetch_add(1, std::memory_order_relaxed);
+  switch (outcome) {
+    case frame_free_run::outcome::declined: return false;
+    case frame_free_run::outcome::waiting:
+      spare_->slot = static_cast<std::uint32_t>(waiting_.size());
+      if (waiting_.empty()) waiting_ref_ = shared_from_this();
+      waiting_.push_back(std::move(spare_));  // within the capacity reserved above
+      return true;
+    case frame_free_run::outcome::ended: break;
+  }
+  // A PRIVATE task's workspace ends with the task: emptied, it serves the
+  // next one when nothing else holds it.
+  if (ct.is_private && ws.use_count() == 1) {
+    workspace_reuse::clear(*ws);
+    spare_ws_ = std::move(ws);
+  }
+  ws.reset();
+  // One clock reading per task: its end is the next one's start.
+  now_ = std::chrono::system_clock::now();
+  ended(k, *spare_, now_);
+  return true;
+}
+
+void node_tasks::start_coroutine_tasks() {
+  const asio::any_io_executor& ex = executor();
+  const auto mode = rule_.mode();
+  coroutines_running_ = true;
+  asio::co_spawn(ex,
+                 join(
+                     ex, coroutine_tasks_.size(),
+                     [this](std::size_t j) {
+                       return run_task(rs_, coroutine_tasks_[j].first, std::move(coroutine_tasks_[j].second));
+                     },
+                     mode),
+                 asio::bind_cancellation_slot(
+                     coroutine_signal_.slot(), [self = shared_from_this()](std::exception_ptr e, status st) {
+                       self->coroutine_tasks_ended(e ? error_from_exception(e) : std::move(st));
+                     }));
+}
+
+void node_tasks::coroutine_tasks_ended(status st) {
+  coroutines_running_ = false;
+  child_ended(st);
+  settle();
+}
+
+void node_tasks::settle() {
+  if (starting_ || coroutines_running_ || !waiting_.empty() || !awaited()) return;
+  rs_->watch[node_].waiting = nullptr;
+  complete();
+}
+
+void node_tasks::round_ended(status st) { tasks_ended_(rs_, node_, std::move(st)); }
+
+void node_tasks::cancel_running() noexcept {
+  stopping_ = true;
+  for (std::size_t i = 0; i < waiting_.size(); ++i) waiting_[i]->cancel();
+  if (coroutines_running_) coroutine_signal_.emit(asio::cancellation_type::terminal);
+}
+
+// Ends task k's report with the run's status.
+void node_tasks::ended(std::size_t k, const frame_free_run& r, std::chrono::system_clock::time_point at) {
+  const status st = end_task(*rs_, k, r.result(), r.stats(), at);
+  if (run_observer* o = rs_->options.observer; o != nullptr)
+    o->task_end(report_of(rs_->group->tasks[k], rs_->records[k]));
+  child_ended(st);
+}
+
+void node_tasks::run_ended(frame_free_run& r) noexcept {
+  ended(r.task, r, std::chrono::system_clock::now());
+  std::unique_ptr<frame_free_run> done = remove(r);
+  if (!spare_) spare_ = std::move(done);
+  if (!waiting_.empty()) return;
+  // The waiting runs' reference goes last, when this call returns: the
+  // tasks may end with it (and `r` with them).
+  const std::shared_ptr<node_tasks> last = std::move(waiting_ref_);
+  settle();
+}
+
+void node_tasks::run_begins(frame_free_run& r) noexcept {
+  if (run_observer* o = rs_->options.observer; o != nullptr) {
+    const compiled_task& ct = rs_->group->tasks[r.task];
+    o->task_begin(*ct.name, *ct.node);
+  }
+}
+
+void node_tasks::run_abandoned(frame_free_run& r) noexcept {
+  remove(r);
+  if (!waiting_.empty()) return;
+  const std::shared_ptr<node_tasks> last = std::move(waiting_ref_);  // as in run_ended
+}
+
+std::unique_ptr<frame_free_run> node_tasks::remove(frame_free_run& r) {
+  const std::size_t i = r.slot;
+  std::unique_ptr<frame_free_run> out = std::move(waiting_[i]);
+  if (i + 1 != waiting_.size()) {
+    waiting_[i] = std::move(waiting_.back());
+    waiting_[i]->slot = static_cast<std::uint32_t>(i);
+  }
+  waiting_.pop_back();
+  return out;
+}
+
+}  // namespace taskgroup::detail
