@@ -8,11 +8,13 @@
 #include "support/steps.hpp"
 
 #include <boost/asio/bind_cancellation_slot.hpp>
+#include <boost/asio/bind_executor.hpp>
 #include <boost/asio/cancellation_signal.hpp>
 #include <boost/asio/deferred.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
+#include <boost/asio/thread_pool.hpp>
 #include <boost/asio/use_future.hpp>
 #include <catch2/catch.hpp>
 
@@ -1162,4 +1164,107 @@ TEST_CASE("the io_context is destroyed after its session, with runs queued or in
     }
     CHECK_FALSE(completed);
   }
+}
+
+namespace {
+
+// A group whose runs wait on two nodes: a frame-free task on its Sleeps,
+// a coroutine task on an hour-long timer.
+task_group waiting_group(const std::shared_ptr<stuck_counters>& c) {
+  task_group g;
+  REQUIRE(g.add(task("nap", step("s").add_net(sleepy("nap", "n", 1)).iterations(3)), node("n1")));
+  REQUIRE(g.add(task("stuck", step("stuck").add_net(stuck("stuck", c))), node("n2")));
+  return g;
+}
+
+}  // namespace
+
+TEST_CASE("the io_context may be destroyed before its session, with runs queued or in flight", "[session][lifetime]") {
+  // The session's strands belong to the io_context's strand service: the
+  // session lets them go when the context is destroyed, and is closed.
+  // Under ASan, a strand released after its service is a use after free.
+  const int handlers = GENERATE(0, 1, 4, 1000);  // 1000: while any is ready
+  INFO(handlers << " handlers run before the io_context is destroyed");
+  auto c = std::make_shared<stuck_counters>();
+  const task_group g = waiting_group(c);
+  // A GLOBAL group's first run holds its node for ever: the second waits
+  // for its turn there.
+  task_group global(workspace_type::global);
+  REQUIRE(global.add(task("t", step("s").add_net(stuck("held", c))), node("n1")));
+  bool completed = false;
+  std::unique_ptr<local_session> session;
+  {
+    auto io = std::make_unique<asio::io_context>();
+    session = std::make_unique<local_session>(io->get_executor());
+    (void)session->node_strand("n1");  // a node made before any run
+    auto done = [&](boost::system::error_code, run_report) { completed = true; };
+    session->async_run(g, {}, done);
+    session->async_run(global, {}, done);
+    session->async_run(global, {}, done);  // waits for its turn on n1
+    for (int i = 0; i < handlers && io->poll_one() == 1; ++i) {
+    }
+    CHECK_FALSE(session->closed());
+    io.reset();  // queued and in-flight runs are dropped without completing
+  }
+  CHECK_FALSE(completed);
+  CHECK(c->finished == 0);
+  CHECK(session->closed());
+  // Its node workspaces stay (no run is in flight any more).
+  CHECK(session->node_workspace("n1"));
+
+  // A later run completes with session_closed: on its handler's executor,
+  SECTION("a later run through a callback bound to another io_context") {
+    asio::io_context other;
+    std::optional<result<run_report>> got;
+    session->async_run(g, {},
+                       asio::bind_executor(other, test::as_result([&](result<run_report> r) { got = std::move(r); })));
+    other.run();
+    REQUIRE(got);
+    REQUIRE_FALSE(*got);
+    CHECK(got->error().code == errc::session_closed);
+    CHECK(got->error().message == "Session is closed.");
+  }
+  // or on the system executor when it has none.
+  SECTION("a later run through use_future, and run_blocking") {
+    std::future<run_report> f = session->async_run(g, {}, asio::use_future);
+    try {
+      (void)f.get();
+      FAIL("use_future should throw");
+    } catch (const boost::system::system_error& e) {
+      CHECK(e.code() == errc::session_closed);
+    }
+    auto r = session->run_blocking(g);
+    REQUIRE_FALSE(r);
+    CHECK(r.error().code == errc::session_closed);
+  }
+  // A node's strand runs on the system executor now, old and new nodes alike.
+  SECTION("node strands after the context is gone") {
+    for (const char* name : {"n1", "n2", "new"}) {
+      INFO("node " << name);
+      std::promise<bool> on_strand;
+      auto strand = session->node_strand(name);
+      asio::post(strand, [&] { on_strand.set_value(strand.running_in_this_thread()); });
+      CHECK(on_strand.get_future().get());
+    }
+  }
+  session.reset();  // after its context: nothing of the context is touched
+  CHECK_FALSE(completed);
+}
+
+TEST_CASE("a thread pool may be destroyed before a session on its executor, with a run in flight",
+          "[session][lifetime]") {
+  auto c = std::make_shared<stuck_counters>();
+  const task_group g = waiting_group(c);
+  std::unique_ptr<local_session> session;
+  std::atomic<bool> completed{false};
+  {
+    asio::thread_pool pool(2);
+    session = std::make_unique<local_session>(pool.get_executor());
+    session->async_run(g, {}, [&](boost::system::error_code, run_report) { completed = true; });
+    while (c->started == 0) std::this_thread::yield();  // the stuck task waits on its timer
+  }                                                     // stops and joins the pool, then destroys its handlers
+  CHECK_FALSE(completed);
+  CHECK(session->closed());
+  CHECK(session->run_blocking(g).error().code == errc::session_closed);
+  session.reset();
 }

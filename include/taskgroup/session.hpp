@@ -84,12 +84,24 @@ struct run_state;
 class TASKGROUP_API local_session {
  public:
   /// A session on `ex` (e.g. an io_context's executor or a thread pool's).
-  /// Lifetime: `ex`'s execution context (the io_context, the pool) must
-  /// outlive the session and every strand it handed out (`node_strand`):
-  /// the session's strands belong to that context's services. Destroy the
-  /// session first; the context may then be run (queued runs complete) or
+  ///
+  /// Lifetime: the session and `ex`'s execution context (the io_context,
+  /// the pool) may be destroyed in either order. The session first: the
+  /// context may then be run (queued runs complete with
+  /// `errc::session_closed`, runs in flight go on to their end) or
   /// destroyed (queued and in-flight runs are dropped without completing,
-  /// as every handler of a destroyed io_context is).
+  /// as every handler of a destroyed context is). The context first: its
+  /// runs, queued or in flight, are dropped the same way; the session's
+  /// strands belong to the context's strand service, so the session lets
+  /// them go then and is closed. It keeps its node workspaces; a later run
+  /// completes with `errc::session_closed` on its handler's associated
+  /// executor (`asio::system_executor` for a handler without one);
+  /// `get_executor` and new `node_strand`s are then over
+  /// `asio::system_executor`. A strand handed out before belongs to the
+  /// context: drop it with the context. As with any Asio object, work that
+  /// will complete on the context from elsewhere (an offloaded kernel
+  /// running on the compute executor) must have ended before the context
+  /// is destroyed.
   explicit local_session(boost::asio::any_io_executor ex);
   /// A session owning a thread pool of `threads` threads (>= 1).
   explicit local_session(std::size_t threads);
@@ -98,7 +110,8 @@ class TASKGROUP_API local_session {
   /// `async_run` called, the io_context not yet run) complete with
   /// `errc::session_closed` when the executor runs them; runs in flight go
   /// on to their end. Neither touches the destroyed object: they hold the
-  /// session's state, which lives until the last of them ends.
+  /// session's state, which lives until the last of them ends. The
+  /// executor's context may already be gone (see the constructor).
   ~local_session();
   local_session(const local_session&) = delete;
   local_session& operator=(const local_session&) = delete;
@@ -188,7 +201,8 @@ class TASKGROUP_API local_session {
   void set_compute_executor(boost::asio::any_io_executor ex);
 
   /// Closes the session: later runs fail with `errc::session_closed`
-  /// ("Session is closed."). Idempotent. Runs in flight go on.
+  /// ("Session is closed."). Idempotent. Runs in flight go on. Destroying
+  /// the executor's context closes the session too.
   void close();
   [[nodiscard]] bool closed() const noexcept;
 

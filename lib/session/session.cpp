@@ -3,6 +3,7 @@
 #include <taskgroup/codec.hpp>
 
 #include "../detail/cancellation.hpp"
+#include "../detail/context_watch.hpp"
 #include "../detail/limits.hpp"
 #include "../detail/report.hpp"
 #include "../detail/strands.hpp"
@@ -16,6 +17,7 @@
 #include <boost/asio/async_result.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
+#include <boost/asio/system_executor.hpp>
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/thread_pool.hpp>
 #include <boost/asio/use_awaitable.hpp>
@@ -23,6 +25,7 @@
 #include <boost/container/small_vector.hpp>
 
 #include <algorithm>
+#include <atomic>
 #include <future>
 #include <map>
 #include <mutex>
@@ -71,9 +74,46 @@ struct local_session::impl {
   };
   std::map<const void*, cached> compiled;
 
+  // Set when the executor's context is destroyed before the session
+  // (context_gone): the session is closed, its strands are dropped, and
+  // what still needs an executor (a later run's refusal, node_strand) uses
+  // the system executor instead.
+  std::atomic<bool> orphaned{false};
+  const asio::any_io_executor system_ex{asio::system_executor()};
+
+  // The executor's context is being destroyed (detail::watch_context): its
+  // handlers are gone, its strand service not yet. Drops every strand the
+  // session holds (they belong to that service) and closes the session.
+  // The emptied strands are never used again: everything that would use
+  // one asks `orphaned` first.
+  void context_gone() noexcept {
+    std::lock_guard lock(mutex);
+    closed = true;
+    orphaned.store(true, std::memory_order_release);
+    [[maybe_unused]] detail::erased_strand dropped = std::move(coordinator);
+    for (const auto& n : nodes) {
+      [[maybe_unused]] strand_t strand = std::move(n->strand);
+      [[maybe_unused]] asio::any_io_executor executor = std::move(n->executor);
+    }
+  }
+
+  // The executor strands are made over: the session's, or once its context
+  // is gone, the system executor.
+  [[nodiscard]] const asio::any_io_executor& strand_base() const noexcept {
+    return orphaned.load(std::memory_order_acquire) ? system_ex : ex;
+  }
+
   node_state& node(const std::string& name) {
-    if (auto it = node_index.find(name); it != node_index.end()) return *it->second;
-    detail::erased_strand strand = detail::make_erased_strand(ex);
+    if (auto it = node_index.find(name); it != node_index.end()) {
+      node_state& n = *it->second;
+      if (!n.executor) {  // dropped with its context: a strand for node_strand()
+        detail::erased_strand strand = detail::make_erased_strand(strand_base());
+        n.strand = std::move(strand.strand);
+        n.executor = std::move(strand.executor);
+      }
+      return n;
+    }
+    detail::erased_strand strand = detail::make_erased_strand(strand_base());
     nodes.push_back(std::make_unique<node_state>(node_state{name,
                                                             std::move(strand.strand),
                                                             std::move(strand.executor),
@@ -113,7 +153,10 @@ struct local_session::impl {
   }
 };
 
-local_session::local_session(asio::any_io_executor ex) : impl_(std::make_shared<impl>(std::move(ex))) {}
+local_session::local_session(asio::any_io_executor ex) : impl_(std::make_shared<impl>(std::move(ex))) {
+  // Not the owned pool's: that one is the session's own, destroyed last.
+  detail::watch_context(impl_->ex, impl_);
+}
 local_session::local_session(std::size_t threads) : impl_(std::make_shared<impl>(threads)) {}
 
 local_session::~local_session() {
@@ -131,7 +174,7 @@ bool local_session::closed() const noexcept {
   return impl_->closed;
 }
 
-asio::any_io_executor local_session::get_executor() const { return impl_->ex; }
+asio::any_io_executor local_session::get_executor() const { return impl_->strand_base(); }
 
 void local_session::set_registry(const operator_registry& registry) {
   std::lock_guard lock(impl_->mutex);
@@ -161,7 +204,11 @@ std::vector<std::string> local_session::nodes() const {
   return out;
 }
 
-const asio::any_io_executor& local_session::coordinator(const impl& state) noexcept { return state.coord_ex; }
+// Once the context is gone there is no coordinator: a run is refused
+// (session_closed) on the system executor.
+const asio::any_io_executor& local_session::coordinator(const impl& state) noexcept {
+  return state.orphaned.load(std::memory_order_acquire) ? state.system_ex : state.coord_ex;
+}
 
 void local_session::start_run(std::shared_ptr<impl> state, task_group group, run_options options,
                               std::unique_ptr<detail::run_completion> done) {
@@ -169,7 +216,7 @@ void local_session::start_run(std::shared_ptr<impl> state, task_group group, run
   rs->source = std::move(group);
   rs->options = std::move(options);
   rs->done = std::move(done);
-  rs->coord = state->coord_ex;
+  rs->coord = coordinator(*state);
   rs->session = state;
   detail::follow_cancellation(rs);
   const asio::any_io_executor& coord = rs->coord;  // not `state`'s: moved into the handler
@@ -233,6 +280,8 @@ asio::awaitable<result<run_report>> local_session::run(task_group group, run_opt
 }
 
 result<run_report> local_session::run_blocking(task_group group, run_options options) {
+  // The coordinator strand is gone with its context (context_gone).
+  if (impl_->orphaned.load(std::memory_order_acquire)) return fail(errc::session_closed, "Session is closed.");
   if (impl_->coord.running_in_this_thread()) {
     return fail(errc::invalid_task, "run_blocking called from the session's own coordinator would deadlock");
   }
