@@ -1,6 +1,7 @@
 #include <taskgroup/execution_step.hpp>
 
 #include "detail/limits.hpp"
+#include "detail/test_hooks.hpp"
 
 #include <map>
 #include <memory>
@@ -158,8 +159,15 @@ bool execution_step::frozen() const noexcept { return data_->frozen; }
 
 void execution_step::freeze() const noexcept {
   // Every substep was frozen when it was added, so freezing is one flag:
-  // building a tree level by level stays linear in its size.
+  // building a tree level by level stays linear in its size (a test holds
+  // it to that through the count).
   data_->frozen = true;
+  ++detail::test_step_hooks().frozen;
+}
+
+detail::step_hooks& detail::test_step_hooks() noexcept {
+  thread_local step_hooks hooks;
+  return hooks;
 }
 
 namespace {
@@ -197,9 +205,10 @@ status execution_step::validate() const {
   // before the step's own nets (Caffe2's Plan.AddStep order).
   struct frame {
     const execution_step* s;
-    std::size_t next = 0;  // the substep to visit next
+    std::int64_t instances = 1;  // of its children at once: the counts from the root to it, multiplied
+    std::size_t next = 0;        // the substep to visit next
   };
-  std::vector<frame> stack{{this}};
+  std::vector<frame> stack{{this, num_concurrent_instances()}};
   auto path = [&] {
     std::string out;
     for (const frame& f : stack) out += (out.empty() ? "" : "/") + f.s->name();
@@ -216,8 +225,16 @@ status execution_step::validate() const {
                                             ": deeper than max_step_depth (" + std::to_string(max_step_depth) +
                                             " levels of nested steps)");
       }
+      const std::int64_t above = f.instances;
       stack.push_back(frame{&child});
       if (auto st = validate_one(child, path(), child.data_->seen().misuse); !st) return st;
+      // Its count is in range now: the product cannot overflow.
+      const std::int64_t n = child.num_concurrent_instances();
+      if (auto fault = detail::instance_product_fault(above, n); !fault.empty()) {
+        return fail(errc::invalid_step,
+                    "step " + quote(path()) + ": num_concurrent_instances " + std::to_string(n) + " " + fault);
+      }
+      stack.back().instances = above * n;
       continue;
     }
     for (const auto& n : f.s->nets()) {
@@ -230,6 +247,39 @@ status execution_step::validate() const {
     stack.pop_back();
   }
   return ok();
+}
+
+std::optional<detail::instance_excess> detail::first_instance_excess(const execution_step& root, std::int64_t outer) {
+  struct frame {
+    const execution_step* s;
+    std::int64_t instances;  // of its children at once
+    std::size_t next = 0;
+  };
+  std::vector<frame> stack;
+  auto path = [&] {
+    std::string out;
+    for (const frame& f : stack) out += (out.empty() ? "" : "/") + f.s->name();
+    return out;
+  };
+  // Checks `s`, entered under `above` instances; true when it is the one.
+  auto enter = [&](const execution_step& s, std::int64_t above) {
+    const std::int64_t n = s.num_concurrent_instances();
+    if (!instances_fault(n).empty()) return false;  // execution_step::validate names it
+    stack.push_back(frame{&s, above * n});
+    return !instance_product_fault(above, n).empty();
+  };
+  if (enter(root, outer)) return instance_excess{path(), outer, root.num_concurrent_instances()};
+  while (!stack.empty()) {
+    frame& f = stack.back();
+    if (f.next == f.s->substeps().size()) {
+      stack.pop_back();
+      continue;
+    }
+    const execution_step& child = f.s->substeps()[f.next++];
+    const std::int64_t above = f.instances;
+    if (enter(child, above)) return instance_excess{path(), above, child.num_concurrent_instances()};
+  }
+  return std::nullopt;
 }
 
 }  // namespace taskgroup

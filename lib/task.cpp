@@ -254,6 +254,25 @@ status task::validate() const {
       return fail(errc::invalid_task, "task " + quote(name()) + ": report step " + quote(s.name()) + ": interval " + f);
     }
   }
+  // Every instance runs the step and the report steps: their counts
+  // multiply the task's (a tree alone is checked by its own validate, the
+  // instance setups with the composed tree in get_step).
+  if (data_->instances > 1) {
+    auto excess = [&](const execution_step& root, const char* what) -> status {
+      auto e = detail::first_instance_excess(root, data_->instances);
+      if (!e) return ok();
+      return fail(errc::invalid_task, "task " + quote(name()) + " (num_instances " + std::to_string(data_->instances) +
+                                          "): " + what + " " + quote(e->path) + ": num_concurrent_instances " +
+                                          std::to_string(e->count) + " " +
+                                          detail::instance_product_fault(e->above, e->count));
+    };
+    if (data_->user) {
+      TASKGROUP_TRY(excess(*data_->user, "step"));
+    }
+    for (const auto& r : data_->seen().reports) {
+      TASKGROUP_TRY(excess(r.first, "report step"));
+    }
+  }
   return ok();
 }
 

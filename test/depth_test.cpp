@@ -76,3 +76,29 @@ TEST_CASE("adding a step to itself is refused", "[step][depth]") {
   REQUIRE_FALSE(st);
   CHECK(st.error().message.find("its own substep") != std::string::npos);
 }
+
+TEST_CASE("adding a subtree freezes the child alone, whatever its depth: building a tree is linear", "[step][depth]") {
+  // add_substep once froze the child's whole subtree: building a tree level
+  // by level took time quadratic in its depth (40,000 levels: 25 s). It
+  // must neither walk nor copy the subtree it is given.
+  auto& hooks = detail::test_step_hooks();
+  for (std::size_t levels : {std::size_t{1}, std::size_t{2}, std::size_t{100}, max_step_depth, std::size_t{30'000}}) {
+    INFO(levels << " levels");
+    hooks.frozen = 0;
+    execution_step bottom = step("bottom").add_net(incr("inc", "x"));
+    execution_step deep = bottom;
+    for (std::size_t level = 1; level < levels; ++level) deep = step("level").add_substep(deep);
+    // One step frozen per substep added, never its subtree again.
+    CHECK(hooks.frozen == levels - 1);
+    hooks.frozen = 0;
+    execution_step parent = step("parent");
+    parent.add_substep(deep);
+    CHECK(hooks.frozen == 1);
+    // The parent holds the very steps it was given, not copies.
+    REQUIRE(parent.substeps().size() == 1);
+    const execution_step* at = &parent.substeps().front();
+    CHECK(at->same(deep));
+    while (!at->substeps().empty()) at = &at->substeps().front();
+    CHECK(at->same(bottom));
+  }
+}

@@ -50,9 +50,13 @@ namespace taskgroup {
 inline constexpr std::chrono::milliseconds max_duration{std::int64_t{1} << 40};
 
 /// The most concurrent instances of a step (`concurrent_instances`) or of a
-/// task (`task::num_instances`). Every instance holds a workspace and its
-/// own run state, so larger counts exhaust memory instead of running; they
-/// are refused with an error naming the step or task and this limit.
+/// task (`task::num_instances`), and of their product along any path: a
+/// task's `num_instances` times the `concurrent_instances` of every step
+/// from its root to a step (that step's included) is the number of copies
+/// of that step's children that run at once, and is bounded the same way.
+/// Every instance holds a workspace and its own run state, so larger
+/// counts exhaust memory instead of running; they are refused with an error
+/// naming the step or task (and the step path) and this limit.
 inline constexpr std::int64_t max_instances = 65536;
 
 /// The deepest step tree that runs: levels of nested steps, the root step
@@ -92,7 +96,8 @@ class TASKGROUP_API execution_step {
   execution_step& run_every(std::chrono::milliseconds interval);
   /// Run every execution of this step in a fresh child workspace.
   execution_step& create_workspace(bool on = true);
-  /// Run `n` concurrent copies of the children (1 <= n <= max_instances).
+  /// Run `n` concurrent copies of the children (1 <= n <= max_instances,
+  /// and `n` times the counts of the steps above it at most max_instances).
   execution_step& concurrent_instances(std::int64_t n);
   /// A deadline for one execution of this step: when it expires the step is
   /// cancelled and fails with `errc::timeout`. Must be > 0 and at most
@@ -130,8 +135,9 @@ class TASKGROUP_API execution_step {
   /// Checks this step and its subtree: misuse recorded by builder calls
   /// (mutating a frozen step, both nets and substeps, num_iter with a stop
   /// blob, only_once without a stop blob, out-of-range values, durations
-  /// beyond `max_duration`, instances beyond `max_instances`, a tree deeper
-  /// than `max_step_depth`) and two different nets sharing a name. Errors:
+  /// beyond `max_duration`, instances beyond `max_instances`, alone or
+  /// multiplied along a path from this step, a tree deeper than
+  /// `max_step_depth`) and two different nets sharing a name. Errors:
   /// `errc::invalid_step` or `errc::duplicate_net`, naming the step path.
   /// Iterative: safe at any depth.
   [[nodiscard]] status validate() const;

@@ -109,7 +109,16 @@ class TASKGROUP_API mpi_environment {
   int provided_ = 0;
 };
 
-/// Options of an MPI session.
+/// Options of an MPI session. Give every rank the same options.
+///
+/// Limits: every duration is at most `taskgroup::max_duration` (2^40 ms,
+/// about 34.8 years; in microseconds for the `poll_*` options);
+/// `poll_min`, `poll_max`, `grace` and `heartbeat` are above 0; `poll_spin`
+/// and `lost_after` may be 0; `poll_max` is at least `poll_min`. A session
+/// made with an option out of its range refuses every run (on that rank,
+/// before any message) with `errc::invalid_task` naming the option and the
+/// limit: "mpi_options::lost_after must be at most 1099511627776 ms
+/// (taskgroup::max_duration, about 34.8 years), got ...".
 struct TASKGROUP_API mpi_options {
   /// The communicator whose ranks run the group; the session works on a
   /// duplicate of it (so its messages never mix with the program's own).
@@ -119,8 +128,8 @@ struct TASKGROUP_API mpi_options {
   std::map<std::string, int> placement;
   /// Polling of pending MPI requests: for `poll_spin` after any progress
   /// the session polls whenever the executor has nothing else to run (so a
-  /// short exchange takes microseconds); then it sleeps between polls, from
-  /// `poll_min` doubling up to `poll_max` while idle.
+  /// short exchange takes microseconds; 0: never); then it sleeps between
+  /// polls, from `poll_min` doubling up to `poll_max` while idle.
   std::chrono::microseconds poll_spin{200};
   std::chrono::microseconds poll_min{20};
   std::chrono::microseconds poll_max{2000};
@@ -138,8 +147,8 @@ struct TASKGROUP_API mpi_options {
   /// `poll_max`; a rank that dies usually ends the job first (mpirun kills
   /// every rank). Each side sends a heartbeat every `heartbeat` (at most
   /// half of `lost_after`) from the run's polling loop, which wakes at
-  /// least every `poll_max` anyway: no thread and no busy loop. Zero or
-  /// less `lost_after` turns liveness off. Between runs nothing is
+  /// least every `poll_max` anyway: no thread and no busy loop. A
+  /// `lost_after` of 0 turns liveness off. Between runs nothing is
   /// watched. A rank whose event loop is held longer than `lost_after`
   /// (an op that blocks the session's only thread) looks lost too. After
   /// a run that lost a rank the job cannot go on (MPI has no recovery from
@@ -214,9 +223,10 @@ class TASKGROUP_API mpi_session {
   /// low a thread level for a multi-threaded executor),
   /// `errc::group_mismatch` when ranks built different groups or runs,
   /// `errc::invalid_feed` and `errc::not_serializable` for feeds (above),
-  /// `errc::invalid_task` when a run is already in flight or
+  /// `errc::invalid_task` when a run is already in flight,
   /// `options.timeout` is above `taskgroup::max_duration` (on every rank:
-  /// rank 0's START carries the refusal), `errc::session_closed` for a
+  /// rank 0's START carries the refusal) or the session's `mpi_options`
+  /// are out of range (see mpi_options), `errc::session_closed` for a
   /// run queued when the session was destroyed, the errors of
   /// `local_session::async_run` (with the rank they came from),
   /// `errc::timeout` when `options.timeout` expires, `errc::cancelled`

@@ -203,7 +203,10 @@ class TASKGROUP_API task {
   /// The node the task runs on (default `local`).
   task& node(taskgroup::node n);
   /// Concurrent instances, each in its own workspace (1 <= n <=
-  /// `max_instances`; `validate` reports others).
+  /// `max_instances`; `validate` reports others). Each instance runs the
+  /// whole step tree: `n` times the `concurrent_instances` of the steps
+  /// along any path of the step, report steps and instance init/exit work
+  /// must stay within `max_instances` too.
   task& num_instances(std::int64_t n);
   /// PRIVATE or GLOBAL; unset takes the group's type, or PRIVATE.
   task& workspace_type(taskgroup::workspace_type t);
@@ -254,13 +257,21 @@ class TASKGROUP_API task {
   [[nodiscard]] bool same(const task& other) const noexcept { return data_ == other.data_; }
 
   /// The composed step tree described above (built once, then cached).
-  /// Errors: a recorded misuse, invalid instance count, setup objects
-  /// returning an invalid body.
+  /// Errors: those of `validate`; the composed tree's own
+  /// (`execution_step::validate`, e.g. instance init/exit work whose
+  /// instance counts times `num_instances` pass `max_instances`, named by
+  /// its path from `<task>:parallel`); setup objects returning an invalid
+  /// body.
   [[nodiscard]] result<execution_step> get_step() const;
 
   /// Reports a recorded misuse, an instance count outside [1,
-  /// max_instances] or a report interval outside (0, max_duration], naming
-  /// the task (and report step) and the limit (`errc::invalid_task`).
+  /// max_instances], a report interval outside (0, max_duration], or a
+  /// step or report step in which `num_instances` times the
+  /// `concurrent_instances` along a path pass `max_instances`, naming the
+  /// task (and report step or step path) and the limit
+  /// (`errc::invalid_task`): `task "n/t" (num_instances 4): step
+  /// "root/wide": num_concurrent_instances 65536 makes 4 x 65536 = 262144
+  /// instances at once, more than 65536 (taskgroup::max_instances, ...)`.
   [[nodiscard]] status validate() const;
 
   /// Attached setup objects (explicit init/exit bodies included), in order.

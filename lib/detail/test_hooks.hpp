@@ -24,4 +24,15 @@ struct driver_hooks {
 /// The process's hooks. Threading: atomics, safe from any thread.
 driver_hooks& test_driver_hooks() noexcept;
 
+/// What the step builders did on one thread: adding a substep must cost
+/// the same at any depth, so it freezes the child alone (its own substeps
+/// were frozen when they were added) and never walks or copies its
+/// subtree. A test counts the steps `execution_step::freeze` marks.
+struct step_hooks {
+  std::uint64_t frozen = 0;  // steps marked frozen by freeze() on this thread
+};
+
+/// This thread's step hooks (other threads' builders never disturb them).
+step_hooks& test_step_hooks() noexcept;
+
 }  // namespace taskgroup::detail

@@ -10,6 +10,7 @@
 
 #include <taskgroup/error.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <cstddef>
 #include <optional>
@@ -24,6 +25,7 @@ class liveness {
   liveness(const mpi_options& o, int ranks)
       : on_(o.lost_after.count() > 0),
         lost_after_(o.lost_after),
+        silence_(as_clock_duration(o.lost_after)),
         every_(beat_interval(o)),
         heard_(static_cast<std::size_t>(ranks), clock_type::now()),
         next_beat_(clock_type::now()) {}
@@ -43,7 +45,7 @@ class liveness {
 
   /// True when rank `r` has not been heard from for longer than `lost_after`.
   [[nodiscard]] bool silent(int r) const {
-    return on_ && clock_type::now() - heard_[static_cast<std::size_t>(r)] > lost_after_;
+    return on_ && clock_type::now() - heard_[static_cast<std::size_t>(r)] > silence_;
   }
 
   /// The run's error for rank `r` lost, as every live rank reports it.
@@ -56,14 +58,22 @@ class liveness {
   /// The heartbeat interval: `heartbeat`, at most half of `lost_after`
   /// (a peer must get two chances), at least 1 ms.
   static std::chrono::milliseconds beat_interval(const mpi_options& o) {
-    auto every = o.heartbeat.count() > 0 ? o.heartbeat : o.lost_after / 4;
-    every = std::min(every, o.lost_after / 2);
+    const auto every = std::min(o.heartbeat, o.lost_after / 2);
     return std::max(every, std::chrono::milliseconds(1));
+  }
+
+  /// `d` in the clock's unit, saturated: the session refuses a
+  /// `lost_after` above `taskgroup::max_duration` (options_fault), and
+  /// any longer one still compares as "never", not as a wrapped value.
+  static clock_type::duration as_clock_duration(std::chrono::milliseconds d) noexcept {
+    const auto most = std::chrono::duration_cast<std::chrono::milliseconds>(clock_type::duration::max());
+    return d >= most ? clock_type::duration::max() : std::chrono::duration_cast<clock_type::duration>(d);
   }
 
  private:
   bool on_;
-  std::chrono::milliseconds lost_after_;
+  std::chrono::milliseconds lost_after_;  // as given, for the message
+  clock_type::duration silence_;          // lost_after_ in the clock's unit
   std::chrono::milliseconds every_;
   std::vector<clock_type::time_point> heard_;
   clock_type::time_point next_beat_;

@@ -5,6 +5,7 @@
 
 #include "../detail/cancellation.hpp"
 #include "../detail/errors.hpp"
+#include "../detail/limits.hpp"
 #include "../detail/report.hpp"
 #include "recycling.hpp"
 #include "run.hpp"
@@ -38,6 +39,32 @@ namespace asio = boost::asio;
 
 namespace detail::mpi {
 
+std::optional<error> options_fault(const mpi_options& o) {
+  auto bad = [](const char* name, const std::string& fault) {
+    return error(errc::invalid_task, std::string("mpi_options::") + name + " " + fault);
+  };
+  struct check {
+    const char* name;
+    std::string fault;
+  };
+  const check checks[] = {
+      {"poll_spin", duration_fault(o.poll_spin, /*zero_ok=*/true)},
+      {"poll_min", duration_fault(o.poll_min)},
+      {"poll_max", duration_fault(o.poll_max)},
+      {"grace", duration_fault(o.grace)},
+      {"lost_after", duration_fault(o.lost_after, /*zero_ok=*/true)},
+      {"heartbeat", duration_fault(o.heartbeat)},
+  };
+  for (const check& c : checks) {
+    if (!c.fault.empty()) return bad(c.name, c.fault);
+  }
+  if (o.poll_max < o.poll_min) {
+    return bad("poll_max", "must be at least poll_min (" + std::to_string(o.poll_min.count()) + " us), got " +
+                               std::to_string(o.poll_max.count()) + " us");
+  }
+  return std::nullopt;
+}
+
 session_state::session_state(local_session& l, mpi_options o, bool threaded)
     : local(&l), options(std::move(o)), recycler(std::make_shared<value_recycler>()) {
   setup(threaded);
@@ -45,8 +72,6 @@ session_state::session_state(local_session& l, mpi_options o, bool threaded)
 
 void session_state::setup(bool threaded) {
   if (options.codecs == nullptr) options.codecs = &codec_registry::global();
-  if (options.poll_min.count() <= 0) options.poll_min = std::chrono::microseconds(1);
-  options.poll_max = std::max(options.poll_max, options.poll_min);
   int initialized = 0;
   MPI_Initialized(&initialized);
   if (initialized == 0) {
@@ -69,6 +94,10 @@ void session_state::setup(bool threaded) {
   MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
   MPI_Comm_rank(comm, &rank);
   MPI_Comm_size(comm, &size);
+  // After the collective MPI_Comm_dup, which every rank makes whatever its
+  // options: a rank that refuses its options never leaves the others
+  // waiting in it.
+  init_error = options_fault(options);
 }
 
 std::optional<error> session_state::wrong_thread(const char* what) const {
@@ -123,6 +152,10 @@ namespace {
 // what each task did; another rank's holds its local report when it has
 // one, or every task not run.
 asio::awaitable<run_report> run_protocol(detail::mpi::state_ptr s, task_group group, run_options options) {
+  // Terminal and partial cancellation stop a run (co_spawn lets only
+  // terminal through by default); total cannot be honoured, as on the
+  // local session, and is filtered out here.
+  co_await asio::this_coro::reset_cancellation_state(asio::enable_partial_cancellation());
   const auto refused = [&](error e) {
     return detail::refused_report(group, std::move(e), std::chrono::system_clock::now());
   };

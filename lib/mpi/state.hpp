@@ -37,9 +37,17 @@ inline clock_type::time_point deadline_after(clock_type::time_point from, std::c
 class value_recycler;
 struct group_description;
 
+/// The first option of `o` out of its range (each duration within
+/// `taskgroup::max_duration`; `poll_min`, `poll_max`, `grace` and
+/// `heartbeat` above 0; `poll_spin` and `lost_after` at least 0; `poll_max`
+/// at least `poll_min`), as `errc::invalid_task` naming the option and the
+/// limit; nullopt when every one is in range.
+std::optional<error> options_fault(const mpi_options& o);
+
 struct session_state {
-  /// Checks MPI (initialized, thread level, this thread) and duplicates
-  /// the communicator; a failure is kept in `init_error` for every run.
+  /// Checks MPI (initialized, thread level, this thread), duplicates the
+  /// communicator, then checks the options (options_fault); a failure is
+  /// kept in `init_error` for every run.
   session_state(local_session& l, mpi_options o, bool threaded);
   ~session_state();
   session_state(const session_state&) = delete;

@@ -202,8 +202,13 @@ result<json::value> inputs_json(const task_group& g);
 using net_table = boost::unordered_flat_map<std::string, net, std::hash<std::string>>;
 
 /// A step tree from JSON at `ptr`, its nets resolved in `nets`; at most
-/// `max_step_depth` levels. Iterative (no recursion per level).
-result<execution_step> read_step_tree(const json::value& v, const pointer& ptr, const net_table& nets);
+/// `max_step_depth` levels, run `outer` times at once (a task's
+/// num_instances for its step, report steps and instance init/exit work; 1
+/// elsewhere): a step whose count takes `outer` times the counts along its
+/// path past `max_instances` is refused at its "num_concurrent_instances".
+/// Iterative (no recursion per level).
+result<execution_step> read_step_tree(const json::value& v, const pointer& ptr, const net_table& nets,
+                                      std::int64_t outer = 1);
 
 /// `s` as JSON; `add_net` is called for each net the tree runs. Iterative.
 result<json::value> write_step_tree(const execution_step& s, const std::function<status(const net&)>& add_net);

@@ -93,7 +93,8 @@ class reader {
     return ok();
   }
 
-  result<body> body_of(const json::value& v, const pointer& ptr) {
+  // A body run `outer` times at once (read_step_tree).
+  result<body> body_of(const json::value& v, const pointer& ptr, std::int64_t outer = 1) {
     TASKGROUP_TRY(auto arr, get_array(v, ptr));
     std::vector<body> parts;
     parts.reserve(arr->size());
@@ -107,7 +108,7 @@ class reader {
         if (it == nets_.end()) return bad(np, "unknown net " + quote(name));
         parts.emplace_back(it->second);
       } else {
-        TASKGROUP_TRY(auto s, read_step_tree((*arr)[i], ip, nets_));
+        TASKGROUP_TRY(auto s, read_step_tree((*arr)[i], ip, nets_, outer));
         parts.emplace_back(std::move(s));
       }
     }
@@ -171,8 +172,10 @@ status reader::node_list(const json::value& v) {
 status reader::task_setup(task& t, const json::object& to, const pointer& tp) {
   for (const char* key : {"init", "exit", "instance_init", "instance_exit"}) {
     if (!to.contains(key)) continue;
-    TASKGROUP_TRY(auto b, body_of(to.at(key), child(tp, key)));
     const std::string_view k = key;
+    // Instance work runs in every instance; task work once.
+    const std::int64_t outer = k.starts_with("instance_") ? t.instances() : 1;
+    TASKGROUP_TRY(auto b, body_of(to.at(key), child(tp, key), outer));
     if (k == "init") t.init(std::move(b));
     if (k == "exit") t.exit(std::move(b));
     if (k == "instance_init") t.instance_init(std::move(b));
@@ -186,7 +189,7 @@ status reader::task_setup(task& t, const json::object& to, const pointer& tp) {
       TASKGROUP_TRY(auto r, get_object((*reps)[j], p));
       TASKGROUP_TRY(known_keys(*r, p, {"step", "interval_ms"}));
       if (!r->contains("step")) return bad(p, "a report needs a \"step\"");
-      TASKGROUP_TRY(auto s, read_step_tree(r->at("step"), child(p, "step"), nets_));
+      TASKGROUP_TRY(auto s, read_step_tree(r->at("step"), child(p, "step"), nets_, t.instances()));
       TASKGROUP_TRY(auto every, interval(*r, p));
       t.report(std::move(s), every);
     }
@@ -216,7 +219,7 @@ result<task> reader::task_of(const json::value& v, const pointer& tp) {
     t.workspace_type(wt);
   }
   if (const auto* x = to->if_contains("step")) {
-    TASKGROUP_TRY(auto s, read_step_tree(*x, child(tp, "step"), nets_));
+    TASKGROUP_TRY(auto s, read_step_tree(*x, child(tp, "step"), nets_, t.instances()));
     t.step(std::move(s));
   }
   if (const auto* x = to->if_contains("outputs")) {

@@ -3,6 +3,8 @@
 // stacks, so that a tree of max_step_depth levels needs no deep recursion.
 #include "internal.hpp"
 
+#include "../detail/limits.hpp"
+
 #include <algorithm>
 #include <array>
 #include <deque>
@@ -108,7 +110,20 @@ struct read_frame {
   execution_step s;
   const json::array* subs = nullptr;
   std::size_t next = 0;
+  std::int64_t instances = 1;  // of its children at once: the counts along its path, multiplied
 };
+
+// Refuses step `f`, read at `ptr` and run by each of `above` instances,
+// when its count takes the product along its path past max_instances;
+// else notes the product for its children.
+status count_instances(read_frame& f, const pointer& ptr, std::int64_t above) {
+  const std::int64_t n = f.s.num_concurrent_instances();  // in range: get_instances checked it
+  if (auto fault = detail::instance_product_fault(above, n); !fault.empty()) {
+    return bad(child(ptr, "num_concurrent_instances"), std::to_string(n) + " " + fault);
+  }
+  f.instances = above * n;
+  return ok();
+}
 
 result<read_frame> begin_step(const json::value& v, const pointer& ptr, const net_table& nets) {
   TASKGROUP_TRY(auto o, get_object(v, ptr));
@@ -161,13 +176,15 @@ result<read_frame> begin_step(const json::value& v, const pointer& ptr, const ne
 
 }  // namespace
 
-result<execution_step> read_step_tree(const json::value& v, const pointer& ptr, const net_table& nets) {
+result<execution_step> read_step_tree(const json::value& v, const pointer& ptr, const net_table& nets,
+                                      std::int64_t outer) {
   // The pointers of the open steps, two for each (the step, its
   // "substeps"): a deque, so that each stays where its children view it.
   std::deque<pointer> path;
   path.push_back(ptr);
   std::vector<read_frame> stack;
   TASKGROUP_TRY(auto root, begin_step(v, path.back(), nets));
+  TASKGROUP_TRY(count_instances(root, path.back(), outer));
   path.emplace_back(path.back(), "substeps");
   stack.push_back(std::move(root));
   for (;;) {
@@ -181,6 +198,7 @@ result<execution_step> read_step_tree(const json::value& v, const pointer& ptr, 
                    "steps nest deeper than taskgroup::max_step_depth (" + std::to_string(max_step_depth) + " levels)");
       }
       TASKGROUP_TRY(auto f, begin_step(c, path.back(), nets));
+      TASKGROUP_TRY(count_instances(f, path.back(), top.instances));
       path.emplace_back(path.back(), "substeps");
       stack.push_back(std::move(f));
       continue;
@@ -189,10 +207,10 @@ result<execution_step> read_step_tree(const json::value& v, const pointer& ptr, 
     stack.pop_back();
     path.pop_back();
     path.pop_back();
-    // No validate() here: begin_step and the depth check above apply each
-    // of its rules with the pointer of the fault (and nets come from the
-    // plan's table, so two different nets never share a name); the tree is
-    // validated again when it runs.
+    // No validate() here: begin_step, count_instances and the depth check
+    // above apply each of its rules with the pointer of the fault (and
+    // nets come from the plan's table, so two different nets never share a
+    // name); the tree is validated again when it runs.
     if (stack.empty()) return done;
     stack.back().s.add_substep(std::move(done));
   }

@@ -34,6 +34,7 @@
 #include <set>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 using namespace taskgroup;
@@ -545,35 +546,58 @@ TEST_CASE("a run refused before it starts still reports every task, as not run",
 
 TEST_CASE("cancelling a run from outside cancels every rank", "[mpi_cancel]") {
   // From rank 0 the run ends with the cancellation itself; from a worker
-  // with that rank's cancellation, which fails the run everywhere.
-  for (int canceller : {0, 1}) {
-    DYNAMIC_SECTION("cancelled on rank " << canceller) {
-      asio::io_context io;
-      mpi_session s(io.get_executor());
-      auto c = std::make_shared<counters>();
-      task_group g;
-      for (int k = 0; k < 3; ++k)
-        REQUIRE(g.add(task("t", step("work").add_net(stuck("wait", c))), node("n" + std::to_string(k))));
-      asio::cancellation_signal cancel;
-      asio::steady_timer t(io, 100ms);
-      if (s.rank() == canceller) {
-        t.async_wait([&](boost::system::error_code) { cancel.emit(asio::cancellation_type::terminal); });
+  // with that rank's cancellation, which fails the run everywhere. Terminal
+  // and partial cancellation do it; total is ignored (the run goes on
+  // until a terminal one).
+  const std::pair<const char*, asio::cancellation_type> types[] = {{"terminal", asio::cancellation_type::terminal},
+                                                                   {"partial", asio::cancellation_type::partial},
+                                                                   {"total", asio::cancellation_type::total}};
+  for (const auto& entry : types) {
+    // Plain names: clang 14 captures no structured binding.
+    const char* type_name = entry.first;
+    const asio::cancellation_type type = entry.second;
+    for (int canceller : {0, 1}) {
+      DYNAMIC_SECTION(type_name << " cancellation on rank " << canceller) {
+        asio::io_context io;
+        mpi_session s(io.get_executor());
+        auto c = std::make_shared<counters>();
+        task_group g;
+        for (int k = 0; k < 3; ++k)
+          REQUIRE(g.add(task("t", step("work").add_net(stuck("wait", c))), node("n" + std::to_string(k))));
+        asio::cancellation_signal cancel;
+        asio::steady_timer t(io, 100ms);
+        asio::steady_timer then(io);
+        std::optional<result<run_report>> out;
+        bool ended_before_terminal = false;
+        if (s.rank() == canceller) {
+          t.async_wait([&](boost::system::error_code) {
+            cancel.emit(type);
+            if (type != asio::cancellation_type::total) return;
+            // The tasks never end by themselves: a run still going 200 ms
+            // after the total cancellation ignored it. Then end it.
+            then.expires_after(200ms);
+            then.async_wait([&](boost::system::error_code) {
+              ended_before_terminal = out.has_value() || c->cancelled != 0;
+              cancel.emit(asio::cancellation_type::terminal);
+            });
+          });
+        }
+        s.async_run(g, {}, asio::bind_cancellation_slot(cancel.slot(), test::as_result([&](result<run_report> r) {
+                                                          out = std::move(r);
+                                                        })));
+        io.run();
+        CHECK_FALSE(ended_before_terminal);
+        REQUIRE(out);
+        REQUIRE_FALSE(*out);
+        CHECK(out->error().is_cancelled());
+        if (canceller == 0) {
+          CHECK(out->error().code == errc::cancelled);
+        } else {
+          CHECK_THAT(out->error().message, Catch::StartsWith("rank " + std::to_string(canceller) + ": "));
+        }
+        CHECK(c->started == 1);
+        CHECK(c->cancelled == 1);
       }
-      std::optional<result<run_report>> out;
-      s.async_run(g, {}, asio::bind_cancellation_slot(cancel.slot(), test::as_result([&](result<run_report> r) {
-                                                        out = std::move(r);
-                                                      })));
-      io.run();
-      REQUIRE(out);
-      REQUIRE_FALSE(*out);
-      CHECK(out->error().is_cancelled());
-      if (canceller == 0) {
-        CHECK(out->error().code == errc::cancelled);
-      } else {
-        CHECK_THAT(out->error().message, Catch::StartsWith("rank " + std::to_string(canceller) + ": "));
-      }
-      CHECK(c->started == 1);
-      CHECK(c->cancelled == 1);
     }
   }
 }
@@ -628,12 +652,35 @@ TEST_CASE("a timeout above max_duration is refused on every rank, naming the lim
   CHECK(s.run_blocking(g));
 }
 
+TEST_CASE("mpi_options out of range refuse every run on every rank, naming the option and the limit", "[mpi_cancel]") {
+  task_group g;
+  for (int k = 0; k < 3; ++k) {
+    REQUIRE(g.add(task("t", step("t").add_net(put<std::int64_t>("x", "x", k))), node("n" + std::to_string(k))));
+  }
+  mpi_options mo;
+  mo.lost_after = std::chrono::milliseconds::max();
+  mpi_session s(2, mo);
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    auto r = s.run_blocking(g);
+    REQUIRE_FALSE(r);
+    CHECK(r.error().code == errc::invalid_task);
+    CHECK(r.error().message ==
+          "mpi_options::lost_after must be at most 1099511627776 ms (taskgroup::max_duration, about 34.8 years), got "
+          "9223372036854775807");
+  }
+  // A session with its options in range runs the same group.
+  mo.lost_after = max_duration;
+  mpi_session fine(2, mo);
+  CHECK(fine.run_blocking(g));
+}
+
 TEST_CASE("the longest timeout and grace do not wrap into the past", "[mpi_cancel]") {
-  // In nanoseconds, now + max_duration + 9e12 ms passes INT64_MAX: the
-  // workers' watchdog wrapped into the past and ended the job at once.
+  // In nanoseconds, now + 2^40 ms + 9e12 ms passed INT64_MAX: the workers'
+  // watchdog wrapped into the past and ended the job at once. Both are
+  // bounded by max_duration now; their sum must still be a deadline.
   {
     mpi_options mo;
-    mo.grace = std::chrono::milliseconds(9'000'000'000'000);
+    mo.grace = max_duration;
     mpi_session s(2, mo);
     task_group g;
     for (int k = 0; k < 3; ++k) {
@@ -647,9 +694,10 @@ TEST_CASE("the longest timeout and grace do not wrap into the past", "[mpi_cance
   }
   // now + milliseconds::max() wrapped to 1 ms ago: rank 0's grace period
   // after a failure was over at once, and it ended the job while the
-  // other ranks were cancelling their tasks.
+  // other ranks were cancelling their tasks. The longest grace accepted
+  // now must not end it either.
   mpi_options mo;
-  mo.grace = std::chrono::milliseconds::max();
+  mo.grace = max_duration;
   mpi_session s(2, mo);
   auto c = std::make_shared<counters>();
   task_group failing;
