@@ -123,11 +123,9 @@ void trace_recorder::report_end(std::string_view task, std::string_view node, st
   end(kind::report, task, node, step, &result, -1);
 }
 
-json::value trace_recorder::to_json() {
-  std::lock_guard lock(mutex_);
-  const std::int64_t now = now_ns();
-  // Close what is still open (a run cut short by a signal).
+std::vector<trace_recorder::span> trace_recorder::spans_locked(std::int64_t now) const {
   std::vector<span> spans = spans_;
+  // Close what is still open (a run cut short by a signal).
   for (const auto& [key, begins] : open_) {
     for (std::int64_t b : begins) {
       span s{std::get<0>(key), std::get<1>(key), std::get<2>(key), b, now};
@@ -140,6 +138,32 @@ json::value trace_recorder::to_json() {
     if (a.begin_ns != b.begin_ns) return a.begin_ns < b.begin_ns;
     return a.end_ns > b.end_ns;
   });
+  return spans;
+}
+
+json::object trace_recorder::span_event_locked(const span& s, std::int64_t tid) {
+  const track& tr = tracks_[s.track];
+  json::object e;
+  e["name"] = s.name;
+  e["cat"] = category(static_cast<int>(s.k));
+  e["ph"] = "X";
+  e["ts"] = micros(s.begin_ns);
+  e["dur"] = micros(s.end_ns - s.begin_ns);
+  e["pid"] = static_cast<std::int64_t>(node_index_locked(tr.node) + 1);
+  e["tid"] = tid;
+  json::object args;
+  if (!tr.task.empty()) args["task"] = tr.task;
+  args["node"] = tr.node;
+  if (s.k == kind::step && s.iterations >= 0) args["iterations"] = s.iterations;
+  if (!s.error.empty()) args["error"] = s.error;
+  if (s.unfinished) args["unfinished"] = true;
+  e["args"] = std::move(args);
+  return e;
+}
+
+json::value trace_recorder::to_json() {
+  std::lock_guard lock(mutex_);
+  const std::vector<span> spans = spans_locked(now_ns());
 
   // Lanes per track: each lane is a stack of open end times; a span goes to
   // the first lane where it nests, so every thread of the file nests
@@ -199,24 +223,7 @@ json::value trace_recorder::to_json() {
   }
 
   for (std::size_t i = 0; i < spans.size(); ++i) {
-    const span& s = spans[i];
-    const std::size_t n = node_index_locked(tracks_[s.track].node);
-    json::object e;
-    e["name"] = s.name;
-    e["cat"] = category(static_cast<int>(s.k));
-    e["ph"] = "X";
-    e["ts"] = micros(s.begin_ns);
-    e["dur"] = micros(s.end_ns - s.begin_ns);
-    e["pid"] = static_cast<std::int64_t>(n + 1);
-    e["tid"] = tid_of[s.track][lane_of[i]];
-    json::object args;
-    if (!tracks_[s.track].task.empty()) args["task"] = tracks_[s.track].task;
-    args["node"] = tracks_[s.track].node;
-    if (s.k == kind::step && s.iterations >= 0) args["iterations"] = s.iterations;
-    if (!s.error.empty()) args["error"] = s.error;
-    if (s.unfinished) args["unfinished"] = true;
-    e["args"] = std::move(args);
-    events.emplace_back(std::move(e));
+    events.emplace_back(span_event_locked(spans[i], tid_of[spans[i].track][lane_of[i]]));
   }
 
   json::object out{{"traceEvents", std::move(events)}, {"displayTimeUnit", "ms"}};

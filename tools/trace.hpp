@@ -25,6 +25,7 @@
 
 #include <taskgroup/run_report.hpp>
 
+#include <boost/json/object.hpp>
 #include <boost/json/value.hpp>
 
 #include <chrono>
@@ -86,6 +87,11 @@ class trace_recorder final : public run_observer {
   void begin(kind k, std::string_view task, std::string_view node, std::string_view name);
   void end(kind k, std::string_view task, std::string_view node, std::string_view name, const status* result,
            std::int64_t iterations);
+  // Every span so far, the open ones closed at `now` (args.unfinished), by
+  // start time.
+  std::vector<span> spans_locked(std::int64_t now) const;
+  // `s` as a complete event ("ph": "X") on thread `tid` of its node.
+  boost::json::object span_event_locked(const span& s, std::int64_t tid);
 
   std::mutex mutex_;  // guards what follows
   clock::time_point origin_ = clock::now();

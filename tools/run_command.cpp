@@ -1,0 +1,393 @@
+// taskgroup command: `taskgroup run`. The plan is read and checked with
+// its inputs, then run on a session whose completion, signals (SIGINT,
+// SIGTERM, SIGUSR1) and progress are handled on this thread's io_context;
+// the outputs and the exit status follow from how the run ended.
+#include "run_command.hpp"
+
+#include "command.hpp"
+#include "ops.hpp"
+#include "progress.hpp"
+#include "results.hpp"
+#include "start_run.hpp"
+#include "trace.hpp"
+
+#include <taskgroup/error.hpp>
+#include <taskgroup/plan.hpp>
+#include <taskgroup/run_report.hpp>
+#include <taskgroup/session.hpp>
+#ifdef TASKGROUP_HAVE_MPI
+#include <taskgroup/mpi_session.hpp>
+#endif
+
+#include <boost/asio/bind_executor.hpp>
+#include <boost/asio/cancellation_signal.hpp>
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/signal_set.hpp>
+#include <boost/json/serialize.hpp>
+#include <boost/json/string.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <iterator>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace taskgroup::cli {
+
+namespace asio = boost::asio;
+
+namespace {
+
+// Fans the session's events out to several observers.
+class observers final : public run_observer {
+ public:
+  void add(run_observer* o) { list_.push_back(o); }
+  void run_begin(const std::vector<std::pair<std::string, std::string>>& tasks) override {
+    for (auto* o : list_) o->run_begin(tasks);
+  }
+  void task_begin(std::string_view task, std::string_view node) override {
+    for (auto* o : list_) o->task_begin(task, node);
+  }
+  void task_end(const task_report& report) override {
+    for (auto* o : list_) o->task_end(report);
+  }
+  void step_begin(std::string_view task, std::string_view node, std::string_view step) override {
+    for (auto* o : list_) o->step_begin(task, node, step);
+  }
+  void step_end(std::string_view task, std::string_view node, std::string_view step, std::uint64_t iterations,
+                const status& result) override {
+    for (auto* o : list_) o->step_end(task, node, step, iterations, result);
+  }
+  void net_begin(std::string_view task, std::string_view node, std::string_view net) override {
+    for (auto* o : list_) o->net_begin(task, node, net);
+  }
+  void net_end(std::string_view task, std::string_view node, std::string_view net, const status& result) override {
+    for (auto* o : list_) o->net_end(task, node, net, result);
+  }
+  void report_begin(std::string_view task, std::string_view node, std::string_view step) override {
+    for (auto* o : list_) o->report_begin(task, node, step);
+  }
+  void report_end(std::string_view task, std::string_view node, std::string_view step, const status& result) override {
+    for (auto* o : list_) o->report_end(task, node, step, result);
+  }
+
+ private:
+  std::vector<run_observer*> list_;
+};
+
+// The run's feeds from --inputs FILE and each --input node/blob=JSON.
+result<feeds> feeds_of(const run_args& a, const task_group& group) {
+  feeds out;
+  auto append = [&](const feeds& f) {
+    for (const auto& e : f.entries()) out.set_blob(e.node, e.blob, e.value);
+  };
+  if (!a.inputs_file.empty()) {
+    std::ifstream in(a.inputs_file, std::ios::binary);
+    if (!in) return fail(errc::invalid_plan, "cannot read inputs file " + quote(a.inputs_file));
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    auto f = read_feeds(text, group);
+    if (!f) return f.error().with_context("inputs file " + quote(a.inputs_file));
+    append(f.value());
+  }
+  for (const auto& arg : a.inputs) {
+    const auto eq = arg.find('=');
+    if (eq == std::string::npos) {
+      return fail(errc::invalid_plan, "--input " + quote(arg) + ": expected node/blob=JSON");
+    }
+    const std::string text =
+        "{" + boost::json::serialize(boost::json::string(arg.substr(0, eq))) + ": " + arg.substr(eq + 1) + "}";
+    auto f = read_feeds(text, group);
+    if (!f) {
+      return fail(errc::invalid_plan, "--input " + quote(arg) + ": " + f.error().message +
+                                          " (the value is JSON: quote a string, e.g. '\"text\"')");
+    }
+    append(f.value());
+  }
+  return out;
+}
+
+// Only the client speaks (rank 0 of an MPI run, or the only process):
+// other ranks return the same status silently.
+int report_error(bool client, const std::string& message, int code) {
+  return client ? print_error(message, code) : code;
+}
+
+// What a run needs that can be wrong before it starts; any of it wrong is
+// a usage error.
+struct run_setup {
+  task_group group;
+  run_options options;       // the observer and the probe come with the run
+  std::ofstream trace_file;  // open when this process writes the trace
+};
+
+// Loads the op libraries, reads the plan, opens the trace file and reads
+// the inputs, in that order (the first failure is the one reported).
+result<run_setup> prepare_run(const run_args& a, bool client) {
+  // Every rank loads them: each reads the plan and binds its nets.
+  if (auto libs = load_libraries(a.libraries); !libs) return libs.error();
+
+  run_setup s;
+  auto group = read_plan_file(a.plan);
+  if (!group) return group.error();
+  s.group = std::move(group).value();
+
+  if (!a.trace.empty() && client) {
+    s.trace_file.open(a.trace, std::ios::binary | std::ios::trunc);
+    if (!s.trace_file) {
+      return error(boost::system::errc::make_error_code(boost::system::errc::io_error),
+                   "cannot write trace file " + quote(a.trace));
+    }
+  }
+
+  s.options.policy = a.policy == "gather" ? run_policy::gather : run_policy::join;
+  auto fed = feeds_of(a, s.group);
+  if (!fed) return fed.error();
+  s.options.feeds = std::move(fed).value();
+  if (a.timeout_s) {
+    // Whole milliseconds, rounded up (a positive timeout never becomes 0),
+    // at most 10^9 s so that the deadline stays in the clock's range.
+    const double ms = std::ceil(std::min(*a.timeout_s, 1e9) * 1000.0);
+    s.options.timeout = std::chrono::milliseconds(static_cast<std::int64_t>(ms));
+  }
+  return s;
+}
+
+#ifdef TASKGROUP_HAVE_MPI
+// The MPI session's options: --poll-max and --grace over the defaults.
+mpi_options mpi_options_of(const run_args& a) {
+  mpi_options mo;
+  if (a.poll_max_us) {
+    mo.poll_max = std::chrono::microseconds(*a.poll_max_us);
+    mo.poll_min = std::min(mo.poll_min, mo.poll_max);
+  }
+  if (a.grace_s) {
+    // Whole milliseconds, rounded up, at most 10^6 s.
+    mo.grace = std::chrono::milliseconds(static_cast<std::int64_t>(std::ceil(std::min(*a.grace_s, 1e6) * 1000.0)));
+  }
+  return mo;
+}
+#endif
+
+// The exit status of a run that failed, its error printed: a signal's,
+// the timeout's, a usage error's (feeds), or a failed run's.
+int failed_run_status(const error& e, int signal_number, bool client) {
+  if (signal_number != 0 && e.is_cancelled()) {
+    return report_error(client, std::string("run cancelled by ") + (signal_number == SIGINT ? "SIGINT" : "SIGTERM"),
+                        128 + signal_number);
+  }
+  if (e.code == errc::timeout) return report_error(client, e.message, exit_timeout);
+  // Feeds that do not match the plan's inputs: nothing ran, a usage error.
+  if (e.code == errc::invalid_feed) return report_error(client, e.message, exit_usage);
+  return report_error(client, e.message, exit_run_failed);
+}
+
+// The exit status of a run that completed; the client prints its outputs
+// and, when tasks failed, their failures.
+int completed_run_status(const run_report& report, bool json, bool client) {
+  if (!client)
+    return report.tasks.empty() || std::all_of(report.tasks.begin(), report.tasks.end(),
+                                               [](const auto& t) {
+                                                 return t.status == task_status::succeeded ||
+                                                        t.status == task_status::not_run;
+                                               })
+               ? exit_ok
+               : exit_run_failed;
+  if (json) {
+    print_out(json_text(outputs_json(report)));
+  } else {
+    print_out(outputs_table(report));
+  }
+  if (report.ok()) return exit_ok;
+  // Gather: every failure, in task order.
+  for (const auto& t : report.tasks) {
+    if (t.failure) print_error(t.failure->message, exit_run_failed);
+  }
+  return exit_run_failed;
+}
+
+// One run of the plan on this process: the io_context its completion
+// comes back to, its observers (progress, trace), its probe and the
+// signals it catches. Kept until the command returns, so that SIGINT and
+// SIGTERM stay caught while the outputs print.
+class plan_run {
+ public:
+  plan_run(const run_args& a, bool client, bool tracing);
+
+  // Runs `group` on an MPI session when `on_mpi`, else on a local one, and
+  // returns once the run ended and the session's pools are joined.
+  void run(const task_group& group, run_options options, bool on_mpi);
+  // The trace into `file`, when tracing; false when it cannot be written.
+  bool write_trace(std::ofstream& file);
+  // The command's exit status; the client prints the outputs or the error.
+  int exit_code() const;
+
+ private:
+  void wait_for_signal();
+  void on_signal(const boost::system::error_code& ec, int sig);
+  void wait_for_where();
+  void on_where(const boost::system::error_code& ec);
+  void print_where(const std::vector<std::string>& lines);
+  void on_done(result<run_report> r);
+
+  const run_args& a_;
+  bool client_;
+  asio::io_context io_;  // before the observers: they may hold its timers
+  progress progress_;
+  std::optional<trace_recorder> trace_;
+  observers fan_out_;
+  run_probe probe_;
+  asio::executor_work_guard<asio::io_context::executor_type> work_;
+  asio::signal_set signals_;
+  asio::cancellation_signal cancel_;
+  int signal_number_ = 0;
+  std::optional<result<run_report>> outcome_;
+  asio::signal_set where_signals_;
+};
+
+plan_run::plan_run(const run_args& a, bool client, bool tracing)
+    : a_(a),
+      client_(client),
+      progress_(a.quiet || !client ? progress_mode::quiet : default_progress_mode()),
+      work_(asio::make_work_guard(io_)),
+      signals_(io_, SIGINT, SIGTERM),
+      where_signals_(io_, SIGUSR1) {
+  fan_out_.add(&progress_);
+  if (tracing) fan_out_.add(&trace_.emplace());
+  wait_for_signal();
+  wait_for_where();
+}
+
+void plan_run::run(const task_group& group, run_options options, [[maybe_unused]] bool on_mpi) {
+  options.observer = &fan_out_;
+  options.probe = &probe_;
+  auto done = [this](result<run_report> r) { on_done(std::move(r)); };
+  {
+#ifdef TASKGROUP_HAVE_MPI
+    std::optional<mpi_session> mpi;
+    if (on_mpi) mpi.emplace(a_.threads, mpi_options_of(a_));
+#endif
+    std::optional<local_session> local;
+    progress_.start(io_);
+#ifdef TASKGROUP_HAVE_MPI
+    if (mpi) {
+      start_run(*mpi, group, std::move(options), io_, cancel_.slot(), done);
+    } else
+#endif
+    {
+      local.emplace(a_.threads);
+      start_run(*local, group, std::move(options), io_, cancel_.slot(), done);
+    }
+    io_.run();
+  }  // the sessions' pools are joined here
+  progress_.finish();
+}
+
+bool plan_run::write_trace(std::ofstream& file) {
+  if (!trace_) return true;
+  const std::string text = boost::json::serialize(trace_->to_json());
+  file << text << '\n';
+  file.close();
+  return static_cast<bool>(file);
+}
+
+int plan_run::exit_code() const {
+  if (!outcome_) return report_error(client_, "the run did not complete", exit_run_failed);
+  if (!*outcome_) return failed_run_status(outcome_->error(), signal_number_, client_);
+  return completed_run_status(outcome_->value(), a_.json, client_);
+}
+
+void plan_run::wait_for_signal() {
+  signals_.async_wait([this](const boost::system::error_code& ec, int sig) { on_signal(ec, sig); });
+}
+
+// SIGINT or SIGTERM: the first cancels the run, a second exits at once.
+void plan_run::on_signal(const boost::system::error_code& ec, int sig) {
+  if (ec) return;  // the run ended: waiting was cancelled
+  if (signal_number_ != 0) {
+    // A second signal: the run did not unwind (an op blocking its thread).
+    std::fprintf(stderr, "taskgroup: interrupted again; exiting without waiting for the run\n");
+    std::fflush(stderr);
+    std::_Exit(128 + sig);
+  }
+  signal_number_ = sig;
+  progress_.note(std::string("taskgroup: ") + (sig == SIGINT ? "SIGINT" : "SIGTERM") +
+                 ": cancelling the run (again to exit at once)");
+  cancel_.emit(asio::cancellation_type::terminal);
+  wait_for_signal();
+}
+
+void plan_run::wait_for_where() {
+  where_signals_.async_wait([this](const boost::system::error_code& ec, int) { on_where(ec); });
+}
+
+// SIGUSR1: where each running task waits (this rank's, printed by rank
+// 0), on stderr even with --quiet; the run goes on.
+void plan_run::on_where(const boost::system::error_code& ec) {
+  if (ec) return;  // the run ended
+  probe_.async_where(asio::bind_executor(io_, [this](std::vector<std::string> lines) { print_where(lines); }));
+  wait_for_where();
+}
+
+void plan_run::print_where(const std::vector<std::string>& lines) {
+  if (!client_) return;
+  auto print = [&](const std::string& line) {
+    if (a_.quiet) {
+      std::fprintf(stderr, "%s\n", line.c_str());
+      std::fflush(stderr);
+    } else {
+      progress_.note(line);
+    }
+  };
+  print(lines.empty() ? std::string("taskgroup: SIGUSR1: no task is running")
+                      : "taskgroup: SIGUSR1: where the running tasks stand:");
+  for (const auto& line : lines) print("  " + line);
+}
+
+void plan_run::on_done(result<run_report> r) {
+  outcome_ = std::move(r);
+  cancel_.slot().clear();
+  boost::system::error_code ignored;
+  signals_.cancel(ignored);
+  where_signals_.cancel(ignored);
+  progress_.finish();
+  work_.reset();
+}
+
+}  // namespace
+
+int run_command(const run_args& a) {
+#ifdef TASKGROUP_HAVE_MPI
+  // MPI before anything else, and finalized after everything (last
+  // destroyed): every rank reads the plan and exits with the run's status.
+  std::optional<mpi_environment> mpi_env;
+  if (a.mpi || mpi_environment::launched_by_mpi()) mpi_env.emplace();
+  const bool on_mpi = mpi_env.has_value();
+  const bool client = !mpi_env || mpi_env->rank() == 0;
+#else
+  if (a.mpi) return print_error("--mpi: this taskgroup was built without MPI", exit_usage);
+  const bool on_mpi = false;
+  const bool client = true;
+#endif
+  if (!on_mpi && (a.poll_max_us || a.grace_s)) {
+    return report_error(client, "--poll-max and --grace apply to MPI runs only (under mpirun, or with --mpi)",
+                        exit_usage);
+  }
+  auto setup = prepare_run(a, client);
+  if (!setup) return report_error(client, setup.error().message, exit_usage);
+  run_setup& s = setup.value();
+
+  plan_run this_run(a, client, s.trace_file.is_open());
+  this_run.run(s.group, std::move(s.options), on_mpi);
+  if (!this_run.write_trace(s.trace_file)) {
+    return report_error(client, "cannot write trace file " + quote(a.trace), exit_run_failed);
+  }
+  return this_run.exit_code();
+}
+
+}  // namespace taskgroup::cli
