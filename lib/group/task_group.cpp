@@ -1,7 +1,7 @@
 #include <taskgroup/task_group.hpp>
 
-#include "detail/limits.hpp"
-#include "detail/task_access.hpp"
+#include "../detail/limits.hpp"
+#include "../detail/task_access.hpp"
 
 #include <boost/unordered/unordered_flat_set.hpp>
 

@@ -1,7 +1,8 @@
 #include <taskgroup/execution_step.hpp>
 
-#include "detail/limits.hpp"
-#include "detail/test_hooks.hpp"
+#include "../detail/limits.hpp"
+#include "../detail/on_demand.hpp"
+#include "../detail/test_hooks.hpp"
 
 #include <map>
 #include <memory>
@@ -11,7 +12,7 @@ namespace taskgroup {
 struct execution_step::data {
   // What few steps set, kept apart so that a plain step stays small (a
   // plan holds a step or more per task, 10^5 tasks and more).
-  struct rare_fields {
+  struct extra_fields {
     std::optional<std::string> stop_blob;
     std::optional<std::chrono::milliseconds> run_every;
     std::optional<std::chrono::milliseconds> timeout;
@@ -27,16 +28,7 @@ struct execution_step::data {
   bool concurrent = false;
   bool create_workspace = false;
   bool frozen = false;
-  std::unique_ptr<rare_fields> rare;
-
-  rare_fields& more() {
-    if (!rare) rare = std::make_unique<rare_fields>();
-    return *rare;
-  }
-  [[nodiscard]] const rare_fields& seen() const noexcept {
-    static const rare_fields none;
-    return rare ? *rare : none;
-  }
+  detail::on_demand<extra_fields> extra;
 
   data() = default;
   data(const data&) = delete;
@@ -61,8 +53,8 @@ execution_step::execution_step(std::string name) : data_(std::make_shared<data>(
 
 bool execution_step::check_mutable(const char* what) {
   if (!data_->frozen) return true;
-  if (!data_->seen().misuse) {
-    data_->more().misuse =
+  if (!data_->extra.view().misuse) {
+    data_->extra.edit().misuse =
         std::string("cannot mutate a step that has already been added to a plan/step (") + what + ")";
   }
   return false;
@@ -90,7 +82,7 @@ execution_step& execution_step::add_substep(execution_step child) {
   if (child.same(*this)) return mark_invalid("a step cannot be its own substep");
   // Caffe2 drops empty children silently; a child carrying a misuse is
   // kept so that validation reports it.
-  if (child.empty() && !child.data_->seen().misuse) return *this;
+  if (child.empty() && !child.data_->extra.view().misuse) return *this;
   child.freeze();
   data_->substeps.push_back(std::move(child));
   return *this;
@@ -102,7 +94,7 @@ execution_step& execution_step::iterations(std::int64_t n) {
 }
 
 execution_step& execution_step::should_stop_blob(std::string blob) {
-  if (check_mutable("should_stop_blob")) data_->more().stop_blob = std::move(blob);
+  if (check_mutable("should_stop_blob")) data_->extra.edit().stop_blob = std::move(blob);
   return *this;
 }
 
@@ -117,7 +109,7 @@ execution_step& execution_step::concurrent_substeps(bool on) {
 }
 
 execution_step& execution_step::run_every(std::chrono::milliseconds interval) {
-  data_->more().run_every = interval;  // allowed on a frozen step, as in Caffe2
+  data_->extra.edit().run_every = interval;  // allowed on a frozen step, as in Caffe2
   return *this;
 }
 
@@ -132,12 +124,12 @@ execution_step& execution_step::concurrent_instances(std::int64_t n) {
 }
 
 execution_step& execution_step::timeout(std::chrono::milliseconds d) {
-  if (check_mutable("timeout")) data_->more().timeout = d;
+  if (check_mutable("timeout")) data_->extra.edit().timeout = d;
   return *this;
 }
 
 execution_step& execution_step::mark_invalid(std::string reason) {
-  if (!data_->seen().misuse) data_->more().misuse = std::move(reason);
+  if (!data_->extra.view().misuse) data_->extra.edit().misuse = std::move(reason);
   return *this;
 }
 
@@ -145,15 +137,17 @@ const std::string& execution_step::name() const noexcept { return data_->name; }
 const std::vector<net>& execution_step::nets() const noexcept { return data_->nets; }
 const std::vector<execution_step>& execution_step::substeps() const noexcept { return data_->substeps; }
 std::optional<std::int64_t> execution_step::num_iter() const noexcept { return data_->num_iter; }
-const std::optional<std::string>& execution_step::stop_blob() const noexcept { return data_->seen().stop_blob; }
+const std::optional<std::string>& execution_step::stop_blob() const noexcept { return data_->extra.view().stop_blob; }
 bool execution_step::is_only_once() const noexcept { return data_->only_once; }
 bool execution_step::has_concurrent_substeps() const noexcept { return data_->concurrent; }
 std::optional<std::chrono::milliseconds> execution_step::report_interval() const noexcept {
-  return data_->seen().run_every;
+  return data_->extra.view().run_every;
 }
 bool execution_step::creates_workspace() const noexcept { return data_->create_workspace; }
 std::int64_t execution_step::num_concurrent_instances() const noexcept { return data_->instances; }
-std::optional<std::chrono::milliseconds> execution_step::deadline() const noexcept { return data_->seen().timeout; }
+std::optional<std::chrono::milliseconds> execution_step::deadline() const noexcept {
+  return data_->extra.view().timeout;
+}
 bool execution_step::empty() const noexcept { return data_->nets.empty() && data_->substeps.empty(); }
 bool execution_step::frozen() const noexcept { return data_->frozen; }
 
@@ -214,7 +208,7 @@ status execution_step::validate() const {
     for (const frame& f : stack) out += (out.empty() ? "" : "/") + f.s->name();
     return out;
   };
-  if (auto st = validate_one(*this, name(), data_->seen().misuse); !st) return st;
+  if (auto st = validate_one(*this, name(), data_->extra.view().misuse); !st) return st;
   while (!stack.empty()) {
     frame& f = stack.back();
     const auto& children = f.s->substeps();
@@ -227,7 +221,7 @@ status execution_step::validate() const {
       }
       const std::int64_t above = f.instances;
       stack.push_back(frame{&child});
-      if (auto st = validate_one(child, path(), child.data_->seen().misuse); !st) return st;
+      if (auto st = validate_one(child, path(), child.data_->extra.view().misuse); !st) return st;
       // Its count is in range now: the product cannot overflow.
       const std::int64_t n = child.num_concurrent_instances();
       if (auto fault = detail::instance_product_fault(above, n); !fault.empty()) {

@@ -1,8 +1,9 @@
 #include <taskgroup/task.hpp>
 
-#include "detail/limits.hpp"
-#include "detail/task_access.hpp"
-#include "detail/task_misuse.hpp"
+#include "../detail/limits.hpp"
+#include "../detail/on_demand.hpp"
+#include "../detail/task_access.hpp"
+#include "../detail/task_misuse.hpp"
 
 #include <algorithm>
 #include <atomic>
@@ -108,7 +109,7 @@ std::shared_ptr<setup_object> make_setup(body init, body exit) {
 struct task::data {
   // What few tasks have, kept apart so that a plain task stays small (a
   // plan may hold 10^5 tasks and more).
-  struct rare_fields {
+  struct extra_fields {
     std::vector<attachment> setups;
     std::vector<std::pair<execution_step, std::chrono::milliseconds>> reports;
     std::vector<attachment> local_setups;  // claimed local-scope objects, for the group
@@ -124,16 +125,7 @@ struct task::data {
   bool used = false;
   std::vector<std::shared_ptr<detail::output_state>> outputs;
   std::optional<execution_step> composed;  // cached get_step()
-  std::unique_ptr<rare_fields> rare;
-
-  rare_fields& more() {
-    if (!rare) rare = std::make_unique<rare_fields>();
-    return *rare;
-  }
-  [[nodiscard]] const rare_fields& seen() const noexcept {
-    static const rare_fields none;
-    return rare ? *rare : none;
-  }
+  detail::on_demand<extra_fields> extra;
 };
 
 task::task(std::string name) : data_(std::make_shared<data>()) { data_->base = std::move(name); }
@@ -142,8 +134,9 @@ task::task(std::string name, execution_step s) : task(std::move(name)) { step(st
 
 bool task::check_mutable(const char* what) {
   if (!data_->used) return true;
-  if (!data_->seen().misuse) {
-    record_misuse(data_->more().misuse, std::string("Cannot modify task since it is already been used (") + what + ")");
+  if (!data_->extra.view().misuse) {
+    record_misuse(data_->extra.edit().misuse,
+                  std::string("Cannot modify task since it is already been used (") + what + ")");
   }
   return false;
 }
@@ -151,7 +144,7 @@ bool task::check_mutable(const char* what) {
 task& task::step(execution_step s) {
   if (!check_mutable("step")) return *this;
   if (data_->user) {
-    record_misuse(data_->more().misuse, "This Task already has an execution step.");
+    record_misuse(data_->extra.edit().misuse, "This Task already has an execution step.");
     return *this;
   }
   data_->user = std::move(s);
@@ -186,12 +179,12 @@ task& task::instance_exit(body b) { return setup(make_setup(body{}, std::move(b)
 task& task::report(execution_step s, std::optional<std::chrono::milliseconds> interval) {
   if (!check_mutable("report")) return *this;
   auto every = interval.value_or(s.report_interval().value_or(std::chrono::milliseconds(1000)));
-  data_->more().reports.emplace_back(std::move(s), every);
+  data_->extra.edit().reports.emplace_back(std::move(s), every);
   return *this;
 }
 
 task& task::setup(std::shared_ptr<setup_object> obj, setup_scope scope) {
-  if (check_mutable("setup") && obj) data_->more().setups.push_back({std::move(obj), scope});
+  if (check_mutable("setup") && obj) data_->extra.edit().setups.push_back({std::move(obj), scope});
   return *this;
 }
 
@@ -223,12 +216,12 @@ bool task::used() const noexcept { return data_->used; }
 
 std::vector<std::pair<std::shared_ptr<setup_object>, setup_scope>> task::setups() const {
   std::vector<std::pair<std::shared_ptr<setup_object>, setup_scope>> out;
-  for (const auto& a : data_->seen().setups) out.emplace_back(a.obj, a.scope);
+  for (const auto& a : data_->extra.view().setups) out.emplace_back(a.obj, a.scope);
   return out;
 }
 
 std::vector<std::pair<execution_step, std::chrono::milliseconds>> task::reports() const {
-  return data_->seen().reports;
+  return data_->extra.view().reports;
 }
 
 std::vector<output_decl> task::declared_outputs() const {
@@ -245,11 +238,11 @@ std::vector<std::string> task::output_names() const {
 }
 
 status task::validate() const {
-  if (const auto& m = data_->seen().misuse) return fail(errc::invalid_task, "task " + quote(name()) + ": " + *m);
+  if (const auto& m = data_->extra.view().misuse) return fail(errc::invalid_task, "task " + quote(name()) + ": " + *m);
   if (auto f = detail::instances_fault(data_->instances); !f.empty()) {
     return fail(errc::invalid_task, "task " + quote(name()) + ": num_instances " + f);
   }
-  for (const auto& [s, every] : data_->seen().reports) {
+  for (const auto& [s, every] : data_->extra.view().reports) {
     if (auto f = detail::duration_fault(every.count()); !f.empty()) {
       return fail(errc::invalid_task, "task " + quote(name()) + ": report step " + quote(s.name()) + ": interval " + f);
     }
@@ -269,7 +262,7 @@ status task::validate() const {
     if (data_->user) {
       TASKGROUP_TRY(excess(*data_->user, "step"));
     }
-    for (const auto& r : data_->seen().reports) {
+    for (const auto& r : data_->extra.view().reports) {
       TASKGROUP_TRY(excess(r.first, "report step"));
     }
   }
@@ -305,8 +298,8 @@ result<execution_step> task::get_step() const {
 
   // Claim setup objects (each contributes once, to its first consumer).
   std::vector<body> task_inits, task_exits, inst_inits, inst_exits;
-  if (data_->rare) data_->rare->local_setups.clear();
-  for (const auto& a : data_->seen().setups) {
+  if (auto* e = data_->extra.get()) e->local_setups.clear();
+  for (const auto& a : data_->extra.view().setups) {
     if (!a.obj->claim(data_.get())) continue;
     switch (a.scope) {
       case setup_scope::task:
@@ -317,14 +310,14 @@ result<execution_step> task::get_step() const {
         inst_inits.push_back(a.obj->setup());
         inst_exits.push_back(a.obj->exit());
         break;
-      case setup_scope::local: data_->more().local_setups.push_back(a); break;
+      case setup_scope::local: data_->extra.edit().local_setups.push_back(a); break;
     }
   }
 
   execution_step user = data_->user ? *data_->user : execution_step(name);
   // B: report steps beside the user step.
   execution_step body_step = user;
-  if (const auto& reports = data_->seen().reports; !reports.empty()) {
+  if (const auto& reports = data_->extra.view().reports; !reports.empty()) {
     body_step = execution_step(name + ":body");
     for (const auto& [r, every] : reports) {
       // Wrapped, so the user's (possibly shared) step is not mutated.
@@ -366,7 +359,7 @@ const std::string& task_access::full_name(const task& t) noexcept { return t.dat
 
 std::vector<std::pair<body, body>> task_access::local_work(const task& t) {
   std::vector<std::pair<body, body>> out;
-  for (const auto& a : t.data_->seen().local_setups) out.emplace_back(a.obj->setup(), a.obj->exit());
+  for (const auto& a : t.data_->extra.view().local_setups) out.emplace_back(a.obj->setup(), a.obj->exit());
   return out;
 }
 
