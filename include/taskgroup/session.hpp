@@ -25,7 +25,10 @@
 // -> the node's tasks concurrently, with its group report steps -> a final
 // run of each report step -> outputs copied into the run's report ->
 // local exit. Local setup or a report step on a node with no task is an
-// error.
+// error. The run's own work (its checks, each node's stages, the join of
+// the tasks, the deadline) continues by callbacks on the session's
+// coordinator strand and the nodes' strands: a coroutine frame is made only
+// for a node with report steps or remote nets and for a task that needs one.
 //
 // How a node runs its tasks: a task whose step tree is small and plain (at
 // most 256 net runs and substep executions, no deadline, report step,
