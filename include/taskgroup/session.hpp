@@ -57,6 +57,7 @@
 #include <taskgroup/export.hpp>
 
 #include <taskgroup/detail/run_completion.hpp>
+#include <taskgroup/detail/throwing_tokens.hpp>
 #include <taskgroup/error.hpp>
 #include <taskgroup/operator.hpp>
 #include <taskgroup/run_report.hpp>
@@ -126,8 +127,9 @@ class TASKGROUP_API local_session {
   /// `report.failure` (empty on success), and the report is always there,
   /// saying which tasks succeeded, failed, were cancelled or never ran,
   /// each with its message; `use_awaitable` and `use_future` throw
-  /// `boost::system::system_error` with the code (the message is in
-  /// `report.failure`: use `run` or `as_tuple` to keep it).
+  /// `boost::system::system_error` with the code, its `what()` beginning
+  /// with the run's message (`report.failure`; the report itself is then
+  /// lost: use `run` or `as_tuple` to keep it).
   ///
   /// Under `run_policy::join` the run fails with the first task failure
   /// (every other task cancelled and unwound first); under `gather` only

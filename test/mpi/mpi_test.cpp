@@ -506,7 +506,10 @@ TEST_CASE("async_run completes with (error_code, run_report) through every compl
   }
   CHECK(out.code == errc::op_failed);
   CHECK(out.threw == throws(kind));
-  if (throws(kind)) return;  // the exception carries the code
+  if (throws(kind)) {  // the exception carries the code and the run's message
+    CHECK_THAT(out.what, Catch::StartsWith("rank 1: ") && Catch::Contains("boom: " + out.code.message()));
+    return;
+  }
   // The report is there on every rank: the run's failure, and what each
   // task did.
   REQUIRE(out.report);

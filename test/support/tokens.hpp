@@ -17,6 +17,7 @@
 #include <boost/system/system_error.hpp>
 
 #include <optional>
+#include <string>
 #include <utility>
 
 namespace taskgroup::test {
@@ -32,6 +33,7 @@ struct seen {
   boost::system::error_code code;
   std::optional<run_report> report;
   bool threw = false;
+  std::string what;  // the exception's what(), when one came
 };
 
 namespace token_detail {
@@ -44,6 +46,7 @@ boost::asio::awaitable<void> await_forms(Session& session, task_group g, token_k
       } catch (const boost::system::system_error& e) {
         out.threw = true;
         out.code = e.code();
+        out.what = e.what();
       }
       break;
     case token_kind::as_tuple: {
@@ -87,6 +90,7 @@ seen run_with(boost::asio::io_context& io, Session& session, const task_group& g
       } catch (const boost::system::system_error& e) {
         out.threw = true;
         out.code = e.code();
+        out.what = e.what();
       }
       break;
     }
