@@ -1,9 +1,5 @@
 // taskgroup command: starting a session run whose completion comes back to
 // the command's own io_context.
-//
-// Kept in its own translation unit: inlined into a large caller, GCC 12
-// reports a false -Wmismatched-new-delete inside Asio's coroutine frame
-// allocator.
 #pragma once
 
 #include <taskgroup/run_report.hpp>

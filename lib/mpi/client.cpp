@@ -23,13 +23,6 @@
 #include <utility>
 #include <vector>
 
-// GCC 12 flags the coroutine ramps of this file, inlined into their
-// caller, with a false -Wmismatched-new-delete: Asio's frame operator new
-// (aligned_alloc through its recycling allocator) and its matching delete.
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
-#endif
-
 namespace taskgroup::detail::mpi {
 
 namespace asio = boost::asio;

@@ -11,13 +11,6 @@
 #include <string>
 #include <utility>
 
-// GCC 12 flags the coroutine ramps of this file, inlined into their
-// caller, with a false -Wmismatched-new-delete: Asio's frame operator new
-// (aligned_alloc through its recycling allocator) and its matching delete.
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
-#endif
-
 namespace taskgroup::detail {
 
 namespace asio = boost::asio;

@@ -33,13 +33,6 @@
 #include <string_view>
 #include <unordered_map>
 
-// GCC 12 flags the coroutine frames of this file (run, task_group::run)
-// with a false -Wmismatched-new-delete: Asio's frame operator new (through
-// its recycling allocator) and its matching delete.
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
-#endif
-
 namespace taskgroup {
 
 namespace asio = boost::asio;

@@ -22,13 +22,6 @@
 #include <utility>
 #include <vector>
 
-// GCC 12 flags coroutine frames of this file with a false
-// -Wmismatched-new-delete once `iterate` awaits a net directly: Asio's frame
-// operator new (through its recycling allocator) and its matching delete.
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
-#endif
-
 namespace taskgroup {
 
 namespace asio = boost::asio;
