@@ -643,6 +643,62 @@ TEST_CASE("an expired timeout is a timeout error naming the step", "[step][cance
   CHECK(c->cancelled == 1);
 }
 
+namespace {
+
+// Records every event as one line: "kind name [iterations] [ok|code]".
+struct event_log final : step_observer {
+  std::vector<std::string> lines;
+  static std::string end(const status& st) {
+    if (st) return "ok";
+    if (st.error().code == errc::timeout) return "timeout";
+    if (st.error().code == errc::cancelled) return "cancelled";
+    if (st.error().code == errc::blob_not_found) return "blob_not_found";
+    return st.error().code.message();
+  }
+  void step_begin(std::string_view s) override { lines.push_back("step_begin " + std::string(s)); }
+  void step_end(std::string_view s, std::uint64_t it, const status& st) override {
+    lines.push_back("step_end " + std::string(s) + " " + std::to_string(it) + " " + end(st));
+  }
+  void net_begin(std::string_view n) override { lines.push_back("net_begin " + std::string(n)); }
+  void net_end(std::string_view n, const status& st) override {
+    lines.push_back("net_end " + std::string(n) + " " + end(st));
+  }
+};
+
+}  // namespace
+
+TEST_CASE("an execution's events: a deadline ends it timed out, a binding failure tells nothing of it",
+          "[step][cancel][observer]") {
+  SECTION("deadline") {
+    auto ws = workspace::make("w");
+    auto c = std::make_shared<stuck_counters>();
+    event_log log;
+    run_step_options o;
+    o.observer = &log;
+    REQUIRE_FALSE(run_tree(step("outer").add_substep(step("slow").add_net(stuck("stuck", c)).timeout(10ms)), ws, o));
+    CHECK(log.lines == std::vector<std::string>{"step_begin outer", "step_begin slow", "net_begin stuck",
+                                                "net_end stuck cancelled", "step_end slow 1 timeout",
+                                                "step_end outer 1 timeout"});
+  }
+  SECTION("a create_workspace child whose stop blob does not exist in its workspace") {
+    auto ws = workspace::make("w");
+    ws->set("x", i64{0});
+    event_log log;
+    run_step_options o;
+    o.observer = &log;
+    auto s =
+        step("outer").substeps({step("first").add_net(incr("inc", "x")),
+                                step("own").add_net(incr("inc2", "y")).should_stop_blob("nowhere").create_workspace()});
+    auto st = run_tree(s, ws, o);
+    REQUIRE_FALSE(st);
+    INFO(st.error().message);
+    CHECK(st.error().code == errc::blob_not_found);
+    CHECK(log.lines == std::vector<std::string>{"step_begin outer", "step_begin first", "net_begin inc",
+                                                "net_end inc ok", "step_end first 1 ok",
+                                                "step_end outer 1 blob_not_found"});
+  }
+}
+
 TEST_CASE("a step that finishes within its timeout succeeds", "[step][cancel]") {
   auto ws = workspace::make("w");
   ws->set("x", i64{0});

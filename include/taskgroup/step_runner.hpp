@@ -79,6 +79,14 @@ struct TASKGROUP_API step_stats {
 /// runs, e.g. to write a trace or show progress. Called on the strand that
 /// runs the step, inline (keep it cheap); an observer shared by several
 /// nodes must be thread-safe. Names are the step's or net's own name.
+///
+/// An execution begins once its nets are bound (in its own workspace, for
+/// `create_workspace`): a step whose binding fails fails with no event.
+/// It ends with its status (a deadline's `errc::timeout` included) after
+/// every event of its subtree. Every net run is told, in the order the
+/// nets run; a failing net's end carries the op's error without the step
+/// path. The events and their order do not depend on how the session runs
+/// the tree.
 class TASKGROUP_API step_observer {
  public:
   virtual ~step_observer() = default;
@@ -109,7 +117,7 @@ struct TASKGROUP_API run_step_options {
 /// otherwise). Validation errors of the tree (`execution_step::validate`)
 /// are reported before anything runs.
 TASKGROUP_API boost::asio::awaitable<status> run_step(execution_step step, std::shared_ptr<workspace> ws,
-                                        run_step_options options = {});
+                                                      run_step_options options = {});
 
 /// Token form of `run_step`: starts the run on `ex` (the strand owning
 /// `ws`) and completes with `void(status)` through any Asio completion

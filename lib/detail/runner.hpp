@@ -2,6 +2,7 @@
 #pragma once
 
 #include <taskgroup/execution_step.hpp>
+#include <taskgroup/operator.hpp>
 #include <taskgroup/step_runner.hpp>
 #include <taskgroup/workspace.hpp>
 
@@ -132,7 +133,10 @@ class task_host {
 /// `run_compiled` (both drive the step machine, lib/step/machine.hpp), for
 /// the trees `may_run_inline` accepts, with or without an observer.
 /// Reusable: `start` again once a run has ended.
-class frame_free_run {
+///
+/// It is the target of its pending op's completion (`op_completion`),
+/// through the same virtual table: a waiting task holds its run.
+class frame_free_run : protected op_completion::target {
  public:
   enum class outcome {
     ended,     ///< ran to its end: `result()` holds its status

@@ -48,8 +48,7 @@ struct runner {  // internal: every member is used by the entry points below
          site_registry sites = {})
       : ex_(std::move(ex)),
         registry_(registry),
-        stats_(options.stats),
-        events_{options.observer},
+        ctx_{options.stats, options.observer},
         sites_(sites),
         yield_every_(std::max<std::uint32_t>(1, options.yield_every)) {}
 
@@ -75,30 +74,35 @@ struct runner {  // internal: every member is used by the entry points below
     return bind_step(n, ws, registry_, b, path);
   }
 
-  // One execution of a step: deadline, workspace, reporters, iterations.
+  // One execution of a step: its own workspace, then its machine, which
+  // tells its begin and its end (a deadline's included) around the
+  // iterations, timed, beside the report steps.
   asio::awaitable<status> exec(const program_step& n, std::shared_ptr<workspace> ws, const bound_step* b,
                                const step_path* path) {
-    if (events_.o == nullptr) co_return co_await exec_timed(n, std::move(ws), b, path);
-    events_.execution_begins(n);
-    std::uint64_t iterations = 0;
-    status st = co_await exec_timed(n, std::move(ws), b, path, &iterations);
-    events_.execution_ends(n, iterations, st);
+    bound_step local;
+    if (n.create_ws) {
+      ws = ws->create_child(ws->name() + "/" + n.name);
+      if (auto st = bind(n, *ws, local, path); !st) co_return st;
+      b = &local;
+    }
+    step_machine m(n, *b);
+    m.begins(ctx_);
+    status st = co_await exec_timed(m, ws, path);
+    m.ends(ctx_, st);
     co_return st;
   }
 
-  asio::awaitable<status> exec_timed(const program_step& n, std::shared_ptr<workspace> ws, const bound_step* b,
-                                     const step_path* path, std::uint64_t* iterations = nullptr) {
-    if (n.timeout()) {
-      const auto limit = *n.timeout();
+  asio::awaitable<status> exec_timed(step_machine& m, const std::shared_ptr<workspace>& ws, const step_path* path) {
+    if (const auto limit = m.step().timeout()) {
       co_return co_await guarded(detail::join(
           ex_, 2,
           [&](std::size_t i) -> asio::awaitable<status> {
-            if (i == 0) return exec_untimed(n, ws, b, path, iterations);
-            return deadline(limit, path);
+            if (i == 0) return iterate_beside_reports(m, ws, path);
+            return deadline(*limit, path);
           },
           detail::join_mode::race));
     }
-    co_return co_await exec_untimed(n, std::move(ws), b, path, iterations);
+    co_return co_await iterate_beside_reports(m, ws, path);
   }
 
   asio::awaitable<status> deadline(std::chrono::milliseconds limit, const step_path* path) {
@@ -108,20 +112,16 @@ struct runner {  // internal: every member is used by the entry points below
     co_return at(path, errc::timeout, "timed out after " + std::to_string(limit.count()) + " ms");
   }
 
-  asio::awaitable<status> exec_untimed(const program_step& n, std::shared_ptr<workspace> ws, const bound_step* b,
-                                       const step_path* path, std::uint64_t* iterations) {
-    bound_step local;
-    if (n.create_ws) {
-      ws = ws->create_child(ws->name() + "/" + n.name);
-      if (auto st = bind(n, *ws, local, path); !st) co_return st;
-      b = &local;
-    }
-    if (n.reports().empty()) co_return co_await iterate(n, *ws, *b, path, iterations);
-    co_return co_await beside_reports([&]() { return iterate(n, *ws, *b, path, iterations); }, n.reports().size(),
-                                      [&](std::size_t i, report_control& ctl) {
-                                        return report_loop(n.children[n.reports()[i]], ws, b->children[n.reports()[i]],
-                                                           path, ctl);
-                                      });
+  // The machine's iterations, beside the step's report steps if any.
+  asio::awaitable<status> iterate_beside_reports(step_machine& m, const std::shared_ptr<workspace>& ws,
+                                                 const step_path* path) {
+    const program_step& n = m.step();
+    if (n.reports().empty()) return iterate(m, *ws, path);
+    return beside_reports([&m, &ws, path, this]() { return iterate(m, *ws, path); }, n.reports().size(),
+                          [&n, &m, &ws, path, this](std::size_t i, report_control& ctl) {
+                            const std::size_t idx = n.reports()[i];
+                            return report_loop(n.children[idx], ws, m.bound().children[idx], path, ctl);
+                          });
   }
 
   // Runs `body` beside report steps (already bound in `ws`).
@@ -172,52 +172,41 @@ struct runner {  // internal: every member is used by the entry points below
       // The parent's end seen before this run makes it the last one; an end
       // that arrives during the run ends the loop without another.
       const bool last = ctl.done;
-      if (stats_ != nullptr) ++stats_->report_runs;
-      events_.report_begins(r);
+      ctx_.report_begins(r);
       status st = co_await exec(r, ws, &b, &path);
-      events_.report_ends(r, st);
+      ctx_.report_ends(r, st);
       if (!st) co_return st;
       if (last || ctl.done) co_return ok();
     }
   }
-  // The one way this driver runs a net: counted, told to the observer,
-  // a failure named at `path`. A net that cannot wait runs inline
-  // (`run_net_now`); one that may is awaited with its wait in view of
-  // run_probe (`run_waiting_net`, a frame of its own only then).
-  asio::awaitable<status> run_net(net_instance& inst, const step_path* path) {
-    if (!inst.may_wait()) co_return run_net_now(inst, path);
-    co_return co_await run_waiting_net(inst, path);
-  }
-  status run_net_now(net_instance& inst, const step_path* path) {
-    net_begins(inst);
-    return net_ended(inst, inst.run_sync(), path);
-  }
+  // A net that may wait, whose run has begun (counted and told, by the
+  // machine or, for a concurrent instance, by `nets_instance`): awaited
+  // with its wait in view of run_probe. A net that cannot wait is called
+  // inline (`run_sync`): no frame.
   asio::awaitable<status> run_waiting_net(net_instance& inst, const step_path* path) {
-    net_begins(inst);
     wait_site site;
     watch(site, inst, path);
-    status st = told_if_starved(inst, site.op, co_await run_net_at(inst, &site.op));
-    co_return net_ended(inst, st, path);
+    co_return told_if_starved(inst, site.op, co_await run_net_at(inst, &site.op));
   }
-  void net_begins(const net_instance& inst) {
-    if (stats_ != nullptr) ++stats_->net_runs;
-    events_.net_begins(inst);
-  }
-  status net_ended(const net_instance& inst, const status& st, const step_path* path) {
-    events_.net_ends(inst, st);
+  // A net's failure, named at `path`.
+  static status named_at(status st, const step_path* path) {
     if (!st) return at(path, st.error());
-    return ok();
+    return st;
   }
 
   // One execution's iterations: the step machine's actions, carried out.
-  asio::awaitable<status> iterate(const program_step& n, workspace& ws, const bound_step& b, const step_path* path,
-                                  std::uint64_t* iterations) {
+  asio::awaitable<status> iterate(step_machine& m, workspace& ws, const step_path* path) {
+    asio::cancellation_state cs = co_await asio::this_coro::cancellation_state;
+    yield_clock clock{yield_every_};
+    co_return co_await drive(m, ws, path, stop_query{&cs}, clock);
+  }
+  // The same for a plain child of no observed run (`exec_elidable`): its
+  // machine in this frame, no begin or end to tell.
+  asio::awaitable<status> iterate(const program_step& n, workspace& ws, const bound_step& b, const step_path* path) {
     asio::cancellation_state cs = co_await asio::this_coro::cancellation_state;
     step_machine m(n, b);
     yield_clock clock{yield_every_};
-    status st = co_await drive(m, ws, path, stop_query{&cs}, clock);
-    if (iterations != nullptr) *iterations = m.started();
-    co_return st;
+    co_return co_await drive(m, ws, path, stop_query{&cs}, clock);
   }
 
   asio::awaitable<status> drive(step_machine& m, workspace& ws, const step_path* path, const stop_query& stop,
@@ -238,7 +227,7 @@ struct runner {  // internal: every member is used by the entry points below
       // The common loop runs in a plain function, back here only to yield.
       for (;;) {
         status failure = ok();
-        switch (run_sync_loop(m, path, stop, clock, stats_, events_, failure)) {
+        switch (run_sync_loop(m, path, stop, clock, ctx_, failure)) {
           case loop_exit::end: co_return ok();
           case loop_exit::failed:
           case loop_exit::bad_stop: co_return failure;
@@ -250,7 +239,7 @@ struct runner {  // internal: every member is used by the entry points below
         if (!has_only_sync_nets(n, b)) break;
       }
     }
-    for (auto a = m.next(stop, clock, stats_);;) {
+    for (auto a = m.next(stop, clock, ctx_);;) {
       switch (a) {
         case step_machine::action::run_net: {
           net_instance& inst = m.net();
@@ -259,9 +248,10 @@ struct runner {  // internal: every member is used by the entry points below
           if (inst.may_wait()) {
             st = co_await run_waiting_net(inst, path);
           } else {
-            st = run_net_now(inst, path);
+            st = inst.run_sync();
           }
-          if (!st) co_return st;
+          m.net_ended(ctx_, st);
+          if (!st) co_return named_at(std::move(st), path);
           break;
         }
         case step_machine::action::run_child: {
@@ -291,13 +281,13 @@ struct runner {  // internal: every member is used by the entry points below
         }
         case step_machine::action::yield:
           if (!co_await yield(*stop.cs)) co_return cancelled_at(path);
-          a = m.next(stop, clock, stats_);
+          a = m.next(stop, clock, ctx_);
           continue;
         case step_machine::action::done: co_return ok();
         case step_machine::action::bad_stop: co_return stop_blob_error(b, n, path);
         case step_machine::action::cancelled: co_return cancelled_at(path);
       }
-      a = m.unit_ended(stop, clock, stats_);
+      a = m.unit_ended(stop, clock, ctx_);
     }
   }
 
@@ -332,20 +322,17 @@ struct runner {  // internal: every member is used by the entry points below
     for (const std::size_t e = n.recurring_size(); at.k < e;) {
       const std::size_t idx = n.recurring_at(at.k);
       const program_step& c = n.children[idx];
-      if (!at.child) {
-        at.child.emplace(c, b.children[idx]);
-        events_.execution_begins(c);
-      }
+      if (!at.child) at.child.emplace(c, b.children[idx]).begins(ctx_);
       status failure = ok();
       status child_st = ok();
-      switch (run_sync_loop(*at.child, &paths[at.k], stop, clock, stats_, events_, failure)) {
+      switch (run_sync_loop(*at.child, &paths[at.k], stop, clock, ctx_, failure)) {
         case loop_exit::end: break;
         case loop_exit::failed:
         case loop_exit::bad_stop: child_st = std::move(failure); break;
         case loop_exit::cancelled: child_st = cancelled_at(&paths[at.k]); break;
         case loop_exit::yield: return false;
       }
-      if (end_child(c, at, child_st)) {
+      if (end_child(at, child_st)) {
         st = std::move(child_st);
         return true;
       }
@@ -356,8 +343,8 @@ struct runner {  // internal: every member is used by the entry points below
 
   // Child `at.k`'s execution ended with `st`: its event, then on to the
   // next child; true when that end stops the children (a failure).
-  bool end_child(const program_step& c, in_turn_cursor& at, const status& st) {
-    events_.execution_ends(c, at.child->started(), st);
+  bool end_child(in_turn_cursor& at, const status& st) {
+    at.child->ends(ctx_, st);
     at.child.reset();
     ++at.k;
     return !st;
@@ -382,7 +369,7 @@ struct runner {  // internal: every member is used by the entry points below
         if (run_children_in_turn(n, b, paths, stop, clock, at, st)) co_return st;
         continue;
       }
-      if (end_child(c, at, st)) co_return st;
+      if (end_child(at, st)) co_return st;
       if (run_children_in_turn(n, b, paths, stop, clock, at, st)) co_return st;
     }
   }
@@ -403,7 +390,7 @@ struct runner {  // internal: every member is used by the entry points below
   static bool is_plain(const program_step& c) { return !c.timeout() && !c.create_ws && c.reports().empty(); }
   // `exec` adds nothing for a plain child but its observer events: without
   // an observer such a child is run as `iterate` directly (fewer frames).
-  [[nodiscard]] bool exec_elidable(const program_step& c) const { return events_.o == nullptr && is_plain(c); }
+  [[nodiscard]] bool exec_elidable(const program_step& c) const { return ctx_.observer == nullptr && is_plain(c); }
 
   // The paths of the children of a concurrent step (substep k of
   // `concurrent_iteration`), made once per execution of the step: plain
@@ -442,7 +429,7 @@ struct runner {  // internal: every member is used by the entry points below
       const program_step& c = n.children[idx];
       // The parent's workspace outlives the iteration (it waits for every
       // child), so a plain child needs neither `exec` nor a reference.
-      if (exec_elidable(c)) return iterate(c, ws, b.children[idx], &paths[k], nullptr);
+      if (exec_elidable(c)) return iterate(c, ws, b.children[idx], &paths[k]);
       return substep_instance(c, shared(ws), b.children[idx], path, instance);
     };
     return spawn_join::round<true>(join, ex_, child, [](std::size_t) { return 0; });
@@ -450,8 +437,17 @@ struct runner {  // internal: every member is used by the entry points below
 
   asio::awaitable<status> nets_instance(const bound_step& b, const step_path* parent, std::int64_t instance) {
     step_path path{parent, "", instance};
+    const step_path* p = instance >= 0 ? &path : parent;
     for (net_instance* inst : b.nets) {
-      if (status st = co_await run_net(*inst, instance >= 0 ? &path : parent); !st) co_return st;
+      ctx_.net_begins(*inst);
+      status st = ok();
+      if (inst->may_wait()) {
+        st = co_await run_waiting_net(*inst, p);
+      } else {
+        st = inst->run_sync();
+      }
+      ctx_.net_ends(*inst, st);
+      if (!st) co_return named_at(std::move(st), p);
     }
     co_return ok();
   }
@@ -476,8 +472,7 @@ struct runner {  // internal: every member is used by the entry points below
 
   asio::any_io_executor ex_;
   const operator_registry& registry_;
-  step_stats* stats_;
-  step_events events_;
+  step_context ctx_;
   site_registry sites_;
   std::uint32_t yield_every_;
 };
@@ -503,7 +498,7 @@ asio::awaitable<status> detail::run_compiled(std::shared_ptr<const compiled_step
   }
   // Straight to the loop when `exec` would only pass the call on: three
   // coroutine frames fewer for the common task (alive while it pends).
-  if (r.exec_elidable(root)) co_return co_await r.iterate(root, *ws, b, &path, nullptr);
+  if (r.exec_elidable(root)) co_return co_await r.iterate(root, *ws, b, &path);
   co_return co_await r.exec(root, std::move(ws), &b, &path);
 }
 

@@ -49,7 +49,7 @@ class compact_status {
   std::unique_ptr<error> failure_;
 };
 
-class frame_free_driver final : public frame_free_run, private op_completion::target {
+class frame_free_driver final : public frame_free_run {
  public:
   explicit frame_free_driver(task_host& host) noexcept : host_(host) {}
 
@@ -106,16 +106,13 @@ class frame_free_driver final : public frame_free_run, private op_completion::ta
     return true;
   }
 
-  // The events go to `observer`, the host's, if any (not kept apart: a
-  // waiting task holds its run).
-  [[nodiscard]] step_events events() const noexcept { return step_events{observer.get()}; }
+  // The machines report to the run's counts and to `observer`, the host's,
+  // if any (not kept apart: a waiting task holds its run).
+  [[nodiscard]] step_context ctx() noexcept { return step_context{&stats_, observer.get()}; }
   [[nodiscard]] stop_query stop() const noexcept { return stop_query{nullptr, host_.stopping_flag()}; }
 
   // An execution of `n` begins.
-  void push(const program_step& n, const bound_step& b) {
-    stack_.emplace_back(n, b);
-    events().execution_begins(n);
-  }
+  void push(const program_step& n, const bound_step& b) { stack_.emplace_back(n, b).begins(ctx()); }
 
   using action = step_machine::action;
 
@@ -123,7 +120,7 @@ class frame_free_driver final : public frame_free_run, private op_completion::ta
   // synchronous nets runs its whole loop here. nullopt: the run has ended.
   std::optional<action> enter(yield_clock& clock) {
     step_machine& m = stack_.back();
-    if (!has_only_sync_nets(m.step(), m.bound())) return m.next(stop(), clock, &stats_);
+    if (!has_only_sync_nets(m.step(), m.bound())) return m.next(stop(), clock, ctx());
     if (!run_sync_level(m, clock)) return std::nullopt;
     return pop(clock);
   }
@@ -131,24 +128,27 @@ class frame_free_driver final : public frame_free_run, private op_completion::ta
   // The top execution has ended well: its parent goes on (nullopt: it was
   // the root, the run has ended well).
   std::optional<action> pop(yield_clock& clock) {
-    const step_machine& m = stack_.back();
-    events().execution_ends(m.step(), m.started(), ok());
+    stack_.back().ends(ctx(), ok());
     stack_.pop_back();
     if (stack_.empty()) {
       finish(ok());
       return std::nullopt;
     }
-    return stack_.back().unit_ended(stop(), clock, &stats_);
+    return stack_.back().unit_ended(stop(), clock, ctx());
   }
 
   // The run has ended with `st`: every execution on the stack ends with
   // it, innermost first (as the coroutine driver's frames unwind).
   bool finish(status st) {
-    for (auto it = stack_.rbegin(); it != stack_.rend(); ++it) events().execution_ends(it->step(), it->started(), st);
+    for (auto it = stack_.rbegin(); it != stack_.rend(); ++it) it->ends(ctx(), st);
     result_ = std::move(st);
     stack_.clear();
     return true;
   }
+
+  // The net of the top execution's last `run_net` action: the one running,
+  // whose op `op_` pends while the run waits.
+  [[nodiscard]] net_instance& net() const noexcept { return stack_.back().net(); }
 
   // Calls `f` with the step path of the top of the stack (made on demand:
   // for errors, and for the synchronous loop, which renders it only on
@@ -167,8 +167,8 @@ class frame_free_driver final : public frame_free_run, private op_completion::ta
   // frame_free_run: the path of the top of the stack, the net and its op
   // that pends (or the wait for an offloaded op, `retry_`).
   [[nodiscard]] std::string where() const override {
-    if (!waiting_ || net_ == nullptr || stack_.empty()) return {};
-    const error op(errc::cancelled, op_waiting(*net_, op_, retry_));
+    if (!waiting_ || stack_.empty()) return {};
+    const error op(errc::cancelled, op_waiting(net(), op_, retry_));
     return with_path([&](const step_path* p) { return at(p, op).message; });
   }
 
@@ -184,7 +184,7 @@ class frame_free_driver final : public frame_free_run, private op_completion::ta
     if (resumed) {
       if (!*resumed) {
         retry_ = false;
-        result_ = net_->op_error(op_, resumed->error());
+        result_ = net().op_error(op_, resumed->error());
         (void)net_ended(clock);
         return true;
       }
@@ -198,10 +198,8 @@ class frame_free_driver final : public frame_free_run, private op_completion::ta
       step_machine& m = stack_.back();
       switch (*a) {
         case action::run_net: {
+          // The machine has begun the net's run (counted, told).
           net_instance& inst = m.net();
-          ++stats_.net_runs;
-          events().net_begins(inst);
-          net_ = &inst;
           op_ = 0;
           if (!inst.may_wait()) {
             result_ = inst.run_sync();
@@ -218,7 +216,7 @@ class frame_free_driver final : public frame_free_run, private op_completion::ta
           break;
         }
         case action::done: a = pop(clock); break;
-        case action::yield: a = m.next(stop(), clock, &stats_); break;
+        case action::yield: a = m.next(stop(), clock, ctx()); break;
         case action::bad_stop:
           return finish(with_path([&](const step_path* p) { return status(stop_blob_error(m.bound(), m.step(), p)); }));
         case action::cancelled: return finish(with_path([](const step_path* p) { return cancelled_at(p); }));
@@ -237,7 +235,7 @@ class frame_free_driver final : public frame_free_run, private op_completion::ta
     return with_path([&](const step_path* p) {
       status failure = ok();
       for (;;) {
-        switch (run_sync_loop(m, p, stop(), clock, &stats_, events(), failure)) {
+        switch (run_sync_loop(m, p, stop(), clock, ctx(), failure)) {
           case loop_exit::end: return true;
           case loop_exit::failed:
           case loop_exit::bad_stop: return !finish(std::move(failure));
@@ -248,26 +246,27 @@ class frame_free_driver final : public frame_free_run, private op_completion::ta
     });
   }
 
-  // Runs `net_` from op `op_`: false when an op waits; else the net has
+  // Runs `net()` from op `op_`: false when an op waits; else the net has
   // ended, with its status (without the step path) in result_.
   bool continue_net() {
     result_ = ok();
+    net_instance& net = this->net();
     for (;;) {
       std::size_t i = op_;
-      status st = net_->run_from(i);
+      status st = net.run_from(i);
       op_ = static_cast<std::uint32_t>(i);
       if (!st) {
         result_ = std::move(st);
         return true;
       }
-      if (op_ == net_->size()) return true;
+      if (op_ == net.size()) return true;
       // A blocked op waits for the node's offloaded op, then runs.
-      const bool blocked = net_->blocked(op_);
+      const bool blocked = net.blocked(op_);
       std::optional<status> now =
-          blocked ? start_op([this](const asio::any_io_executor& ex, op_completion done) {
-            net_->wait_unblocked(ex, std::move(done));
+          blocked ? start_op([&net](const asio::any_io_executor& ex, op_completion done) {
+            net.wait_unblocked(ex, std::move(done));
           })
-                  : start_op([k = &net_->kernel(op_)](const asio::any_io_executor& ex, op_completion done) {
+                  : start_op([k = &net.kernel(op_)](const asio::any_io_executor& ex, op_completion done) {
                       k->start(ex, std::move(done));
                     });
       if (!now) {
@@ -275,23 +274,24 @@ class frame_free_driver final : public frame_free_run, private op_completion::ta
         return false;
       }
       if (!*now) {
-        result_ = net_->op_error(op_, now->error());
+        result_ = net.op_error(op_, now->error());
         return true;
       }
       if (!blocked) ++op_;
     }
   }
 
-  // Net `net_` of the top execution has ended with result_: reported, and
+  // Net `net()` of the top execution has ended with result_: reported, and
   // the machine goes on (nullopt: the net failed, the run has ended).
   std::optional<action> net_ended(yield_clock& clock) {
     const status st = result_.take();
-    events().net_ends(*net_, st);
+    step_machine& m = stack_.back();
+    m.net_ended(ctx(), st);
     if (!st) {
       finish(with_path([&](const step_path* p) { return status(at(p, st.error())); }));
       return std::nullopt;
     }
-    return stack_.back().unit_ended(stop(), clock, &stats_);
+    return m.unit_ended(stop(), clock, ctx());
   }
 
   // Starts an op through `start(ex, done)` (its kernel's start, or the
@@ -335,7 +335,6 @@ class frame_free_driver final : public frame_free_run, private op_completion::ta
   std::shared_ptr<workspace> ws_;  // while waiting: the root step's own workspace, else the task's
   bound_step bound_;
   boost::container::small_vector<step_machine, 1> stack_;  // a task's tree is mostly one step
-  net_instance* net_ = nullptr;                            // the net running (whose op `op_` pends)
   step_stats stats_;
   compact_status result_;  // the run's, a net's while it runs, or an op's end reported inside start()
   asio::cancellation_signal signal_;

@@ -31,7 +31,7 @@ namespace {
 // is its fast paths, looked up once here for the whole loop.
 template <bool Observed, class Stop>
 loop_exit sync_loop(step_machine& m, const step_path* path, Stop stop, yield_clock& clock, step_stats& counts,
-                    const step_events& events, status& failure) {
+                    const step_context& ctx, status& failure) {
   boost::container::small_vector<fast_net_run, 4> runs;
   bool one_op_each = true;
   for (net_instance* inst : m.bound().nets) {
@@ -58,9 +58,9 @@ loop_exit sync_loop(step_machine& m, const step_path* path, Stop stop, yield_clo
     }
   }
   return m.run_nets(stop, clock, &counts, [&](net_instance& inst, std::uint32_t u) {
-    if constexpr (Observed) events.net_begins(inst);
+    if constexpr (Observed) ctx.told_net_begins(inst);
     status st = runs[u]();
-    if constexpr (Observed) events.net_ends(inst, st);
+    if constexpr (Observed) ctx.net_ends(inst, st);
     return ended(st);
   });
 }
@@ -68,21 +68,21 @@ loop_exit sync_loop(step_machine& m, const step_path* path, Stop stop, yield_clo
 }  // namespace
 
 loop_exit run_sync_loop(step_machine& m, const step_path* path, const stop_query& stop, yield_clock& clock,
-                        step_stats* stats, const step_events& events, status& failure) {
+                        const step_context& ctx, status& failure) {
   // The loop keeps what it reads at every net in locals of its own
   // (run_nets_as); the machine, the clock and the counts are touched at
   // its boundaries only.
   step_stats none;
-  step_stats& counts = stats != nullptr ? *stats : none;
+  step_stats& counts = ctx.stats != nullptr ? *ctx.stats : none;
   loop_exit exit;
-  if (events.o != nullptr) {
-    exit = sync_loop<true>(m, path, stop, clock, counts, events, failure);
+  if (ctx.observer != nullptr) {
+    exit = sync_loop<true>(m, path, stop, clock, counts, ctx, failure);
   } else if (stop.cs != nullptr && stop.flag == nullptr) {
-    exit = sync_loop<false>(m, path, state_stop{stop.cs}, clock, counts, events, failure);
+    exit = sync_loop<false>(m, path, state_stop{stop.cs}, clock, counts, ctx, failure);
   } else if (stop.cs == nullptr && stop.flag != nullptr) {
-    exit = sync_loop<false>(m, path, flag_stop{stop.flag}, clock, counts, events, failure);
+    exit = sync_loop<false>(m, path, flag_stop{stop.flag}, clock, counts, ctx, failure);
   } else {
-    exit = sync_loop<false>(m, path, stop, clock, counts, events, failure);
+    exit = sync_loop<false>(m, path, stop, clock, counts, ctx, failure);
   }
   if (exit != loop_exit::bad_stop) return exit;
   failure = stop_blob_error(m.bound(), m.step(), path);

@@ -3,13 +3,17 @@
 // starts (num_iter, only_once), the stop check after each net, each
 // sequential child and each concurrent iteration, what an iteration start
 // counts, when a long loop yields, when the run's stop request is seen,
-// and which observer events an execution emits.
+// and which observer events an execution emits, and when.
 //
-// A driver holds one `step_machine` per step execution it runs and asks
-// `next()` what to do: run a net, execute a child, run the iteration's
-// children concurrently, yield, or stop (done, failed, cancelled). It
-// reports each net's or child's end back (`unit_ended`), and the machine
-// decides again.
+// A driver holds one `step_machine` per step execution it runs. It tells
+// the machine the execution begins (`begins`), asks `next()` what to do:
+// run a net, execute a child, run the iteration's children concurrently,
+// yield, or stop (done, failed, cancelled); it reports each net's or
+// child's end back (`net_ended`, `unit_ended`), and the machine decides
+// again; last it tells the execution's end (`ends`). The machine sends
+// the observer events and counts the task's net runs and iterations on
+// the way (`step_context`): a driver never tells the observer of an
+// execution or a net itself.
 // The coroutine driver (coroutine_driver.cpp) and the frame-free driver
 // (frame_free_driver.cpp) differ only in how they carry out an action:
 // awaiting, or starting a callback-form op and resuming from its
@@ -71,29 +75,38 @@ struct yield_clock {
   void skip(std::uint32_t n) noexcept { since += n; }
 };
 
-/// The observer events of a run, emitted at the same points by both
-/// drivers: an execution's begin (before its first iteration) and end
-/// (with its status and the iterations it started), each net run, and
-/// each report-step run. Without an observer each is one test.
-struct step_events {
-  step_observer* o = nullptr;
-  void execution_begins(const program_step& n) const {
-    if (o != nullptr) o->step_begin(n.name);
-  }
-  void execution_ends(const program_step& n, std::uint64_t iterations, const status& st) const {
-    if (o != nullptr) o->step_end(n.name, iterations, st);
-  }
+/// What the machines of one task's run report to: the task's counts
+/// (`step_stats`) and the run's observer, either may be null (then each
+/// report is one test). Passed to every call of a machine, never kept in
+/// it: a waiting task holds its machines.
+///
+/// The machine sends an execution's begin and end and each net run of
+/// its iterations; the coroutine driver sends through the same functions
+/// what only it runs: the nets of a step's concurrent instances and the
+/// runs of report steps.
+struct step_context {
+  step_stats* stats = nullptr;
+  step_observer* observer = nullptr;
+
+  /// A net run begins: counted, and told.
   void net_begins(const net_instance& inst) const {
-    if (o != nullptr) o->net_begin(inst.name());
+    if (stats != nullptr) ++stats->net_runs;
+    told_net_begins(inst);
+  }
+  /// Told alone: the synchronous loop counts its net runs in bulk.
+  void told_net_begins(const net_instance& inst) const {
+    if (observer != nullptr) observer->net_begin(inst.name());
   }
   void net_ends(const net_instance& inst, const status& st) const {
-    if (o != nullptr) o->net_end(inst.name(), st);
+    if (observer != nullptr) observer->net_end(inst.name(), st);
   }
-  void report_begins(const program_step& n) const {
-    if (o != nullptr) o->report_begin(n.name);
+  /// A run of report step `r` begins: counted, and told.
+  void report_begins(const program_step& r) const {
+    if (stats != nullptr) ++stats->report_runs;
+    if (observer != nullptr) observer->report_begin(r.name);
   }
-  void report_ends(const program_step& n, const status& st) const {
-    if (o != nullptr) o->report_end(n.name, st);
+  void report_ends(const program_step& r, const status& st) const {
+    if (observer != nullptr) observer->report_end(r.name, st);
   }
 };
 
@@ -141,8 +154,8 @@ class step_machine {
     cancelled,       ///< the run was asked to stop
   };
 
-  /// The step's fields the rules read are copied here once per execution:
-  /// the hot loop reads the machine, not the step.
+  /// The step's fields the rules read are copied here once per execution
+  /// (`n` bound as `b`): the hot loop reads the machine, not the step.
   step_machine(const program_step& n, const bound_step& b) noexcept
       : n_(&n),
         b_(&b),
@@ -156,33 +169,49 @@ class step_machine {
         nets_(!n.nets.empty()),
         counted_(n.counted) {}
 
+  /// The execution begins (before its first iteration): told.
+  void begins(const step_context& ctx) const {
+    if (ctx.observer != nullptr) ctx.observer->step_begin(n_->name);
+  }
+  /// The execution has ended with `st` (well, failed, cancelled, timed
+  /// out): told, with the iterations it started.
+  void ends(const step_context& ctx, const status& st) const {
+    if (ctx.observer != nullptr) ctx.observer->step_end(n_->name, started(), st);
+  }
+
   /// What to do first, and after a yield. `stop` is checked before each
   /// iteration, `clock` ticks at each iteration start (a due yield comes
-  /// before the iteration, whose checks are then not made again), `stats`
-  /// counts the iterations of the counted step.
-  action next(const stop_query& stop, yield_clock& clock, step_stats* stats) noexcept {
-    if (in_iteration_ && unit_ < units_) return unit_action();
-    return next_iteration(stop, clock, stats);
+  /// before the iteration, whose checks are then not made again), `ctx`
+  /// counts the iterations of the counted step; a `run_net` action is the
+  /// net's run begun (counted and told).
+  action next(const stop_query& stop, yield_clock& clock, const step_context& ctx) {
+    if (in_iteration_ && unit_ < units_) return unit_action(ctx);
+    return next_iteration(stop, clock, ctx);
   }
+
+  /// The net of the last `run_net` action has ended with `st`: told. The
+  /// caller goes on with `unit_ended` if it ended well; else the execution
+  /// has failed.
+  void net_ended(const step_context& ctx, const status& st) const { ctx.net_ends(net(), st); }
 
   /// The net, child or concurrent iteration of the last action ended well:
   /// the stop check, then what comes next (arguments as for `next`).
-  action unit_ended(const stop_query& stop, yield_clock& clock, step_stats* stats) noexcept {
+  action unit_ended(const stop_query& stop, yield_clock& clock, const step_context& ctx) {
     switch (after_unit()) {
       case stop_verdict::go_on: break;
       case stop_verdict::stop: return action::done;
       case stop_verdict::bad_type: return action::bad_stop;
     }
-    if (unit_ < units_) return unit_action();
-    return next_iteration(stop, clock, stats);
+    if (unit_ < units_) return unit_action(ctx);
+    return next_iteration(stop, clock, ctx);
   }
 
   /// The same rules as `next` and `unit_ended`, as one tight loop for a net
   /// step whose nets are all synchronous: `run_net(net, u)` runs each net,
-  /// the step's `u`-th
-  /// (false: it failed, the loop ends `failed`), counted in
-  /// `stats->net_runs`. Leaves at the end of the execution, on a failure,
-  /// a cancellation or a due yield (call again after it).
+  /// the step's `u`-th (false: it failed, the loop ends `failed`), and
+  /// tells the observer itself (`run_sync_loop`); the runs are counted in
+  /// `stats->net_runs` in bulk. Leaves at the end of the execution, on a
+  /// failure, a cancellation or a due yield (call again after it).
   template <class Stop, class RunNet>
   loop_exit run_nets(Stop stop, yield_clock& clock, step_stats* stats, RunNet&& run_net) {
     // Two loops of the same rules: without a stop blob the check after
@@ -268,7 +297,12 @@ class step_machine {
     }
   }
 
-  [[nodiscard]] action unit_action() const noexcept { return nets_ ? action::run_net : action::run_child; }
+  // The next net or child runs: a net's run begins here.
+  [[nodiscard]] action unit_action(const step_context& ctx) const {
+    if (!nets_) return action::run_child;
+    ctx.net_begins(net());
+    return action::run_net;
+  }
 
   // How many iterations may still start, iteration i_ the first of them
   // (§1.4.3): up to num_iter; in stop-blob mode any number, but only
@@ -316,9 +350,9 @@ class step_machine {
     return verdict_of(b_->stop);
   }
 
-  action next_iteration(const stop_query& stop, yield_clock& clock, step_stats* stats) noexcept {
+  action next_iteration(const stop_query& stop, yield_clock& clock, const step_context& ctx) {
     for (;;) {
-      switch (begin_iteration(stop, clock, stats)) {
+      switch (begin_iteration(stop, clock, ctx.stats)) {
         case boundary::go: break;
         case boundary::done: return action::done;
         case boundary::cancelled: return action::cancelled;
@@ -327,7 +361,7 @@ class step_machine {
       if (concurrent_) return action::run_concurrent;
       // An iteration with nothing to run (a root step without nets or
       // children) ends at once; the loop goes on, its clock ticking.
-      if (units_ != 0) return unit_action();
+      if (units_ != 0) return unit_action(ctx);
     }
   }
 
@@ -347,12 +381,12 @@ class step_machine {
 };
 
 /// Runs a `has_only_sync_nets` step's machine on (`step_machine::run_nets`):
-/// nets called inline, each reported to `events` and counted in `stats`,
+/// nets called inline, each reported to `ctx` (counted, told),
 /// until the execution ends (well: `end`; `failure` set, a stop blob of
 /// the wrong type included: `failed`; `cancelled`) or a yield is due
 /// (`yield`: call again after it). A plain function, its state in
 /// registers: the hot loop of both drivers.
 loop_exit run_sync_loop(step_machine& m, const step_path* path, const stop_query& stop, yield_clock& clock,
-                        step_stats* stats, const step_events& events, status& failure);
+                        const step_context& ctx, status& failure);
 
 }  // namespace taskgroup::detail
