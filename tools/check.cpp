@@ -124,23 +124,20 @@ struct node_items {
 void summarize_node(const task_group& group, const std::string& node_name, const node_items& items, tally& total,
                     std::string& body_text) {
   body_text += "node " + node_name + ": " + plural(items.tasks.size(), "task", "tasks") + "\n";
+  // The names are not kept from this pass to the next: 10^5 copies were
+  // a fifth of the check's peak memory beside the summary's text.
   std::size_t name_width = 0;
-  // Each task's name once (task::name() makes a copy).
-  std::vector<std::string> names;
-  names.reserve(items.tasks.size());
-  for (const auto* t : items.tasks) {
-    names.push_back(t->name());
-    name_width = std::max(name_width, names.back().size());
-  }
+  for (const auto* t : items.tasks) name_width = std::max(name_width, t->name().size());
   for (std::size_t i = 0; i < items.tasks.size(); ++i) {
     const task& t = *items.tasks[i];
+    const std::string name = t.name();
     const auto type = t.type().value_or(group.type().value_or(workspace_type::private_));
     tally tt = task_tally(t);
     total.add(tt);
     // Appended in place: 10^5 lines of temporaries were a tenth of a check.
     body_text += "  ";
-    body_text += names[i];
-    body_text.append(name_width - names[i].size(), ' ');
+    body_text += name;
+    body_text.append(name_width - name.size(), ' ');
     body_text += "  " + plural(static_cast<std::size_t>(t.instances()), "instance", "instances");
     body_text += ", ";
     body_text += to_string(type);

@@ -19,16 +19,17 @@ namespace taskgroup::detail {
 
 /// A declared output of a task and what the last run of its group to
 /// complete left in it (`task_output::get()`).
+// The flags are kept together: a plan holds an output or more per task.
 struct TASKGROUP_API output_state {
   std::string task;
   std::vector<std::string> blobs;
-  bool list = false;
   // The C++ type of each blob when declared with one (output<T>), so that
   // sessions can check at the start of a run that the type can travel.
   const std::type_info* type = nullptr;
-  bool set = false;
   std::unique_ptr<const error> failure;  // why the last run could not fetch it (apart: rare)
   std::vector<std::shared_ptr<const blob>> values;
+  bool list = false;
+  bool set = false;
   // Set by the MPI session on its workers while it runs the task: the run
   // fetches the value as the node workspace's own blob instead of a copy
   // (unless the node has exit work, which runs after the fetch); the MPI

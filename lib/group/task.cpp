@@ -121,7 +121,9 @@ struct task::data {
   std::string full_name;  // set when added to a group (then `used`)
   std::optional<execution_step> user;
   std::int64_t instances = 1;
-  std::optional<taskgroup::workspace_type> type;
+  // The workspace type as 0 (none set) or 1 + the enumerator, beside
+  // `used`: one word for both, and the data one allocation class smaller.
+  std::uint8_t type = 0;
   bool used = false;
   std::vector<std::shared_ptr<detail::output_state>> outputs;
   std::optional<execution_step> composed;  // cached get_step()
@@ -167,7 +169,7 @@ task& task::num_instances(std::int64_t n) {
 }
 
 task& task::workspace_type(taskgroup::workspace_type t) {
-  if (check_mutable("workspace_type")) data_->type = t;
+  if (check_mutable("workspace_type")) data_->type = static_cast<std::uint8_t>(1 + static_cast<int>(t));
   return *this;
 }
 
@@ -210,7 +212,10 @@ const std::string& task::base_name() const noexcept { return data_->base; }
 const std::string& task::node_name() const noexcept { return data_->where.name(); }
 const taskgroup::node& task::get_node() const noexcept { return data_->where; }
 std::int64_t task::instances() const noexcept { return data_->instances; }
-std::optional<taskgroup::workspace_type> task::type() const noexcept { return data_->type; }
+std::optional<taskgroup::workspace_type> task::type() const noexcept {
+  if (data_->type == 0) return std::nullopt;
+  return static_cast<taskgroup::workspace_type>(data_->type - 1);
+}
 const std::optional<execution_step>& task::user_step() const noexcept { return data_->user; }
 bool task::used() const noexcept { return data_->used; }
 

@@ -198,8 +198,11 @@ result<json::value> inputs_json(const task_group& g);
 // --- step trees (steps.cpp) --------------------------------------------------
 
 /// The nets of a plan, by name (open addressing: a plan may hold 10^5
-/// nets, and a node per entry was a cache miss per lookup).
-using net_table = boost::unordered_flat_map<std::string, net, std::hash<std::string>>;
+/// nets, and a node per entry was a cache miss per lookup). The key views
+/// the net's own name (`net::name()`, which stays where it is while the
+/// net is not edited, and the reader edits no net it has filed): a
+/// string's room less per entry, alive until the whole group is built.
+using net_table = boost::unordered_flat_map<std::string_view, net, std::hash<std::string_view>>;
 
 /// A step tree from JSON at `ptr`, its nets resolved in `nets`; at most
 /// `max_step_depth` levels, run `outer` times at once (a task's

@@ -89,7 +89,8 @@ class reader {
         n.add(std::move(def));
       }
     }
-    nets_.emplace(std::move(name), std::move(n));
+    const std::string_view key = n.name();
+    nets_.emplace(key, std::move(n));
     return ok();
   }
 

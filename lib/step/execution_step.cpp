@@ -17,13 +17,14 @@ struct execution_step::data {
     std::optional<std::chrono::milliseconds> run_every;
     std::optional<std::chrono::milliseconds> timeout;
     std::optional<std::string> misuse;  // the first builder misuse, reported by validate()
+    std::int64_t instances = 1;
   };
 
   std::string name;
   std::vector<net> nets;
   std::vector<execution_step> substeps;
-  std::optional<std::int64_t> num_iter;
-  std::int64_t instances = 1;
+  std::int64_t num_iter = 0;  // when has_num_iter (an optional's flag beside the others)
+  bool has_num_iter = false;
   bool only_once = false;
   bool concurrent = false;
   bool create_workspace = false;
@@ -89,7 +90,10 @@ execution_step& execution_step::add_substep(execution_step child) {
 }
 
 execution_step& execution_step::iterations(std::int64_t n) {
-  if (check_mutable("iterations")) data_->num_iter = n;
+  if (check_mutable("iterations")) {
+    data_->num_iter = n;
+    data_->has_num_iter = true;
+  }
   return *this;
 }
 
@@ -119,7 +123,7 @@ execution_step& execution_step::create_workspace(bool on) {
 }
 
 execution_step& execution_step::concurrent_instances(std::int64_t n) {
-  if (check_mutable("concurrent_instances")) data_->instances = n;
+  if (check_mutable("concurrent_instances")) data_->extra.edit().instances = n;
   return *this;
 }
 
@@ -136,7 +140,10 @@ execution_step& execution_step::mark_invalid(std::string reason) {
 const std::string& execution_step::name() const noexcept { return data_->name; }
 const std::vector<net>& execution_step::nets() const noexcept { return data_->nets; }
 const std::vector<execution_step>& execution_step::substeps() const noexcept { return data_->substeps; }
-std::optional<std::int64_t> execution_step::num_iter() const noexcept { return data_->num_iter; }
+std::optional<std::int64_t> execution_step::num_iter() const noexcept {
+  if (!data_->has_num_iter) return std::nullopt;
+  return data_->num_iter;
+}
 const std::optional<std::string>& execution_step::stop_blob() const noexcept { return data_->extra.view().stop_blob; }
 bool execution_step::is_only_once() const noexcept { return data_->only_once; }
 bool execution_step::has_concurrent_substeps() const noexcept { return data_->concurrent; }
@@ -144,7 +151,7 @@ std::optional<std::chrono::milliseconds> execution_step::report_interval() const
   return data_->extra.view().run_every;
 }
 bool execution_step::creates_workspace() const noexcept { return data_->create_workspace; }
-std::int64_t execution_step::num_concurrent_instances() const noexcept { return data_->instances; }
+std::int64_t execution_step::num_concurrent_instances() const noexcept { return data_->extra.view().instances; }
 std::optional<std::chrono::milliseconds> execution_step::deadline() const noexcept {
   return data_->extra.view().timeout;
 }
