@@ -13,6 +13,7 @@
 #include <catch2/catch.hpp>
 
 #include <cstdint>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -396,4 +397,45 @@ TEST_CASE("workspace::shared_net keeps an instance alive past remove_net and ove
   REQUIRE(ws->find_net("bump") != nullptr);
   REQUIRE(test::run(io, ws->find_net("bump")->run()));
   CHECK(ws->read<i64>("hits").value() == 40);
+}
+
+namespace {
+
+// An observer whose run_begin throws: the run must be refused, on every
+// path that starts the nodes.
+struct throwing_observer final : run_observer {
+  void run_begin(const std::vector<std::pair<std::string, std::string>>& /*tasks*/) override {
+    throw std::runtime_error("observer broke");
+  }
+};
+
+}  // namespace
+
+TEST_CASE("an observer that throws at run_begin refuses the run, with or without remote nets to make first",
+          "[remote_net][observer]") {
+  const bool remote = GENERATE(false, true);
+  CAPTURE(remote);
+  local_session session(2);
+  std::vector<task_output<i64>> outs;
+  task_group g;
+  if (remote) {
+    REQUIRE(g.add_remote_net(counter_net(), node("n1")));
+    REQUIRE(g.add(caller("a", "bump", 2, node("n1"), &outs)));
+  } else {
+    net fill("fill");
+    fill.op("ConstantFill", {}, {"total"}, {{"value", i64{2}}});
+    task t("a", step("a").add_net(fill));
+    t.node(node("n1"));
+    outs.push_back(t.output<i64>("total"));
+    REQUIRE(g.add(t));
+  }
+  throwing_observer observer;
+  auto r = session.run_blocking(g, {.observer = &observer});
+  REQUIRE_FALSE(r);
+  CHECK_THAT(r.error().message, Catch::Contains("observer broke"));
+  // The session runs the group once the observer is gone; with the remote
+  // net, its count of 2 says that no task ran in the refused run.
+  auto again = session.run_blocking(g);
+  REQUIRE(again);
+  CHECK(outs[0].get(again.value()).value() == 2);
 }

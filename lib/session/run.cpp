@@ -100,7 +100,11 @@ void refuse_run(const std::shared_ptr<run_state>& rs, const error& e) {
   complete(rs, refused_report(rs->source, e, rs->started));
 }
 
-void start_nodes(const std::shared_ptr<run_state>& rs) {
+namespace {
+
+// The run's bookkeeping, its probe and the observer's run_begin: what may
+// fail or throw (out of memory, the observer) before any node starts.
+status prepare_nodes(const std::shared_ptr<run_state>& rs) {
   const compiled_group& g = *rs->group;
   const run_options& opt = rs->options;
   const std::size_t nodes = g.nodes.size();
@@ -111,13 +115,29 @@ void start_nodes(const std::shared_ptr<run_state>& rs) {
   rs->running.assign(nodes, 0);
   rs->parts = std::make_unique<node_part[]>(nodes);
   if (opt.probe != nullptr) {
-    if (status st = probe_access::attach(*opt.probe, rs); !st) return refuse_run(rs, st.error());
+    TASKGROUP_TRY(probe_access::attach(*opt.probe, rs));
   }
   if (opt.observer != nullptr) {
     std::vector<std::pair<std::string, std::string>> names;
     for (const auto& ct : g.tasks) names.emplace_back(*ct.name, *ct.node);
     opt.observer->run_begin(names);
   }
+  return ok();
+}
+
+}  // namespace
+
+void start_nodes(const std::shared_ptr<run_state>& rs) {
+  // A failure here refuses the run, wherever start_nodes is called from
+  // (the session's begin, or the completion of the remote nets' setup).
+  status ready = ok();
+  try {
+    ready = prepare_nodes(rs);
+  } catch (...) {
+    ready = error_from_exception(std::current_exception());
+  }
+  if (!ready) return refuse_run(rs, ready.error());
+  const run_options& opt = rs->options;
   rs->nodes_rule = join_rule(opt.policy == run_policy::gather ? join_mode::gather : join_mode::fail_fast);
   rs->nodes_started = true;
   if (rs->cancelled_outside) return finish(rs);  // before any node started
