@@ -5,27 +5,33 @@
 #include <taskgroup/run_report.hpp>
 #include <taskgroup/session.hpp>
 #include <taskgroup/task_group.hpp>
-#ifdef TASKGROUP_HAVE_MPI
-#include <taskgroup/mpi_session.hpp>
-#endif
 
+#include <boost/asio/bind_cancellation_slot.hpp>
+#include <boost/asio/bind_executor.hpp>
 #include <boost/asio/cancellation_signal.hpp>
 #include <boost/asio/io_context.hpp>
 
 #include <functional>
+#include <utility>
 
 namespace taskgroup::cli {
 
-/// Starts `group` on `session` (`local_session::async_run`); `done` is
-/// called on `io`'s thread with the result. Emitting on the signal behind
-/// `slot` cancels the run.
-void start_run(local_session& session, task_group group, run_options options, boost::asio::io_context& io,
-               boost::asio::cancellation_slot slot, std::function<void(result<run_report>)> done);
-
-#ifdef TASKGROUP_HAVE_MPI
-/// Same, on an MPI session (`mpi_session::async_run`).
-void start_run(mpi_session& session, task_group group, run_options options, boost::asio::io_context& io,
-               boost::asio::cancellation_slot slot, std::function<void(result<run_report>)> done);
-#endif
+/// Starts `group` on `session` (a `local_session` or an `mpi_session`,
+/// through its `async_run`); `done` is called on `io`'s thread with the
+/// run's report, or its error. Emitting on the signal behind `slot`
+/// cancels the run.
+template <class Session>
+void start_run(Session& session, task_group group, run_options options, boost::asio::io_context& io,
+               boost::asio::cancellation_slot slot, std::function<void(result<run_report>)> done) {
+  auto as_result = [done = std::move(done)](boost::system::error_code, run_report r) {
+    if (r.failure) {
+      done(*r.failure);
+    } else {
+      done(std::move(r));
+    }
+  };
+  session.async_run(std::move(group), std::move(options),
+                    boost::asio::bind_cancellation_slot(slot, boost::asio::bind_executor(io, std::move(as_result))));
+}
 
 }  // namespace taskgroup::cli

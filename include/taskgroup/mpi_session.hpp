@@ -277,8 +277,8 @@ class TASKGROUP_API mpi_session {
  private:
   struct impl;
   [[nodiscard]] static boost::asio::any_io_executor strand_of(const impl& state);
-  // As local_session's: a signal whose emissions reach the run on the
-  // session's strand, kept alive by the completion handler.
+  // A signal whose emissions reach the run on the session's strand,
+  // kept alive by the completion handler.
   static std::shared_ptr<boost::asio::cancellation_signal> relay_cancellation(boost::asio::cancellation_slot from,
                                                                               const impl& state);
   static boost::asio::awaitable<run_report> run_on_strand(std::shared_ptr<impl> state, task_group group,

@@ -1,9 +1,10 @@
 // Internal: the library's one join. A join waits for a set of children and
 // completes with the status their ends make together. It serves a
-// session's run (one child per node strand, and a deadline raced against
-// it), a step's concurrent iterations (one join reused by every
-// iteration), report steps beside their parent, and a node's tasks
-// (lib/session/node_run.cpp, whose children are frame-free runs).
+// step's concurrent iterations (one join reused by every iteration), a
+// step's deadline raced against its body, report steps beside their
+// parent, and a node's tasks (lib/session/node_tasks.cpp, whose children
+// are frame-free runs); a session's run (lib/session/run.cpp: one child
+// per node strand) is decided by its `join_rule`.
 //
 // Three layers:
 // - `join_rule`: the rules, with no Asio in them. Which child's status is
@@ -204,8 +205,7 @@ class join_core : public std::enable_shared_from_this<Derived> {
       parent_slot_.assign([weak = this->weak_from_this()](boost::asio::cancellation_type_t) {
         if (std::shared_ptr<Derived> self = weak.lock()) {
           join_core& core = *self;
-          core.rule_.cancelled_from_outside();
-          core.cancel();
+          core.cancel_from_outside();
         }
       });
     }

@@ -2,7 +2,6 @@
 
 #include <taskgroup/codec.hpp>
 
-#include "../detail/cancellation.hpp"
 #include "../detail/context_watch.hpp"
 #include "../detail/limits.hpp"
 #include "../detail/report.hpp"
@@ -13,16 +12,12 @@
 #include "run.hpp"
 
 #include <boost/asio/as_tuple.hpp>
-#include <boost/asio/associated_cancellation_slot.hpp>
 #include <boost/asio/async_result.hpp>
 #include <boost/asio/post.hpp>
-#include <boost/asio/steady_timer.hpp>
 #include <boost/asio/system_executor.hpp>
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/thread_pool.hpp>
 #include <boost/asio/use_awaitable.hpp>
-#include <boost/asio/use_future.hpp>
-#include <boost/container/small_vector.hpp>
 
 #include <algorithm>
 #include <atomic>

@@ -171,8 +171,7 @@ struct node_part {
   bool cancelled = false;  // the run asked the node to stop
   // Its tasks while they run (weak: they hold the run).
   std::weak_ptr<node_tasks> tasks;
-  status tasks_ended = ok();  // how they ended, kept while the local exit runs
-  run_step_options options;   // of its init, exit and report steps
+  run_step_options options;  // of its init, exit and report steps
   std::optional<task_events> events;
 };
 

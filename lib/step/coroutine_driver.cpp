@@ -87,22 +87,27 @@ struct runner {  // internal: every member is used by the entry points below
     }
     step_machine m(n, *b);
     m.begins(ctx_);
-    status st = co_await exec_timed(m, ws, path);
+    // No co_await inside ?: (GCC 12 miscompiles its temporaries).
+    status st = ok();
+    if (const auto limit = n.timeout()) {
+      st = co_await timed(m, ws, path, *limit);
+    } else {
+      st = co_await iterate_beside_reports(m, ws, path);
+    }
     m.ends(ctx_, st);
     co_return st;
   }
 
-  asio::awaitable<status> exec_timed(step_machine& m, const std::shared_ptr<workspace>& ws, const step_path* path) {
-    if (const auto limit = m.step().timeout()) {
-      co_return co_await guarded(detail::join(
-          ex_, 2,
-          [&](std::size_t i) -> asio::awaitable<status> {
-            if (i == 0) return iterate_beside_reports(m, ws, path);
-            return deadline(*limit, path);
-          },
-          detail::join_mode::race));
-    }
-    co_return co_await iterate_beside_reports(m, ws, path);
+  // The execution's iterations raced against its deadline.
+  asio::awaitable<status> timed(step_machine& m, const std::shared_ptr<workspace>& ws, const step_path* path,
+                                std::chrono::milliseconds limit) {
+    co_return co_await guarded(detail::join(
+        ex_, 2,
+        [&](std::size_t i) -> asio::awaitable<status> {
+          if (i == 0) return iterate_beside_reports(m, ws, path);
+          return deadline(limit, path);
+        },
+        detail::join_mode::race));
   }
 
   asio::awaitable<status> deadline(std::chrono::milliseconds limit, const step_path* path) {
@@ -496,8 +501,8 @@ asio::awaitable<status> detail::run_compiled(std::shared_ptr<const compiled_step
   if (!root.create_ws) {
     if (auto st = r.bind(root, *ws, b, &path); !st) co_return st;
   }
-  // Straight to the loop when `exec` would only pass the call on: three
-  // coroutine frames fewer for the common task (alive while it pends).
+  // Straight to the loop when `exec` would only pass the call on: a
+  // coroutine frame fewer for the common task (alive while it pends).
   if (r.exec_elidable(root)) co_return co_await r.iterate(root, *ws, b, &path);
   co_return co_await r.exec(root, std::move(ws), &b, &path);
 }

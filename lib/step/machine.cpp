@@ -28,10 +28,11 @@ error stop_blob_error(const bound_step& b, const program_step& n, const step_pat
 namespace {
 
 // The loop with or without an observer to tell: without one, a net's run
-// is its fast paths, looked up once here for the whole loop.
+// is its fast paths, looked up once here for the whole loop. `ctx.stats`
+// is not null.
 template <bool Observed, class Stop>
-loop_exit sync_loop(step_machine& m, const step_path* path, Stop stop, yield_clock& clock, step_stats& counts,
-                    const step_context& ctx, status& failure) {
+loop_exit sync_loop(step_machine& m, const step_path* path, Stop stop, yield_clock& clock, const step_context& ctx,
+                    status& failure) {
   boost::container::small_vector<fast_net_run, 4> runs;
   bool one_op_each = true;
   for (net_instance* inst : m.bound().nets) {
@@ -49,7 +50,7 @@ loop_exit sync_loop(step_machine& m, const step_path* path, Stop stop, yield_clo
       // fast path, copied here, is called without a loop over the net.
       boost::container::small_vector<op_kernel::fast_path, 4> paths;
       for (const fast_net_run& r : runs) paths.push_back(r.first_path());
-      return m.run_nets(stop, clock, &counts, [&](net_instance&, std::uint32_t u) {
+      return m.run_nets(stop, clock, ctx.stats, [&](net_instance&, std::uint32_t u) {
         const op_kernel::fast_path& p = paths[u];
         if (p.fn(p.state)) [[likely]]
           return true;
@@ -57,7 +58,7 @@ loop_exit sync_loop(step_machine& m, const step_path* path, Stop stop, yield_clo
       });
     }
   }
-  return m.run_nets(stop, clock, &counts, [&](net_instance& inst, std::uint32_t u) {
+  return m.run_nets(stop, clock, ctx.stats, [&](net_instance& inst, std::uint32_t u) {
     if constexpr (Observed) ctx.told_net_begins(inst);
     status st = runs[u]();
     if constexpr (Observed) ctx.net_ends(inst, st);
@@ -73,16 +74,16 @@ loop_exit run_sync_loop(step_machine& m, const step_path* path, const stop_query
   // (run_nets_as); the machine, the clock and the counts are touched at
   // its boundaries only.
   step_stats none;
-  step_stats& counts = ctx.stats != nullptr ? *ctx.stats : none;
+  const step_context counted{ctx.stats != nullptr ? ctx.stats : &none, ctx.observer};
   loop_exit exit;
   if (ctx.observer != nullptr) {
-    exit = sync_loop<true>(m, path, stop, clock, counts, ctx, failure);
+    exit = sync_loop<true>(m, path, stop, clock, counted, failure);
   } else if (stop.cs != nullptr && stop.flag == nullptr) {
-    exit = sync_loop<false>(m, path, state_stop{stop.cs}, clock, counts, ctx, failure);
+    exit = sync_loop<false>(m, path, state_stop{stop.cs}, clock, counted, failure);
   } else if (stop.cs == nullptr && stop.flag != nullptr) {
-    exit = sync_loop<false>(m, path, flag_stop{stop.flag}, clock, counts, ctx, failure);
+    exit = sync_loop<false>(m, path, flag_stop{stop.flag}, clock, counted, failure);
   } else {
-    exit = sync_loop<false>(m, path, stop, clock, counts, ctx, failure);
+    exit = sync_loop<false>(m, path, stop, clock, counted, failure);
   }
   if (exit != loop_exit::bad_stop) return exit;
   failure = stop_blob_error(m.bound(), m.step(), path);

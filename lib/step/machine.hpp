@@ -13,7 +13,9 @@
 // again; last it tells the execution's end (`ends`). The machine sends
 // the observer events and counts the task's net runs and iterations on
 // the way (`step_context`): a driver never tells the observer of an
-// execution or a net itself.
+// execution or of a net the machine hands out (the coroutine driver tells
+// the nets of a step's concurrent instances, which no machine runs one by
+// one, through the same `step_context` functions).
 // The coroutine driver (coroutine_driver.cpp) and the frame-free driver
 // (frame_free_driver.cpp) differ only in how they carry out an action:
 // awaiting, or starting a callback-form op and resuming from its
@@ -145,7 +147,7 @@ enum class loop_exit : std::uint8_t { end, yield, failed, bad_stop, cancelled };
 class step_machine {
  public:
   enum class action : std::uint8_t {
-    run_net,         ///< run bound net `net()`, then `unit_ended()`
+    run_net,         ///< run bound net `net()`, then `net_ended()` and, if it ended well, `unit_ended()`
     run_child,       ///< execute child `n.children[unit()]`, then `unit_ended()`
     run_concurrent,  ///< run this iteration's children concurrently, then `unit_ended()`
     yield,           ///< let the strand in, then `next()`
