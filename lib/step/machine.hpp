@@ -132,8 +132,10 @@ enum class stop_verdict : std::uint8_t { go_on, stop, bad_type };
 [[nodiscard]] stop_verdict stop_verdict_slow(const blob& stop) noexcept;
 [[nodiscard]] inline stop_verdict verdict_of(const blob* stop) noexcept {
   if (stop == nullptr) return stop_verdict::go_on;
-  if (const bool* v = stop->exact<bool>()) [[likely]]
-    return *v ? stop_verdict::stop : stop_verdict::go_on;
+  // "Go on" inline, the rest out of line: in a hot loop the check is one
+  // fall-through branch until the stop comes.
+  if (const bool* v = stop->exact<bool>(); v != nullptr && !*v) [[likely]]
+    return stop_verdict::go_on;
   return stop_verdict_slow(*stop);
 }
 /// The error of a stop blob of the wrong type, at `path`.
