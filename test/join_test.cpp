@@ -87,6 +87,8 @@ struct model {
   std::vector<status> results;
   std::optional<status> winner;
   std::optional<status> first;
+  std::optional<status> first_cancelled;  // by the join, while no failure
+  std::size_t more_cancelled = 0;
   bool cancel_sent = false;
   bool from_outside = false;
 
@@ -107,6 +109,13 @@ struct model {
       first = st;
       if (mode == join_mode::fail_fast) cancel_all();
     }
+    if (!first && caused_by_join) {
+      if (first_cancelled) {
+        ++more_cancelled;
+      } else {
+        first_cancelled = st;
+      }
+    }
   }
   void cancel_all() {
     cancel_sent = true;
@@ -126,7 +135,15 @@ struct model {
   }
   [[nodiscard]] status result() const {
     status r = winner ? *winner : first ? *first : ok();
-    if (r && from_outside) r = join_cancelled();
+    if (r && from_outside) {
+      // The first child the cancellation ended speaks for the join, with
+      // a count of the others.
+      if (!first_cancelled) return join_cancelled();
+      if (more_cancelled == 0) return *first_cancelled;
+      return fail(errc::cancelled, first_cancelled->error().message + " (and " + std::to_string(more_cancelled) +
+                                       (more_cancelled == 1 ? " more concurrent branch" : " more concurrent branches") +
+                                       " cancelled)");
+    }
     return r;
   }
 };

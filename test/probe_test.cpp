@@ -148,6 +148,15 @@ TEST_CASE("a probe says where each task of a run in flight waits, on both driver
   CHECK_THAT(m, Catch::Contains(R"(task "a/consumer" (node "a"): consume/net "take" op #0 (Dequeue): input #0 )"
                                 R"("jobs": cancelled while waiting for an item: the queue is empty (0 of 4, open); )"
                                 R"(no producer left)"));
+  // A task cancelled inside concurrent substeps names where the first of
+  // its branches waited, and how many more were cancelled.
+  const bool left_first =
+      m.find(R"(task "b/pair" (node "b"): both/left/net "l" op #0 (Sleep): wait cancelled )") != std::string::npos;
+  const bool right_first =
+      m.find(R"(task "b/pair" (node "b"): both/right/net "fill" op #3 (Enqueue): input #0 "q": cancelled )") !=
+      std::string::npos;
+  CHECK(left_first != right_first);
+  CHECK_THAT(m, Catch::Contains("(and 1 more concurrent branch cancelled)"));
   // Once the run has ended the probe follows nothing.
   CHECK(where(probe).empty());
 }

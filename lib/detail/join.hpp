@@ -27,7 +27,8 @@
 // In every mode, the `cancelled` ends that the join's own cancellation
 // caused are not failures, and cancelling the parent cancels every running
 // child; the join then completes with the first real failure, or
-// `errc::cancelled`.
+// `errc::cancelled` in the words of the first child that its cancellation
+// ended (where that child waited), with a count of the others.
 #pragma once
 
 #include <taskgroup/error.hpp>
@@ -50,6 +51,7 @@
 #include <exception>
 #include <memory>
 #include <optional>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -69,6 +71,8 @@ class join_rule {
   void restart() noexcept {
     first_.reset();
     winner_.reset();
+    first_cancelled_.reset();
+    more_cancelled_ = 0;
     cancel_sent_ = false;
     cancelled_from_outside_ = false;
   }
@@ -81,7 +85,17 @@ class join_rule {
       winner_.emplace(st);
       return true;
     }
-    if (st || first_ || (cancel_sent_ && st.error().is_cancelled())) return false;
+    if (st || first_) return false;
+    if (cancel_sent_ && st.error().is_cancelled()) {
+      // Kept for a join cancelled from outside: where its children were
+      // when the cancellation reached them (a wait's own message).
+      if (!first_cancelled_) {
+        first_cancelled_ = st.error();
+      } else {
+        ++more_cancelled_;
+      }
+      return false;
+    }
     first_ = st.error();
     return mode_ == join_mode::fail_fast;
   }
@@ -96,7 +110,9 @@ class join_rule {
 
   /// The round's status once every child has ended: the race's winner, or
   /// the first failure, else success; a join cancelled from outside never
-  /// reports success.
+  /// reports success: it reports the first child that its cancellation
+  /// ended (which says where that child was: an op's wait, say) and how
+  /// many more it ended, or a bare `errc::cancelled` when none had begun.
   [[nodiscard]] status result() const {
     status r = ok();
     if (winner_) {
@@ -104,7 +120,13 @@ class join_rule {
     } else if (first_) {
       r = *first_;
     }
-    if (r && cancelled_from_outside_) r = fail(errc::cancelled, "cancelled");
+    if (r && cancelled_from_outside_) {
+      if (!first_cancelled_) return fail(errc::cancelled, "cancelled");
+      if (more_cancelled_ == 0) return *first_cancelled_;
+      return fail(error(first_cancelled_->code, first_cancelled_->message + " (and " + std::to_string(more_cancelled_) +
+                                                    " more concurrent " +
+                                                    (more_cancelled_ == 1 ? "branch" : "branches") + " cancelled)"));
+    }
     return r;
   }
 
@@ -112,6 +134,8 @@ class join_rule {
   join_mode mode_;
   std::optional<error> first_;
   std::optional<status> winner_;
+  std::optional<error> first_cancelled_;
+  std::size_t more_cancelled_ = 0;
   bool cancel_sent_ = false;
   bool cancelled_from_outside_ = false;
 };

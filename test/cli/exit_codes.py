@@ -1,4 +1,5 @@
 """Exit statuses: 0 ok, 1 run failed, 2 usage or plan error, 3 timeout."""
+import re
 import os
 import time
 
@@ -97,5 +98,14 @@ cli.check_exit(p, TIMEOUT, "run --timeout 1 on a producer that forgot to close")
 cli.check('task "n/consumer" (node "n"): consume/net "take" op #0 (Dequeue): input #0 "jobs": cancelled while '
           'waiting for an item: the queue is empty (0 of 4, open)' + NO_PRODUCER + "\n" in p.stderr,
           "timeout: no producer left once the producer ended", p.stderr)
+# Consumers in three concurrent instances: the task's error names where the
+# first instance waited, and how many more were cancelled.
+p = cli.run("run", cli.plan("stuck_consumers.json"), "--timeout", "0.5", timeout=30)
+cli.check_exit(p, TIMEOUT, "run --timeout on consumers in three instances")
+cli.check(re.search(r'task "n/consumer" \(node "n"\): n/consumer:parallel/instance [012]/n/consumer:instance/'
+                    r'consume/net "take" op #0 \(Dequeue\): input #0 "jobs": cancelled while waiting for an item: '
+                    r'the queue is empty \(0 of 4, open\)' + re.escape(NO_PRODUCER) +
+                    r' \(and 2 more concurrent branches cancelled\)\n', p.stderr) is not None,
+          "timeout: where concurrent instances waited", p.stderr)
 
 cli.done()
