@@ -7,6 +7,7 @@
 
 #include <boost/asio/bind_cancellation_slot.hpp>
 #include <boost/asio/cancellation_signal.hpp>
+#include <boost/asio/co_spawn.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/thread_pool.hpp>
 #include <boost/asio/use_future.hpp>
@@ -137,6 +138,14 @@ TEST_CASE("a probe says where each task of a run in flight waits, on both driver
   std::vector<std::string> again = where(probe);
   std::sort(again.begin(), again.end());
   CHECK(again == w.lines);
+  // Without a token (default_completion_token_t): co_awaited.
+  std::vector<std::string> awaited =
+      asio::co_spawn(
+          pool, [&]() -> asio::awaitable<std::vector<std::string>> { co_return co_await probe.async_where(); },
+          asio::use_future)
+          .get();
+  std::sort(awaited.begin(), awaited.end());
+  CHECK(awaited == w.lines);
 
   asio::post(pool, [&] { cancel.emit(asio::cancellation_type::terminal); });
   const run_report r = ended.get_future().get();

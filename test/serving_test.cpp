@@ -402,7 +402,7 @@ seen run_with(token_kind kind, bool fail) {
 
 TEST_CASE("async_run completes with (error_code, run_report) through every completion token", "[serving][token]") {
   const auto kind = GENERATE(token_kind::callback, token_kind::future, token_kind::awaitable, token_kind::as_tuple,
-                             token_kind::redirect_error, token_kind::deferred);
+                             token_kind::redirect_error, token_kind::deferred, token_kind::default_token);
   const bool fail = GENERATE(false, true);
   INFO("token " << static_cast<int>(kind) << (fail ? ", failing group" : ", succeeding group"));
   seen s = run_with(kind, fail);

@@ -137,14 +137,16 @@ TASKGROUP_API execution_step do_until(std::string name, condition cond, body b);
 
 /// Runs `then_body` once if `cond` holds, else `else_body` once (if any).
 /// A stop marker in a branch ends only that branch.
-TASKGROUP_API execution_step if_(std::string name, condition cond, body then_body, std::optional<body> else_body = std::nullopt);
+TASKGROUP_API execution_step if_(std::string name, condition cond, body then_body,
+                                 std::optional<body> else_body = std::nullopt);
 /// Runs `b` once if `cond` does not hold.
 TASKGROUP_API execution_step if_not(std::string name, condition cond, body b);
 
 /// `if_` whose branches run in scoped child workspaces (net_builder
 /// IfNet/Else): blobs visible outside are written through, blobs first
 /// created inside a branch are gone afterwards.
-TASKGROUP_API execution_step if_net(std::string name, condition cond, body then_body, std::optional<body> else_body = std::nullopt);
+TASKGROUP_API execution_step if_net(std::string name, condition cond, body then_body,
+                                    std::optional<body> else_body = std::nullopt);
 /// `while_` whose body runs in a scoped child workspace per iteration
 /// (net_builder WhileNet + Condition).
 TASKGROUP_API execution_step while_net(std::string name, condition cond, body b);

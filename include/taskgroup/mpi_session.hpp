@@ -244,9 +244,8 @@ class TASKGROUP_API mpi_session {
   ///
   /// The initiation holds the session's state, not `this`: a run queued
   /// when the session is destroyed starts later and fails cleanly.
-  template <class CompletionToken = boost::asio::default_completion_token_t<boost::asio::any_io_executor>>
-  auto async_run(task_group group, run_options options = {},
-                 CompletionToken&& token = boost::asio::default_completion_token_t<boost::asio::any_io_executor>()) {
+  template <class CompletionToken = default_completion_token_t>
+  auto async_run(task_group group, run_options options = {}, CompletionToken&& token = default_completion_token_t()) {
     auto init = [state = impl_](auto handler, task_group g, run_options o) {
       auto ex = strand_of(*state);
       auto cancel = relay_cancellation(boost::asio::get_associated_cancellation_slot(handler), *state);

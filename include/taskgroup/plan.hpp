@@ -61,7 +61,7 @@ TASKGROUP_API result<std::string> write_plan(const task_group& group);
 /// against `registry` (type, arity, arguments). Errors:
 /// `errc::invalid_plan` with the JSON pointer of the fault.
 TASKGROUP_API result<task_group> read_plan(const boost::json::value& plan,
-                             const operator_registry& registry = operator_registry::global());
+                                           const operator_registry& registry = operator_registry::global());
 
 /// Same, from JSON text. Malformed or out-of-limit text reports line and
 /// column (`line 3, column 2: duplicate key "tasks"`, `invalid UTF-8 at
@@ -73,12 +73,13 @@ TASKGROUP_API result<task_group> read_plan(const boost::json::value& plan,
 /// the order the format needs (nets first), whatever their order in the
 /// text; the result and the errors are those of the overload above given
 /// the same text parsed whole.
-TASKGROUP_API result<task_group> read_plan(std::string_view text, const operator_registry& registry = operator_registry::global());
+TASKGROUP_API result<task_group> read_plan(std::string_view text,
+                                           const operator_registry& registry = operator_registry::global());
 
 /// Same, from a file. Errors also: the file cannot be read, or is larger
 /// than `max_plan_size` (naming it; checked before reading).
 TASKGROUP_API result<task_group> read_plan_file(const std::filesystem::path& path,
-                                  const operator_registry& registry = operator_registry::global());
+                                                const operator_registry& registry = operator_registry::global());
 
 /// Feeds for a run of `group` from JSON: an object whose keys are
 /// `"node/blob"` (split at the first `/`: a blob name may hold more) and

@@ -11,6 +11,7 @@
 #include <boost/asio/any_completion_handler.hpp>
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/async_result.hpp>
+#include <boost/asio/use_awaitable.hpp>
 
 #include <chrono>
 #include <cstdint>
@@ -22,6 +23,16 @@
 #include <vector>
 
 namespace taskgroup {
+
+/// The completion token of the library's asynchronous operations
+/// (`local_session::async_run`, `mpi_session::async_run`,
+/// `run_probe::async_where`) when none is given: `use_awaitable`, so
+/// `co_await session.async_run(group)` in an `awaitable` coroutine runs
+/// the group and, on failure, throws `system_error` with the run's message
+/// (Asio's own default for `any_io_executor` is none in Boost 1.81, and
+/// `deferred`, whose awaited form throws the code alone, from 1.84). Pass
+/// `boost::asio::deferred` for an operation to launch later.
+using default_completion_token_t = boost::asio::use_awaitable_t<>;
 
 /// What happens to the other tasks when one fails.
 enum class run_policy {
@@ -136,8 +147,8 @@ class TASKGROUP_API run_probe {
   /// Completes on the token's associated executor (by default the run's
   /// coordinator, or the system executor when no run is in flight).
   /// Cancellation: not supported (it is short). Threading: thread-safe.
-  template <class CompletionToken = boost::asio::default_completion_token_t<boost::asio::any_io_executor>>
-  auto async_where(CompletionToken&& token = boost::asio::default_completion_token_t<boost::asio::any_io_executor>()) {
+  template <class CompletionToken = default_completion_token_t>
+  auto async_where(CompletionToken&& token = default_completion_token_t()) {
     return boost::asio::async_initiate<CompletionToken, void(std::vector<std::string>)>(
         [s = state_](auto handler) {
           start_where(s, boost::asio::any_completion_handler<void(std::vector<std::string>)>(std::move(handler)));

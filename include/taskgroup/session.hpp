@@ -122,7 +122,8 @@ class TASKGROUP_API local_session {
 
   /// Runs `group`: the token form, for any completion token (a callback,
   /// `use_awaitable`, `use_future`, `deferred`, `as_tuple(...)`,
-  /// `redirect_error(...)`, ...). Completes with
+  /// `redirect_error(...)`, ...; without one, `default_completion_token_t`:
+  /// `co_await session.async_run(group)` works). Completes with
   /// `void(boost::system::error_code, run_report)`: the code is that of
   /// `report.failure` (empty on success), and the report is always there,
   /// saying which tasks succeeded, failed, were cancelled or never ran,
@@ -158,9 +159,8 @@ class TASKGROUP_API local_session {
   ///
   /// The initiation holds the session's state, not `this`: a run queued
   /// when the session is destroyed starts later and fails cleanly.
-  template <class CompletionToken = boost::asio::default_completion_token_t<boost::asio::any_io_executor>>
-  auto async_run(task_group group, run_options options = {},
-                 CompletionToken&& token = boost::asio::default_completion_token_t<boost::asio::any_io_executor>()) {
+  template <class CompletionToken = default_completion_token_t>
+  auto async_run(task_group group, run_options options = {}, CompletionToken&& token = default_completion_token_t()) {
     // Erased by detail::run_completion_for (not any_completion_handler:
     // asking an erased handler for its executor allocates where a failure
     // terminates).

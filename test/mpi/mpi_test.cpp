@@ -479,7 +479,7 @@ TEST_CASE("a failure on any rank cancels every task on every rank", "[mpi_failur
 
 TEST_CASE("async_run completes with (error_code, run_report) through every completion token", "[mpi_tokens]") {
   const auto kind = GENERATE(token_kind::callback, token_kind::future, token_kind::awaitable, token_kind::as_tuple,
-                             token_kind::redirect_error, token_kind::deferred);
+                             token_kind::redirect_error, token_kind::deferred, token_kind::default_token);
   const bool failing = GENERATE(false, true);
   INFO("token " << static_cast<int>(kind) << (failing ? ", a task on rank 1 fails" : ", every task succeeds"));
   execution_step second("s");

@@ -22,10 +22,13 @@
 
 namespace taskgroup::test {
 
-enum class token_kind { callback, future, awaitable, as_tuple, redirect_error, deferred };
+/// `default_token`: no token given, the operation co_awaited.
+enum class token_kind { callback, future, awaitable, as_tuple, redirect_error, deferred, default_token };
 
 /// Whether `kind` reports a failure by throwing (`boost::system::system_error`).
-inline bool throws(token_kind kind) { return kind == token_kind::future || kind == token_kind::awaitable; }
+inline bool throws(token_kind kind) {
+  return kind == token_kind::future || kind == token_kind::awaitable || kind == token_kind::default_token;
+}
 
 /// What the caller of `async_run` saw: the code, the report when the token
 /// delivers one, and whether an exception came.
@@ -43,6 +46,13 @@ boost::asio::awaitable<void> await_forms(Session& session, task_group g, token_k
   namespace asio = boost::asio;
   switch (kind) {
     case token_kind::awaitable: try { out.report = co_await session.async_run(g, {}, asio::use_awaitable);
+      } catch (const boost::system::system_error& e) {
+        out.threw = true;
+        out.code = e.code();
+        out.what = e.what();
+      }
+      break;
+    case token_kind::default_token: try { out.report = co_await session.async_run(g);
       } catch (const boost::system::system_error& e) {
         out.threw = true;
         out.code = e.code();
