@@ -118,7 +118,7 @@ TEST_CASE("a group report step interval beyond max_duration fails the run at its
   CHECK_THAT(grouped.error().message, Catch::Contains("taskgroup::max_duration"));
 }
 
-TEST_CASE("run_options::timeout beyond max_duration fails the run at its start", "[session]") {
+TEST_CASE("run_options::timeout out of [0, max_duration] fails the run at its start", "[session]") {
   task_group g;
   REQUIRE(g.add(task("t", step("s").add_net(fill_int("a", "x", 1)))));
   local_session session(1);
@@ -131,6 +131,16 @@ TEST_CASE("run_options::timeout beyond max_duration fails the run at its start",
         "run_options::timeout must be at most 1099511627776 ms (taskgroup::max_duration, about 34.8 years), got "
         "10000000000000");
   CHECK_FALSE(session.node_workspace("local")->has("x"));
+  o.timeout = -std::chrono::milliseconds(1);
+  r = session.run_blocking(g, o);
+  REQUIRE_FALSE(r);
+  CHECK(r.error().code == errc::invalid_task);
+  CHECK(r.error().message == "run_options::timeout must be >= 0 ms, got -1");
+  CHECK_FALSE(session.node_workspace("local")->has("x"));
   o.timeout = max_duration;
   CHECK(session.run_blocking(g, o));
+  // 0 expires at once.
+  o.timeout = std::chrono::milliseconds(0);
+  r = session.run_blocking(g, o);
+  CHECK((r || r.error().code == errc::timeout));
 }

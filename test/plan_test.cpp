@@ -261,8 +261,10 @@ TEST_CASE("plans declare inputs; read_feeds reads feeds as op arguments are writ
   const std::string text = R"({"taskgroup_plan": 1,
     "inputs": [{"node": "n1", "blob": "x", "type": "int64"}, {"blob": "d", "type": "double", "required": false},
                {"node": "n1", "blob": "any"}, {"node": "n1", "blob": "l", "type": "list<double>"}],
-    "tasks": [{"name": "t", "node": "n1", "step": {"name": "s", "nets": ["copy"]}, "outputs": ["y"]}],
-    "nets": [{"name": "copy", "ops": [{"type": "Copy", "inputs": ["x"], "outputs": ["y"]}]}]})";
+    "tasks": [{"name": "t", "node": "n1", "step": {"name": "s", "nets": ["copy"]}, "outputs": ["y"]},
+              {"name": "u", "step": {"name": "s", "nets": ["fill"]}}],
+    "nets": [{"name": "copy", "ops": [{"type": "Copy", "inputs": ["x"], "outputs": ["y"]}]},
+             {"name": "fill", "ops": [{"type": "ConstantFill", "outputs": ["z"], "args": {"value": 1}}]}]})";
   auto g = read_plan(std::string_view(text));
   REQUIRE(g);
   const auto& in = g.value().inputs();
@@ -316,9 +318,14 @@ TEST_CASE("plans declare inputs; read_feeds reads feeds as op arguments are writ
            {R"([{"blob": "x", "kind": "int64"}])", "/inputs/0/kind: unknown key \"kind\""},
            {R"([{"blob": "x"}, {"blob": "x"}])", "/inputs/1: input \"local/x\" declared twice"},
            {R"({"blob": "x"})", "/inputs: expected an array"},
+           {R"([{"node": "n7", "blob": "x"}])", "/inputs/0: input on node \"n7\", which has no task"},
        }) {
     INFO(c.inputs);
-    auto bad = read_plan(std::string_view(R"({"taskgroup_plan": 1, "inputs": )" + c.inputs + "}"));
+    // One task, on node "local".
+    auto bad = read_plan(std::string_view(
+        R"({"taskgroup_plan": 1, "tasks": [{"step": {"nets": ["f"]}}], "nets": [{"name": "f", "ops": [{"type": )"
+        R"("ConstantFill", "outputs": ["z"], "args": {"value": 1}}]}], "inputs": )" +
+        c.inputs + "}"));
     REQUIRE_FALSE(bad);
     CHECK_THAT(bad.error().message, Catch::Contains(c.message));
   }

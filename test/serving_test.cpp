@@ -288,6 +288,9 @@ TEST_CASE("feed errors name the node and blob, and nothing of the run is left be
       {"missing required", feeds().set("n1", "any", 2.5), "input \"n1/x\" is required and was not fed (int64)"});
   cases.push_back({"fed twice", feeds().set("n1", "x", i64{1}).set("n1", "x", i64{2}), "feed \"n1/x\": fed twice"});
   cases.push_back({"no value", feeds().set_blob("n1", "x", std::make_shared<const blob>()), "feed \"n1/x\": no value"});
+  const std::string move_only = blob(std::make_unique<int>(1)).type_name();
+  cases.push_back({"move-only value", feeds().set("n1", "x", i64{1}).set("n1", "any", std::make_unique<int>(1)),
+                   "feed \"n1/any\": a " + move_only + " cannot be copied into the run (its type is move-only)"});
   for (auto& c : cases) {
     INFO(c.what);
     auto r = session.run_blocking(g, {.feeds = c.f});
@@ -302,6 +305,59 @@ TEST_CASE("feed errors name the node and blob, and nothing of the run is left be
   REQUIRE(ok_run);
   CHECK(y.get(ok_run.value()).value() == 5);
   CHECK(y.get().value() == 5);
+}
+
+TEST_CASE("a feed that cannot be copied fails the run before any node runs", "[serving][feeds]") {
+  task_group g;
+  REQUIRE(g.declare_input("any", node("n2"), false));
+  REQUIRE(g.add(task("t", step("s").add_net(test::incr("inc", "runs"))), node("n1")));
+  REQUIRE(g.add(task("u", step("s").add_net(test::incr("inc", "runs"))), node("n2")));
+  local_session session(2);
+  auto r = session.run_blocking(g, {.feeds = feeds().set("n2", "any", std::make_unique<int>(1))});
+  REQUIRE_FALSE(r);
+  CHECK(r.error().code == errc::invalid_feed);
+  CHECK_FALSE(session.node_workspace("n1")->has("runs"));
+  CHECK_FALSE(session.node_workspace("n2")->has("runs"));
+}
+
+TEST_CASE("a GLOBAL run's feeds are its own: they leave the node workspace when its part ends", "[serving][feeds]") {
+  task_group g(workspace_type::global);
+  REQUIRE(g.declare_input("x", node("g"), false));
+  net n("copy");
+  n.op("Copy", {"x"}, {"y"});
+  task t("t", step("s").add_net(n));
+  auto y = t.output<i64>("y");
+  REQUIRE(g.add(t, node("g")));
+  local_session session(2);
+  auto first = session.run_blocking(g, {.feeds = feeds().set("g", "x", i64{11})});
+  REQUIRE(first);
+  CHECK(y.get(first.value()).value() == 11);
+  // Gone with the run (the blob stays, empty: the node's net is bound to
+  // it): a later run that feeds nothing does not read it.
+  CHECK_FALSE(session.node_workspace("g")->find("x")->has_value());
+  auto second = session.run_blocking(g);
+  REQUIRE_FALSE(second);
+  CHECK_THAT(second.error().message, Catch::EndsWith("input #0 \"x\": the blob has no value"));
+  auto again = session.run_blocking(g, {.feeds = feeds().set("g", "x", i64{14})});
+  REQUIRE(again);
+  CHECK(y.get(again.value()).value() == 14);
+  // A node blob of that name is shadowed for the run, then as it was.
+  session.node_workspace("g")->set("x", i64{5});
+  auto shadowed = session.run_blocking(g, {.feeds = feeds().set("g", "x", i64{12})});
+  REQUIRE(shadowed);
+  CHECK(y.get(shadowed.value()).value() == 12);
+  CHECK(session.node_workspace("g")->read<i64>("x").value() == 5);
+  auto unfed = session.run_blocking(g);
+  REQUIRE(unfed);
+  CHECK(y.get(unfed.value()).value() == 5);
+  // Also when the run fails after the feeds were placed.
+  task_group h(workspace_type::global);
+  REQUIRE(h.declare_input("x", node("g"), false));
+  net boom("boom");
+  boom.op("Fail", {}, {}, {{"message", std::string("no")}});
+  REQUIRE(h.add(task("t", step("s").add_net(boom)), node("g")));
+  REQUIRE_FALSE(session.run_blocking(h, {.feeds = feeds().set("g", "x", i64{13})}));
+  CHECK(session.node_workspace("g")->read<i64>("x").value() == 5);
 }
 
 TEST_CASE("only_nodes: the required inputs of the nodes that do not run need no feed", "[serving][feeds]") {
@@ -352,6 +408,14 @@ TEST_CASE("inputs: declaration errors", "[serving][feeds]") {
   REQUIRE_FALSE(late);
   CHECK(late.error().message == "Cannot add input \"n1/z\" to an already used TaskGroup.");
   CHECK(g.inputs().size() == 1);
+  // An input on a node without a task could never be both fed and run.
+  task_group lonely;
+  REQUIRE(lonely.input<i64>("x", node("nowhere")));
+  REQUIRE(lonely.add(task("t", step("s").add_net(test::fill_int("f", "y", 1))), node("n1")));
+  auto refused = session.run_blocking(lonely, {.feeds = feeds().set("nowhere", "x", i64{1})});
+  REQUIRE_FALSE(refused);
+  CHECK(refused.error().code == errc::invalid_task);
+  CHECK(refused.error().message == "input \"x\" on node \"nowhere\", which has no task");
 }
 
 TEST_CASE("a run takes its feeds when called: changing them afterwards changes nothing", "[serving][feeds]") {

@@ -208,6 +208,9 @@ class TASKGROUP_API blob {
   /// A copy of this blob. Errors: `errc::type_mismatch` when the held type
   /// is not copyable (move-only values cannot be duplicated).
   [[nodiscard]] result<blob> clone() const;
+  /// True when `clone` would copy the value: the blob holds one, of a
+  /// copyable type.
+  [[nodiscard]] bool copyable() const noexcept { return vt_ != nullptr && vt_->clone != nullptr; }
 
  private:
   [[nodiscard]] error mismatch(std::string expected) const;

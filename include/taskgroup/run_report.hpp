@@ -58,7 +58,16 @@ class codec_registry;
 ///
 /// A run takes its feeds by value when it is called: changing or
 /// destroying this object afterwards does not change a run in flight.
-/// Values are shared (not copied) between copies of a `feeds`.
+/// Values are shared (not copied) between copies of a `feeds`, and a value
+/// given to `set_blob` is shared with its giver until the run copies it,
+/// when its node starts: leave it unchanged until the run has ended. A
+/// GLOBAL node's feeds leave its workspace when the run's part there ends
+/// (README, "Serving: one group, many concurrent runs").
+///
+/// Errors (the run's, `errc::invalid_feed`, before anything runs): an
+/// input the group does not declare, a value of another type than a
+/// typed input's, a value that cannot be copied (a move-only type), a
+/// blob fed twice, a required input not fed.
 /// Threading: a value type (reentrant).
 class TASKGROUP_API feeds {
  public:
@@ -173,9 +182,10 @@ struct TASKGROUP_API run_options {
   /// one's step path, net, op index and type and what the op waited for
   /// (`input #0 "jobs": cancelled while waiting for an item: the queue is
   /// empty (0 of 4, open)`), the first 8 of them, then how many more; a
-  /// run cancelled from outside says the same. At most
-  /// `taskgroup::max_duration` (execution_step.hpp): a longer one fails
-  /// the run at its start with `errc::invalid_task` naming the limit.
+  /// run cancelled from outside says the same. From 0 (expires at once) to
+  /// `taskgroup::max_duration` (execution_step.hpp): a negative or longer
+  /// one fails the run at its start with `errc::invalid_task` naming the
+  /// limit.
   std::optional<std::chrono::milliseconds> timeout{};
   /// Told of the run's progress when not null (see run_observer).
   run_observer* observer = nullptr;

@@ -38,6 +38,12 @@ std::string duration_fault(std::chrono::duration<std::int64_t, Period> d, bool z
 /// The same for a duration of `ms` milliseconds, in (0, max_duration].
 inline std::string duration_fault(std::int64_t ms) { return duration_fault(std::chrono::milliseconds(ms)); }
 
+/// What is wrong with a run's deadline (`run_options::timeout`): empty
+/// when there is none or it is in [0, max_duration] (0 expires at once).
+inline std::string run_timeout_fault(const std::optional<std::chrono::milliseconds>& t) {
+  return t ? duration_fault(*t, true) : std::string();
+}
+
 /// What is wrong with an instance count `n`; empty when it is in
 /// [1, max_instances].
 inline std::string instances_fault(std::int64_t n) {

@@ -99,8 +99,8 @@ std::optional<error> send_start(const state_ptr& s, run_ctx& ctx, std::uint64_t 
   start.timeout = options.timeout;
   std::vector<std::vector<wire_feed>> fed;
   // Refused as the local session refuses it, and on every rank alike.
-  if (options.timeout && *options.timeout > max_duration) {
-    start.failure = error(errc::invalid_task, "run_options::timeout " + duration_fault(options.timeout->count()));
+  if (std::string f = run_timeout_fault(options.timeout); !f.empty()) {
+    start.failure = error(errc::invalid_task, "run_options::timeout " + f);
   } else if (!described) {
     start.failure = described.error();
   } else if (auto by_rank = feeds_by_rank(s, group, options.feeds, described.value()->where, own); !by_rank) {

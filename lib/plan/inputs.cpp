@@ -65,7 +65,7 @@ result<blob> feed_value(const json::value& v, const pointer& ptr, const std::typ
 
 }  // namespace
 
-status read_inputs(task_group& g, const json::value& v, const pointer& ptr) {
+status read_inputs(task_group& g, const json::value& v, const pointer& ptr, const std::set<std::string>& task_nodes) {
   TASKGROUP_TRY(auto arr, get_array(v, ptr));
   for (std::size_t i = 0; i < arr->size(); ++i) {
     const pointer ip = child(ptr, i);
@@ -92,6 +92,7 @@ status read_inputs(task_group& g, const json::value& v, const pointer& ptr) {
                    "unknown input type " + quote(printable(name)) + " (one of " + type_names() + ")");
       }
     }
+    if (!task_nodes.count(node_name)) return bad(ip, "input on node " + quote(node_name) + ", which has no task");
     status st = type != nullptr ? g.declare_input(std::move(blob_name), node(node_name), required, type->type,
                                                   type->blob_type_name())
                                 : g.declare_input(std::move(blob_name), node(node_name), required);

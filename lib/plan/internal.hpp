@@ -14,6 +14,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <span>
 #include <string>
 #include <string_view>
@@ -189,8 +190,9 @@ result<argument> argument_from_json(const json::value& v, const pointer& ptr);
 
 // --- inputs (inputs.cpp) ----------------------------------------------------
 
-/// Declares the inputs of plan array `v` (at `ptr`) on `g`.
-status read_inputs(task_group& g, const json::value& v, const pointer& ptr);
+/// Declares the inputs of plan array `v` (at `ptr`) on `g`; each on a node
+/// of `task_nodes` (the nodes with a task).
+status read_inputs(task_group& g, const json::value& v, const pointer& ptr, const std::set<std::string>& task_nodes);
 /// `g`'s inputs as a plan's "inputs" array. Errors: `errc::not_serializable`
 /// for an input of a type a plan cannot name.
 result<json::value> inputs_json(const task_group& g);

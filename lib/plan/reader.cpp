@@ -342,7 +342,7 @@ result<task_group> reader::plan(plan_members& m) {
   for (const auto& t : g.tasks()) task_nodes.insert(t.node_name());
   TASKGROUP_TRY(const json::value* inputs_v, m.value("inputs"));
   if (inputs_v != nullptr) {
-    TASKGROUP_TRY(read_inputs(g, *inputs_v, child(document_root, "inputs")));
+    TASKGROUP_TRY(read_inputs(g, *inputs_v, child(document_root, "inputs"), task_nodes));
   }
   TASKGROUP_TRY(const json::value* reports_v, m.value("report_steps"));
   if (reports_v != nullptr) {

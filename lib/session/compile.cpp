@@ -89,6 +89,11 @@ result<std::shared_ptr<const compiled_group>> compile_group(const task_group& g)
       return fail(errc::invalid_task, "local setup on node " + quote(node_name) + ", which has no task");
     }
   }
+  for (const auto& in : g.inputs()) {
+    if (!node_index.count(in.node)) {
+      return fail(errc::invalid_task, "input " + quote(in.blob) + " on node " + quote(in.node) + ", which has no task");
+    }
+  }
   for (auto& n : out->nodes) {
     auto [inits, exits] = detail::group_access::local_work(g, n.name);
     for (std::size_t k : n.tasks) {

@@ -23,9 +23,11 @@ error node_error(const compiled_node& cn, const error& e) {
   return {e.code, "node " + quote(cn.name) + ": " + e.message};
 }
 
-// The node's part is over: its turn goes (the next run of a GLOBAL group
-// there may start), and the coordinator is told.
+// The node's part is over: a GLOBAL node's feeds leave its workspace, its
+// turn goes (the next run of a GLOBAL group there may start), and the
+// coordinator is told.
 void end_node(const std::shared_ptr<run_state>& rs, std::size_t i, status st) {
+  restore_feeds(*rs, i);
   rs->parts[i].turn = node_turns::turn();
   asio::post(rs->coord, [rs, i, st = std::move(st)]() mutable { node_ended(rs, i, std::move(st)); });
 }

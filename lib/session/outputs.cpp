@@ -44,6 +44,10 @@ status check_feeds_with(const task_group& g, const feeds& given, NodeOf node_of,
     const group_input& in = *it->second;
     if (!fed.insert(&in).second) return fail(errc::invalid_feed, "feed " + name + ": fed twice");
     if (f.value == nullptr || !f.value->has_value()) return fail(errc::invalid_feed, "feed " + name + ": no value");
+    if (!f.value->copyable()) {
+      return fail(errc::invalid_feed, "feed " + name + ": a " + f.value->type_name() +
+                                          " cannot be copied into the run (its type is move-only)");
+    }
     if (in.type != nullptr && !same_type(f.value->type(), *in.type)) {
       return fail(errc::invalid_feed, "feed " + name + ": expected " + in.type_name + ", got " + f.value->type_name());
     }
@@ -82,15 +86,32 @@ status check_feeds(const task_group& g, const compiled_group& cg, const feeds& g
       [&](std::size_t i, const feeds::entry& f) { rs.feeds[i].push_back(&f); });
 }
 
-status place_feeds(const run_state& rs, std::size_t i) {
+status place_feeds(run_state& rs, std::size_t i) {
   if (rs.feeds.empty()) return ok();  // nothing declared, nothing fed
   workspace& ws = *rs.workspaces[i];
+  const bool global = rs.group->nodes[i].global;
+  std::vector<displaced_feed>& displaced = rs.parts[i].displaced;
+  if (global) displaced.reserve(rs.feeds[i].size());
   for (const feeds::entry* f : rs.feeds[i]) {
     auto copy = f->value->clone();
     if (!copy) return copy.error().with_context("feed " + feed_name(f->node, f->blob));
-    ws.create_local(f->blob) = std::move(copy).value();
+    blob& b = ws.create_local(f->blob);
+    if (global) displaced.push_back(displaced_feed{&f->blob, std::move(b)});
+    b = std::move(copy).value();
   }
   return ok();
+}
+
+void restore_feeds(run_state& rs, std::size_t i) noexcept {
+  std::vector<displaced_feed>& displaced = rs.parts[i].displaced;
+  if (displaced.empty()) return;
+  workspace& ws = *rs.workspaces[i];
+  // The blob stays (emptied, or holding what the feed displaced): the
+  // node's nets, which outlive the run in its workspace, are bound to it.
+  for (displaced_feed& d : displaced) {
+    if (blob* b = ws.find(*d.name)) *b = std::move(d.value);
+  }
+  displaced.clear();
 }
 
 // Copies the declared outputs of a node's tasks out of the run's

@@ -220,10 +220,8 @@ void local_session::begin(const std::shared_ptr<impl>& state, const std::shared_
     rs->started = std::chrono::system_clock::now();
     const task_group& group = rs->source;
     const run_options& opt = rs->options;
-    // Only the upper bound: a deadline of 0 (or less) expires at once.
-    if (opt.timeout && *opt.timeout > max_duration) {
-      return detail::refuse_run(
-          rs, error(errc::invalid_task, "run_options::timeout " + detail::duration_fault(opt.timeout->count())));
+    if (std::string f = detail::run_timeout_fault(opt.timeout); !f.empty()) {
+      return detail::refuse_run(rs, error(errc::invalid_task, "run_options::timeout " + f));
     }
     auto compiled = state->compile(group);
     if (!compiled) return detail::refuse_run(rs, compiled.error());

@@ -163,8 +163,17 @@ class node_tasks;
 
 // A node's part in a run, touched on the node's strand only: what its
 // stages (its turn, local init, tasks, local exit) share.
+// A feed placed in a GLOBAL node's own workspace, and the value it
+// displaced there (none: the blob is left empty): put back when the
+// node's part of the run ends (restore_feeds).
+struct displaced_feed {
+  const std::string* name;
+  blob value;
+};
+
 struct node_part {
   node_turns::turn turn;  // a GLOBAL node's, held until the node has ended
+  std::vector<displaced_feed> displaced;
   // Reaches the coroutine stage that runs, while `in_coroutine`.
   boost::asio::cancellation_signal signal;
   bool in_coroutine = false;
@@ -272,9 +281,14 @@ void node_ended(const std::shared_ptr<run_state>& rs, std::size_t i, status st);
 // workspace there.
 void fetch_outputs(run_state& rs, std::size_t i);
 
-// Places node i's feeds in the run's workspace there (copies). Errors: a
+// Places node i's feeds in the run's workspace there (copies); in a
+// GLOBAL node's own workspace, what they displace is kept. Errors: a
 // value that cannot be copied, naming the feed.
-status place_feeds(const run_state& rs, std::size_t i);
+status place_feeds(run_state& rs, std::size_t i);
+// Takes a GLOBAL node's feeds out of its workspace again, putting back
+// the values they displaced (or leaving their blobs empty): a run's feeds
+// are its own (on the node's strand, when its part of the run ends).
+void restore_feeds(run_state& rs, std::size_t i) noexcept;
 
 // Checks `given` against the inputs `g` declares (taskgroup::check_feeds;
 // only the required inputs of the `active` nodes must be fed) and files

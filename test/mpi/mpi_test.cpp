@@ -636,7 +636,7 @@ TEST_CASE("a run deadline cancels every rank with a timeout", "[mpi_cancel]") {
   }
 }
 
-TEST_CASE("a timeout above max_duration is refused on every rank, naming the limit", "[mpi_cancel]") {
+TEST_CASE("a timeout out of [0, max_duration] is refused on every rank, naming the limit", "[mpi_cancel]") {
   mpi_session s(2);
   task_group g;
   for (int k = 0; k < 3; ++k) {
@@ -650,6 +650,14 @@ TEST_CASE("a timeout above max_duration is refused on every rank, naming the lim
     CHECK(r.error().code == errc::invalid_task);
     CHECK_THAT(r.error().message,
                Catch::StartsWith("run_options::timeout must be at most") && Catch::Contains("taskgroup::max_duration"));
+  }
+  for (auto timeout : {-1ms, std::chrono::milliseconds::min()}) {
+    run_options o;
+    o.timeout = timeout;
+    auto r = s.run_blocking(g, o);
+    REQUIRE_FALSE(r);
+    CHECK(r.error().code == errc::invalid_task);
+    CHECK_THAT(r.error().message, Catch::StartsWith("run_options::timeout must be >= 0 ms, got -"));
   }
   // The session runs on after the refusals.
   CHECK(s.run_blocking(g));
