@@ -33,7 +33,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
-#include <iterator>
 #include <optional>
 #include <string>
 #include <vector>
@@ -88,11 +87,8 @@ result<feeds> feeds_of(const run_args& a, const task_group& group) {
     for (const auto& e : f.entries()) out.set_blob(e.node, e.blob, e.value);
   };
   if (!a.inputs_file.empty()) {
-    std::ifstream in(a.inputs_file, std::ios::binary);
-    if (!in) return fail(errc::invalid_plan, "cannot read inputs file " + quote(a.inputs_file));
-    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    auto f = read_feeds(text, group);
-    if (!f) return f.error().with_context("inputs file " + quote(a.inputs_file));
+    auto f = read_feeds_file(a.inputs_file, group);
+    if (!f) return f.error();
     append(f.value());
   }
   for (const auto& arg : a.inputs) {

@@ -48,6 +48,17 @@ cli.check("cannot open plan file" in p.stderr and p.stderr.startswith("taskgroup
 for sub in ["check", "graph", "fmt"]:
     p = cli.run(sub, cli.temp("both.json"))
     cli.check_exit(p, USAGE, f"{sub} on an invalid plan")
+# A directory is not read; a file of no known size is not read past the
+# limit (taskgroup::max_plan_size).
+for sub in ["run", "check", "graph", "fmt"]:
+    p = cli.run(sub, cli.tmp.name)
+    cli.check_exit(p, USAGE, f"{sub} on a directory")
+    cli.check(p.stderr == f'taskgroup: cannot read plan file "{cli.tmp.name}": it is a directory\n',
+              f"{sub} on a directory: says so", p.stderr)
+p = cli.run("check", "/dev/zero")
+cli.check_exit(p, USAGE, "check /dev/zero")
+cli.check(p.stderr == 'taskgroup: plan file "/dev/zero" holds more than 268435456 bytes '
+          '(taskgroup::max_plan_size, 256 MiB)\n', "check /dev/zero: refused at the limit", p.stderr)
 
 # Usage errors.
 for args in [[], ["frobnicate"], ["run"], ["run", cli.shipped("seed.json"), "--policy", "sometimes"],
