@@ -33,6 +33,7 @@
 #include "check.hpp"
 #include "command.hpp"
 #include "graph.hpp"
+#include "number_option.hpp"
 #include "ops.hpp"
 #include "results.hpp"
 #include "run_command.hpp"
@@ -125,13 +126,18 @@ int main(int argc, char** argv) {
   auto* run = app.add_subcommand("run", "Run a plan and print every task's outputs");
   run->add_option("plan", ra.plan, "The plan file")->required()->type_name("FILE");
   run->add_option("--threads", ra.threads, "Threads of the session's pool (default 1)")
-      ->check(CLI::Range(std::size_t{1}, std::size_t{1024}));
+      ->transform(tg::cli::number_in({.min = 1, .max = 1024, .whole = true}));
   run->add_option("--policy", ra.policy, "join: the first failure cancels the run (default); gather: every task runs")
       ->check(CLI::IsMember({"join", "gather"}));
+  // --timeout and --grace: any finite number of seconds above 0 (a long
+  // one is cut to its option's most, run_command.cpp).
+  const auto seconds = tg::cli::number_in({.min = 0, .above_min = true, .unit = "seconds"});
   double timeout_s = 0;
-  auto* timeout = run->add_option("--timeout", timeout_s, "Cancel the run after SECONDS (exit status 3)")
+  auto* timeout = run->add_option("--timeout", timeout_s,
+                                  "Cancel the run after SECONDS (exit status 3; fractions allowed, at most 10^9 "
+                                  "s: a longer one waits that long)")
                       ->type_name("SECONDS")
-                      ->check(CLI::PositiveNumber);
+                      ->transform(seconds);
   run->add_option("--trace", ra.trace, "Write a Chrome trace-event JSON file (opens in Perfetto)")->type_name("FILE");
   run->add_flag("--json", ra.json, "Print the outputs as one JSON object {task: {blob: value}}");
   run->add_flag("--quiet,-q", ra.quiet, "Print nothing but the result or the error");
@@ -142,13 +148,13 @@ int main(int argc, char** argv) {
                                    "MPI runs: the longest wait between two polls of pending messages while a rank "
                                    "is idle, in microseconds (default 2000; lower answers sooner, higher wakes less)")
                        ->type_name("USEC")
-                       ->check(CLI::Range(std::int64_t{1}, std::int64_t{10'000'000}));
+                       ->transform(tg::cli::number_in({.min = 1, .max = 1e7, .whole = true, .unit = "microseconds"}));
   double grace_s = 0;
   auto* grace = run->add_option("--grace", grace_s,
                                 "MPI runs: how long a cancelled or failed run waits for every rank to answer "
-                                "before ending the job with MPI_Abort, in seconds (default 5)")
+                                "before ending the job with MPI_Abort, in seconds (default 5, at most 10^6)")
                     ->type_name("SECONDS")
-                    ->check(CLI::PositiveNumber);
+                    ->transform(seconds);
 
   const std::string load_help = "Load an op library (a shared object; repeatable) before reading the plan";
   run->add_option("--load", ra.libraries, load_help)->type_name("LIB")->allow_extra_args(false);

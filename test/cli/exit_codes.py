@@ -68,6 +68,30 @@ for args in [[], ["frobnicate"], ["run"], ["run", cli.shipped("seed.json"), "--p
     cli.check_exit(p, USAGE, f"usage error {args}")
     cli.check(p.stderr.startswith("taskgroup: ") and p.stdout == "", f"usage error {args}: message on stderr",
               (p.stdout, p.stderr))
+# Numeric options: text, nan, infinities and numbers out of range are usage
+# errors saying what the option takes.
+SECONDS = "expected a number of seconds greater than 0"
+THREADS = "expected a whole number from 1 to 1024"
+POLL = "expected a whole number of microseconds from 1 to 10000000"
+for opt, value, expected in [
+        ("--timeout", "nan", SECONDS), ("--timeout", "inf", SECONDS), ("--timeout", "-inf", SECONDS),
+        ("--timeout", "0", SECONDS), ("--timeout", "-1", SECONDS), ("--timeout", "abc", SECONDS),
+        ("--timeout", "1e999", SECONDS), ("--timeout", "", SECONDS),
+        ("--grace", "nan", SECONDS), ("--grace", "infinity", SECONDS), ("--grace", "0", SECONDS),
+        ("--threads", "0", THREADS), ("--threads", "1025", THREADS), ("--threads", "1.5", THREADS),
+        ("--threads", "nan", THREADS), ("--threads", "-1", THREADS), ("--threads", "two", THREADS),
+        ("--poll-max", "0", POLL), ("--poll-max", "1e8", POLL), ("--poll-max", "nan", POLL),
+        ("--poll-max", "2.5", POLL)]:
+    p = cli.run("run", cli.shipped("seed.json"), opt, value)
+    cli.check_exit(p, USAGE, f"run {opt} {value!r}")
+    cli.check(f'taskgroup: {opt}: {expected}, got "{value}"\n' in p.stderr and p.stdout == "",
+              f"run {opt} {value!r}: says what the option takes", p.stderr)
+# Within the range: whole numbers may have an exponent; a timeout longer
+# than 10^9 s waits 10^9 s.
+for opt, value in [("--threads", "2"), ("--threads", "1e1"), ("--timeout", "1e300"), ("--timeout", "+30")]:
+    p = cli.run("run", "-q", cli.shipped("seed.json"), opt, value)
+    cli.check_exit(p, OK, f"run {opt} {value}")
+
 p = cli.run("--help")
 cli.check_exit(p, OK, "--help")
 cli.check("run" in p.stdout and "check" in p.stdout and "graph" in p.stdout, "--help lists the subcommands", p.stdout)
