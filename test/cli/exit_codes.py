@@ -68,6 +68,12 @@ for args in [[], ["frobnicate"], ["run"], ["run", cli.shipped("seed.json"), "--p
     cli.check_exit(p, USAGE, f"usage error {args}")
     cli.check(p.stderr.startswith("taskgroup: ") and p.stdout == "", f"usage error {args}: message on stderr",
               (p.stdout, p.stderr))
+# A word that names no command says so, with the commands.
+p = cli.run("bogus", cli.shipped("seed.json"))
+cli.check_exit(p, USAGE, "an unknown command")
+cli.check(p.stderr == 'taskgroup: unknown command "bogus"; expected one of: run, check, graph, fmt, ops\n',
+          "an unknown command: named, with the commands", p.stderr)
+
 # Numeric options: text, nan, infinities and numbers out of range are usage
 # errors saying what the option takes.
 SECONDS = "expected a number of seconds greater than 0"
