@@ -24,8 +24,9 @@
 // cannot be loaded, or inputs that do not match the plan's), 3 the run
 // timed out,
 // 128 + signal number when cancelled by SIGINT (130) or SIGTERM (143).
-// SIGUSR1 prints where each running task waits (run_probe) and the run
-// goes on.
+// SIGUSR1 or SIGQUIT prints where each running task waits (run_probe) and
+// the run goes on; neither ends any subcommand (ignored until the run
+// starts, and by the other subcommands).
 //
 // stdout carries only results (the outputs table, the --json object, the
 // check summary, DOT, the formatted plan); progress, Print lines and
@@ -137,6 +138,7 @@ std::optional<std::string> unknown_command(const CLI::App& app, int argc, char**
 }  // namespace
 
 int main(int argc, char** argv) {
+  tg::cli::drop_where_signals();  // before anything is read (a plan may take long)
   CLI::App app{"Runs, checks and draws taskgroup plan files (JSON; see docs/plan-format.md).", "taskgroup"};
   app.require_subcommand(1);
   app.fallthrough(false);
