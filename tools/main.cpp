@@ -150,12 +150,12 @@ int main(int argc, char** argv) {
   auto* run = app.add_subcommand("run", "Run a plan and print every task's outputs");
   run->add_option("plan", ra.plan, "The plan file")->required()->type_name("FILE");
   run->add_option("--threads", ra.threads, "Threads of the session's pool (default 1)")
-      ->transform(tg::cli::number_in({.min = 1, .max = 1024, .whole = true}));
+      ->transform(tg::cli::whole_number_in(1, 1024));
   run->add_option("--policy", ra.policy, "join: the first failure cancels the run (default); gather: every task runs")
       ->check(CLI::IsMember({"join", "gather"}));
   // --timeout and --grace: any finite number of seconds above 0 (a long
   // one is cut to its option's most, run_command.cpp).
-  const auto seconds = tg::cli::number_in({.min = 0, .above_min = true, .unit = "seconds"});
+  const auto seconds = tg::cli::positive_number("seconds");
   double timeout_s = 0;
   auto* timeout = run->add_option("--timeout", timeout_s,
                                   "Cancel the run after SECONDS (exit status 3; fractions allowed, at most 10^9 "
@@ -172,7 +172,7 @@ int main(int argc, char** argv) {
                                    "MPI runs: the longest wait between two polls of pending messages while a rank "
                                    "is idle, in microseconds (default 2000; lower answers sooner, higher wakes less)")
                        ->type_name("USEC")
-                       ->transform(tg::cli::number_in({.min = 1, .max = 1e7, .whole = true, .unit = "microseconds"}));
+                       ->transform(tg::cli::whole_number_in(1, 1e7, "microseconds"));
   double grace_s = 0;
   auto* grace = run->add_option("--grace", grace_s,
                                 "MPI runs: how long a cancelled or failed run waits for every rank to answer "

@@ -7,6 +7,7 @@
 
 #include <limits>
 #include <string>
+#include <utility>
 
 namespace taskgroup::cli {
 
@@ -26,5 +27,16 @@ struct number_range {
 /// (CLI11 puts the option's name first). A whole number is handed on in
 /// integer form (`1e3` becomes `1000`). Add it with `->transform(...)`.
 CLI::Validator number_in(const number_range& range);
+
+/// `number_in` for whole numbers from `min` to `max` (of `unit`).
+inline CLI::Validator whole_number_in(double min, double max, std::string unit = {}) {
+  return number_in(number_range{min, false, max, true, std::move(unit)});
+}
+
+/// `number_in` for any finite number greater than 0 (of `unit`); a long
+/// one is the caller's to cut.
+inline CLI::Validator positive_number(std::string unit) {
+  return number_in(number_range{0, true, std::numeric_limits<double>::infinity(), false, std::move(unit)});
+}
 
 }  // namespace taskgroup::cli
