@@ -13,6 +13,8 @@
 
 #include <pthread.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <cstdlib>
@@ -20,6 +22,7 @@
 #include <fstream>
 #include <limits>
 #include <string>
+#include <thread>
 
 using namespace taskgroup;
 using namespace taskgroup::test;
@@ -211,14 +214,73 @@ TEST_CASE("plans larger than max_plan_size are refused before parsing", "[plan]"
   CHECK(read_error(std::string_view(static_cast<const char*>(p), size)) ==
         "the plan is 268435457 bytes, more than 268435456 (taskgroup::max_plan_size, 256 MiB)");
   munmap(p, size);
-  const auto file = std::filesystem::temp_directory_path() / ("taskgroup_big_plan_" + std::to_string(::getpid()));
-  std::ofstream(file).put(' ');
-  std::filesystem::resize_file(file, size);  // sparse
-  auto g = read_plan_file(file);
-  std::filesystem::remove(file);
-  REQUIRE_FALSE(g);
-  CHECK(g.error().message ==
-        "\"" + file.string() + "\" is 268435457 bytes, more than 268435456 (taskgroup::max_plan_size, 256 MiB)");
+}
+
+TEST_CASE("plan and inputs files are read through one bounded reader that names them", "[plan][feeds]") {
+  const auto dir = std::filesystem::temp_directory_path() / ("taskgroup_files_" + std::to_string(::getpid()));
+  std::filesystem::create_directory(dir);
+  const auto plan_message = [](const std::filesystem::path& path) {
+    auto g = read_plan_file(path);
+    REQUIRE_FALSE(g);
+    CHECK(g.error().code == errc::invalid_plan);
+    return g.error().message;
+  };
+  const task_group none;
+  const auto inputs_message = [&](const std::filesystem::path& path) {
+    auto f = read_feeds_file(path, none);
+    REQUIRE_FALSE(f);
+    CHECK(f.error().code == errc::invalid_plan);
+    return f.error().message;
+  };
+  const std::string limit = " (taskgroup::max_plan_size, 256 MiB)";
+  const std::string d = "\"" + dir.string() + "\"";
+
+  SECTION("a regular file over the limit is refused before it is read") {
+    const auto file = dir / "big.json";
+    std::ofstream(file).put(' ');
+    std::filesystem::resize_file(file, max_plan_size + 1);  // sparse
+    const std::string f = "\"" + file.string() + "\"";
+    CHECK(plan_message(file) == "plan file " + f + " is 268435457 bytes, more than 268435456" + limit);
+    CHECK(inputs_message(file) == "inputs file " + f + " is 268435457 bytes, more than 268435456" + limit);
+  }
+  SECTION("a file of no known size is read up to one byte past the limit") {
+    CHECK(plan_message("/dev/zero") == "plan file \"/dev/zero\" holds more than 268435456 bytes" + limit);
+    CHECK(inputs_message("/dev/zero") == "inputs file \"/dev/zero\" holds more than 268435456 bytes" + limit);
+  }
+  SECTION("a directory is not read") {
+    CHECK(plan_message(dir) == "cannot read plan file " + d + ": it is a directory");
+    CHECK(inputs_message(dir) == "cannot read inputs file " + d + ": it is a directory");
+  }
+  SECTION("a missing file says why it cannot be opened") {
+    const auto file = dir / "none.json";
+    const std::string f = "\"" + file.string() + "\"";
+    CHECK(plan_message(file) == "cannot open plan file " + f + ": No such file or directory");
+    CHECK(inputs_message(file) == "cannot open inputs file " + f + ": No such file or directory");
+  }
+  SECTION("faults in the text follow the file's name") {
+    const auto file = dir / "bad.json";
+    std::ofstream(file) << "[1, 2]";
+    CHECK(plan_message(file) == file.string() + ": /: expected an object, got array");
+    CHECK(inputs_message(file) == "inputs file \"" + file.string() + "\": /: expected an object, got array");
+  }
+  SECTION("a plan and its inputs from pipes") {
+    const auto plan_pipe = dir / "plan.fifo";
+    const auto inputs_pipe = dir / "inputs.fifo";
+    REQUIRE(::mkfifo(plan_pipe.c_str(), 0600) == 0);
+    REQUIRE(::mkfifo(inputs_pipe.c_str(), 0600) == 0);
+    std::thread writer([&] {
+      std::ofstream(plan_pipe) << R"({"taskgroup_plan": 1, "inputs": [{"node": "n", "blob": "x"}]})";
+      std::ofstream(inputs_pipe) << R"({"n/x": 7})";
+    });
+    auto g = read_plan_file(plan_pipe);
+    auto f = read_feeds_file(inputs_pipe, g ? g.value() : none);  // read even so: the writer waits for it
+    writer.join();
+    REQUIRE(g);
+    REQUIRE(f);
+    REQUIRE(f.value().entries().size() == 1);
+    CHECK(f.value().entries()[0].value->as<std::int64_t>() == 7);
+  }
+  std::filesystem::remove_all(dir);
 }
 
 TEST_CASE("a group max_step_depth levels deep is written and read back", "[plan]") {

@@ -254,7 +254,7 @@ TEST_CASE("typed arguments keep empty lists and whole doubles", "[plan]") {
 TEST_CASE("a plan file that cannot be opened is an error naming it", "[plan]") {
   auto r = read_plan_file("/nonexistent/plan.json");
   REQUIRE_FALSE(r);
-  CHECK(r.error().message == "cannot open plan file \"/nonexistent/plan.json\"");
+  CHECK(r.error().message == "cannot open plan file \"/nonexistent/plan.json\": No such file or directory");
 }
 
 TEST_CASE("plans declare inputs; read_feeds reads feeds as op arguments are written", "[plan][feeds]") {

@@ -24,8 +24,9 @@
 // cannot be loaded, or inputs that do not match the plan's), 3 the run
 // timed out,
 // 128 + signal number when cancelled by SIGINT (130) or SIGTERM (143).
-// SIGUSR1 prints where each running task waits (run_probe) and the run
-// goes on.
+// SIGUSR1 or SIGQUIT prints where each running task waits (run_probe) and
+// the run goes on; neither ends any subcommand (ignored until the run
+// starts, and by the other subcommands).
 //
 // stdout carries only results (the outputs table, the --json object, the
 // check summary, DOT, the formatted plan); progress, Print lines and
@@ -33,6 +34,7 @@
 #include "check.hpp"
 #include "command.hpp"
 #include "graph.hpp"
+#include "number_option.hpp"
 #include "ops.hpp"
 #include "results.hpp"
 #include "run_command.hpp"
@@ -45,6 +47,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <exception>
+#include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -111,9 +115,30 @@ int ops_command(const plan_args& a, bool json) {
   return exit_ok;
 }
 
+// When the first word of the command line names no subcommand: the
+// message saying so, with the subcommands (CLI11 would say that one is
+// required).
+std::optional<std::string> unknown_command(const CLI::App& app, int argc, char** argv) {
+  if (!app.get_subcommands().empty()) return std::nullopt;  // one was found: CLI11's own message
+  const std::function<bool(const CLI::App*)> every = [](const CLI::App*) { return true; };
+  const auto commands = app.get_subcommands(every);
+  for (int i = 1; i < argc; ++i) {
+    const std::string word = argv[i];
+    if (word.starts_with("-")) continue;  // --help is the only option before the command
+    std::string names;
+    for (const auto* c : commands) {
+      if (c->get_name() == word) return std::nullopt;
+      names += (names.empty() ? "" : ", ") + c->get_name();
+    }
+    return "unknown command " + tg::quote(word) + "; expected one of: " + names;
+  }
+  return std::nullopt;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
+  tg::cli::drop_where_signals();  // before anything is read (a plan may take long)
   CLI::App app{"Runs, checks and draws taskgroup plan files (JSON; see docs/plan-format.md).", "taskgroup"};
   app.require_subcommand(1);
   app.fallthrough(false);
@@ -125,13 +150,18 @@ int main(int argc, char** argv) {
   auto* run = app.add_subcommand("run", "Run a plan and print every task's outputs");
   run->add_option("plan", ra.plan, "The plan file")->required()->type_name("FILE");
   run->add_option("--threads", ra.threads, "Threads of the session's pool (default 1)")
-      ->check(CLI::Range(std::size_t{1}, std::size_t{1024}));
+      ->transform(tg::cli::whole_number_in(1, 1024));
   run->add_option("--policy", ra.policy, "join: the first failure cancels the run (default); gather: every task runs")
       ->check(CLI::IsMember({"join", "gather"}));
+  // --timeout and --grace: any finite number of seconds above 0 (a long
+  // one is cut to its option's most, run_command.cpp).
+  const auto seconds = tg::cli::positive_number("seconds");
   double timeout_s = 0;
-  auto* timeout = run->add_option("--timeout", timeout_s, "Cancel the run after SECONDS (exit status 3)")
+  auto* timeout = run->add_option("--timeout", timeout_s,
+                                  "Cancel the run after SECONDS (exit status 3; fractions allowed, at most 10^9 "
+                                  "s: a longer one waits that long)")
                       ->type_name("SECONDS")
-                      ->check(CLI::PositiveNumber);
+                      ->transform(seconds);
   run->add_option("--trace", ra.trace, "Write a Chrome trace-event JSON file (opens in Perfetto)")->type_name("FILE");
   run->add_flag("--json", ra.json, "Print the outputs as one JSON object {task: {blob: value}}");
   run->add_flag("--quiet,-q", ra.quiet, "Print nothing but the result or the error");
@@ -142,13 +172,13 @@ int main(int argc, char** argv) {
                                    "MPI runs: the longest wait between two polls of pending messages while a rank "
                                    "is idle, in microseconds (default 2000; lower answers sooner, higher wakes less)")
                        ->type_name("USEC")
-                       ->check(CLI::Range(std::int64_t{1}, std::int64_t{10'000'000}));
+                       ->transform(tg::cli::whole_number_in(1, 1e7, "microseconds"));
   double grace_s = 0;
   auto* grace = run->add_option("--grace", grace_s,
                                 "MPI runs: how long a cancelled or failed run waits for every rank to answer "
-                                "before ending the job with MPI_Abort, in seconds (default 5)")
+                                "before ending the job with MPI_Abort, in seconds (default 5, at most 10^6)")
                     ->type_name("SECONDS")
-                    ->check(CLI::PositiveNumber);
+                    ->transform(seconds);
 
   const std::string load_help = "Load an op library (a shared object; repeatable) before reading the plan";
   run->add_option("--load", ra.libraries, load_help)->type_name("LIB")->allow_extra_args(false);
@@ -179,6 +209,7 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
+    if (auto unknown = unknown_command(app, argc, argv)) return print_error(*unknown, exit_usage);
     const int code = app.exit(e);
     return code == 0 ? exit_ok : exit_usage;
   }

@@ -1,7 +1,8 @@
 // taskgroup command: `taskgroup run`. The plan is read and checked with
 // its inputs, then run on a session whose completion, signals (SIGINT,
-// SIGTERM, SIGUSR1) and progress are handled on this thread's io_context;
-// the outputs and the exit status follow from how the run ended.
+// SIGTERM, SIGUSR1, SIGQUIT) and progress are handled on this thread's
+// io_context; the outputs and the exit status follow from how the run
+// ended.
 #include "run_command.hpp"
 
 #include "command.hpp"
@@ -33,7 +34,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
-#include <iterator>
 #include <optional>
 #include <string>
 #include <vector>
@@ -88,11 +88,8 @@ result<feeds> feeds_of(const run_args& a, const task_group& group) {
     for (const auto& e : f.entries()) out.set_blob(e.node, e.blob, e.value);
   };
   if (!a.inputs_file.empty()) {
-    std::ifstream in(a.inputs_file, std::ios::binary);
-    if (!in) return fail(errc::invalid_plan, "cannot read inputs file " + quote(a.inputs_file));
-    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    auto f = read_feeds(text, group);
-    if (!f) return f.error().with_context("inputs file " + quote(a.inputs_file));
+    auto f = read_feeds_file(a.inputs_file, group);
+    if (!f) return f.error();
     append(f.value());
   }
   for (const auto& arg : a.inputs) {
@@ -231,8 +228,8 @@ class plan_run {
   void wait_for_signal();
   void on_signal(const boost::system::error_code& ec, int sig);
   void wait_for_where();
-  void on_where(const boost::system::error_code& ec);
-  void print_where(const std::vector<std::string>& lines);
+  void on_where(const boost::system::error_code& ec, int sig);
+  void print_where(int sig, const std::vector<std::string>& lines);
   void on_done(result<run_report> r);
 
   const run_args& a_;
@@ -256,7 +253,7 @@ plan_run::plan_run(const run_args& a, bool client, bool tracing)
       progress_(a.quiet || !client ? progress_mode::quiet : default_progress_mode()),
       work_(asio::make_work_guard(io_)),
       signals_(io_, SIGINT, SIGTERM),
-      where_signals_(io_, SIGUSR1) {
+      where_signals_(io_, SIGUSR1, SIGQUIT) {
   fan_out_.add(&progress_);
   if (tracing) fan_out_.add(&trace_.emplace());
   wait_for_signal();
@@ -323,18 +320,19 @@ void plan_run::on_signal(const boost::system::error_code& ec, int sig) {
 }
 
 void plan_run::wait_for_where() {
-  where_signals_.async_wait([this](const boost::system::error_code& ec, int) { on_where(ec); });
+  where_signals_.async_wait([this](const boost::system::error_code& ec, int sig) { on_where(ec, sig); });
 }
 
-// SIGUSR1: where each running task waits (this rank's, printed by rank
-// 0), on stderr even with --quiet; the run goes on.
-void plan_run::on_where(const boost::system::error_code& ec) {
+// SIGUSR1 or SIGQUIT: where each running task waits (this rank's, printed
+// by rank 0), on stderr even with --quiet; the run goes on.
+void plan_run::on_where(const boost::system::error_code& ec, int sig) {
   if (ec) return;  // the run ended
-  probe_.async_where(asio::bind_executor(io_, [this](std::vector<std::string> lines) { print_where(lines); }));
+  probe_.async_where(
+      asio::bind_executor(io_, [this, sig](std::vector<std::string> lines) { print_where(sig, lines); }));
   wait_for_where();
 }
 
-void plan_run::print_where(const std::vector<std::string>& lines) {
+void plan_run::print_where(int sig, const std::vector<std::string>& lines) {
   if (!client_) return;
   auto print = [&](const std::string& line) {
     if (a_.quiet) {
@@ -344,8 +342,8 @@ void plan_run::print_where(const std::vector<std::string>& lines) {
       progress_.note(line);
     }
   };
-  print(lines.empty() ? std::string("taskgroup: SIGUSR1: no task is running")
-                      : "taskgroup: SIGUSR1: where the running tasks stand:");
+  const std::string head = std::string("taskgroup: ") + (sig == SIGQUIT ? "SIGQUIT" : "SIGUSR1") + ": ";
+  print(head + (lines.empty() ? "no task is running" : "where the running tasks stand:"));
   for (const auto& line : lines) print("  " + line);
 }
 
@@ -382,12 +380,16 @@ int run_command(const run_args& a) {
   if (!setup) return report_error(client, setup.error().message, exit_usage);
   run_setup& s = setup.value();
 
-  plan_run this_run(a, client, s.trace_file.is_open());
-  this_run.run(s.group, std::move(s.options), on_mpi);
-  if (!this_run.write_trace(s.trace_file)) {
-    return report_error(client, "cannot write trace file " + quote(a.trace), exit_run_failed);
+  int code = exit_ok;
+  {
+    plan_run this_run(a, client, s.trace_file.is_open());
+    this_run.run(s.group, std::move(s.options), on_mpi);
+    code = this_run.write_trace(s.trace_file)
+               ? this_run.exit_code()
+               : report_error(client, "cannot write trace file " + quote(a.trace), exit_run_failed);
   }
-  return this_run.exit_code();
+  drop_where_signals();  // the run's handler is gone
+  return code;
 }
 
 }  // namespace taskgroup::cli

@@ -43,7 +43,9 @@ inline constexpr int plan_format_version = 1;
 
 /// The largest plan text accepted, in bytes (256 MiB): `read_plan` and
 /// `read_plan_file` refuse longer text with `errc::invalid_plan` naming the
-/// size and this limit (the file before it is read).
+/// size and this limit; so do `read_feeds` and `read_feeds_file`. A file is
+/// never read past it: a regular file is refused before it is read, any
+/// other (a pipe, a device) once it gave one byte more.
 inline constexpr std::size_t max_plan_size = std::size_t{256} << 20;
 
 /// `group` as a JSON plan. Errors: `errc::not_serializable` naming an
@@ -76,8 +78,15 @@ TASKGROUP_API result<task_group> read_plan(const boost::json::value& plan,
 TASKGROUP_API result<task_group> read_plan(std::string_view text,
                                            const operator_registry& registry = operator_registry::global());
 
-/// Same, from a file. Errors also: the file cannot be read, or is larger
-/// than `max_plan_size` (naming it; checked before reading).
+/// Same, from a file (of any type: a regular file, a pipe, a device).
+/// Errors also, naming the file: it cannot be opened (`cannot open plan
+/// file "p": No such file or directory`) or read (`cannot read plan file
+/// "p": it is a directory`), or is larger than `max_plan_size` (`plan file
+/// "p" is 300000000 bytes, more than 268435456 (taskgroup::max_plan_size,
+/// 256 MiB)`, checked before reading; a file of no known size: `plan file
+/// "p" holds more than 268435456 bytes (...)`, after reading one byte past
+/// the limit). Errors in the text have the path before them (`p: line 1,
+/// column 1: ...`).
 TASKGROUP_API result<task_group> read_plan_file(const std::filesystem::path& path,
                                                 const operator_registry& registry = operator_registry::global());
 
@@ -93,6 +102,10 @@ TASKGROUP_API result<task_group> read_plan_file(const std::filesystem::path& pat
 TASKGROUP_API result<feeds> read_feeds(const boost::json::value& v, const task_group& group);
 /// Same, from JSON text (parsed as strictly as plans are).
 TASKGROUP_API result<feeds> read_feeds(std::string_view text, const task_group& group);
+/// Same, from a file, read as `read_plan_file` reads one (the same limit):
+/// its errors name it as the inputs file (`cannot read inputs file "p": it
+/// is a directory`, `inputs file "p": line 1, column 1: ...`).
+TASKGROUP_API result<feeds> read_feeds_file(const std::filesystem::path& path, const task_group& group);
 
 /// Pretty-prints JSON (two-space indent), as `write_plan` does, without
 /// recursion. A non-finite double, which JSON cannot hold, prints as null.

@@ -1,5 +1,5 @@
 // Inputs in plans ("inputs") and feeds from JSON (`read_feeds`, the
-// command's --input and --inputs): one table of the input types a plan
+// command's --input and --inputs, `read_feeds_file`): one table of the input types a plan
 // can name, used by the reader, the writer and the feed reader.
 #include "internal.hpp"
 
@@ -151,6 +151,13 @@ result<feeds> read_feeds(const boost::json::value& v, const task_group& group) {
 result<feeds> read_feeds(std::string_view text, const task_group& group) {
   TASKGROUP_TRY(const auto doc, plan_detail::parse_text(text));
   return read_feeds(doc.v, group);
+}
+
+result<feeds> read_feeds_file(const std::filesystem::path& path, const task_group& group) {
+  TASKGROUP_TRY(const std::string text, plan_detail::read_file_text(path, "inputs file"));
+  auto f = read_feeds(text, group);
+  if (!f) return f.error().with_context("inputs file " + quote(path.string()));
+  return f;
 }
 
 }  // namespace taskgroup

@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <filesystem>
 #include <functional>
 #include <initializer_list>
 #include <map>
@@ -90,6 +91,19 @@ struct flat_value {
   flat_value& operator=(const flat_value&) = delete;
   ~flat_value() { destroy_flat(v); }
 };
+
+// --- files (file_text.cpp) ---------------------------------------------------
+
+/// The text of the file at `path`, at most `max_plan_size` bytes, whatever
+/// the file is (a regular file, a pipe, a device): a regular file larger
+/// than that is refused before it is read, any other file once it gave
+/// one byte more. `what` names the file in errors ("plan file", "inputs
+/// file"), with `errc::invalid_plan`: `cannot open plan file "p": No such
+/// file or directory`, `cannot read plan file "p": it is a directory`,
+/// `plan file "p" is 300000000 bytes, more than 268435456
+/// (taskgroup::max_plan_size, 256 MiB)`, `inputs file "p" holds more than
+/// 268435456 bytes (...)`.
+result<std::string> read_file_text(const std::filesystem::path& path, std::string_view what);
 
 // --- a plan's top-level members (members.cpp) ----------------------------------
 

@@ -3,9 +3,7 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <fstream>
 #include <set>
-#include <sstream>
 
 namespace taskgroup {
 
@@ -383,29 +381,9 @@ result<task_group> read_plan(std::string_view text, const operator_registry& reg
 }
 
 result<task_group> read_plan_file(const std::filesystem::path& path, const operator_registry& registry) {
-  std::error_code ec;
-  const auto size = std::filesystem::file_size(path, ec);
-  // Checked before reading, so that a huge file is not read in whole.
-  if (!ec && size > max_plan_size) {
-    return fail(errc::invalid_plan, quote(path.string()) + " is " + std::to_string(size) + " bytes, more than " +
-                                        std::to_string(max_plan_size) + " (taskgroup::max_plan_size, 256 MiB)");
-  }
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return fail(errc::invalid_plan, "cannot open plan file " + quote(path.string()));
-  // Read into one buffer of the file's size. The text is read in two
-  // passes and never becomes a document whole: at most the text, one
-  // element's document and the group are alive at once.
-  std::string text;
-  if (!ec) text.resize(static_cast<std::size_t>(size));
-  in.read(text.data(), static_cast<std::streamsize>(text.size()));
-  if (static_cast<std::size_t>(in.gcount()) != text.size() || in.peek() != std::ifstream::traits_type::eof()) {
-    // The size changed or was unknown: read the rest (bounded below).
-    text.resize(static_cast<std::size_t>(in.gcount()));
-    in.clear();
-    std::ostringstream rest;
-    rest << in.rdbuf();
-    text += rest.str();
-  }
+  // The text is read in two passes and never becomes a document whole: at
+  // most the text, one element's document and the group are alive at once.
+  TASKGROUP_TRY(const std::string text, read_file_text(path, "plan file"));
   auto g = read_text(text, registry);
   if (!g) return g.error().with_context(path.string());
   return g;

@@ -49,6 +49,17 @@ cli.check("cannot open plan file" in p.stderr and p.stderr.startswith("taskgroup
 for sub in ["check", "graph", "fmt"]:
     p = cli.run(sub, cli.temp("both.json"))
     cli.check_exit(p, USAGE, f"{sub} on an invalid plan")
+# A directory is not read; a file of no known size is not read past the
+# limit (taskgroup::max_plan_size).
+for sub in ["run", "check", "graph", "fmt"]:
+    p = cli.run(sub, cli.tmp.name)
+    cli.check_exit(p, USAGE, f"{sub} on a directory")
+    cli.check(p.stderr == f'taskgroup: cannot read plan file "{cli.tmp.name}": it is a directory\n',
+              f"{sub} on a directory: says so", p.stderr)
+p = cli.run("check", "/dev/zero")
+cli.check_exit(p, USAGE, "check /dev/zero")
+cli.check(p.stderr == 'taskgroup: plan file "/dev/zero" holds more than 268435456 bytes '
+          '(taskgroup::max_plan_size, 256 MiB)\n', "check /dev/zero: refused at the limit", p.stderr)
 
 # Usage errors.
 for args in [[], ["frobnicate"], ["run"], ["run", cli.shipped("seed.json"), "--policy", "sometimes"],
@@ -58,6 +69,36 @@ for args in [[], ["frobnicate"], ["run"], ["run", cli.shipped("seed.json"), "--p
     cli.check_exit(p, USAGE, f"usage error {args}")
     cli.check(p.stderr.startswith("taskgroup: ") and p.stdout == "", f"usage error {args}: message on stderr",
               (p.stdout, p.stderr))
+# A word that names no command says so, with the commands.
+p = cli.run("bogus", cli.shipped("seed.json"))
+cli.check_exit(p, USAGE, "an unknown command")
+cli.check(p.stderr == 'taskgroup: unknown command "bogus"; expected one of: run, check, graph, fmt, ops\n',
+          "an unknown command: named, with the commands", p.stderr)
+
+# Numeric options: text, nan, infinities and numbers out of range are usage
+# errors saying what the option takes.
+SECONDS = "expected a number of seconds greater than 0"
+THREADS = "expected a whole number from 1 to 1024"
+POLL = "expected a whole number of microseconds from 1 to 10000000"
+for opt, value, expected in [
+        ("--timeout", "nan", SECONDS), ("--timeout", "inf", SECONDS), ("--timeout", "-inf", SECONDS),
+        ("--timeout", "0", SECONDS), ("--timeout", "-1", SECONDS), ("--timeout", "abc", SECONDS),
+        ("--timeout", "1e999", SECONDS), ("--timeout", "", SECONDS),
+        ("--grace", "nan", SECONDS), ("--grace", "infinity", SECONDS), ("--grace", "0", SECONDS),
+        ("--threads", "0", THREADS), ("--threads", "1025", THREADS), ("--threads", "1.5", THREADS),
+        ("--threads", "nan", THREADS), ("--threads", "-1", THREADS), ("--threads", "two", THREADS),
+        ("--poll-max", "0", POLL), ("--poll-max", "1e8", POLL), ("--poll-max", "nan", POLL),
+        ("--poll-max", "2.5", POLL)]:
+    p = cli.run("run", cli.shipped("seed.json"), opt, value)
+    cli.check_exit(p, USAGE, f"run {opt} {value!r}")
+    cli.check(f'taskgroup: {opt}: {expected}, got "{value}"\n' in p.stderr and p.stdout == "",
+              f"run {opt} {value!r}: says what the option takes", p.stderr)
+# Within the range: whole numbers may have an exponent; a timeout longer
+# than 10^9 s waits 10^9 s.
+for opt, value in [("--threads", "2"), ("--threads", "1e1"), ("--timeout", "1e300"), ("--timeout", "+30")]:
+    p = cli.run("run", "-q", cli.shipped("seed.json"), opt, value)
+    cli.check_exit(p, OK, f"run {opt} {value}")
+
 p = cli.run("--help")
 cli.check_exit(p, OK, "--help")
 cli.check("run" in p.stdout and "check" in p.stdout and "graph" in p.stdout, "--help lists the subcommands", p.stdout)

@@ -2,6 +2,7 @@
 feeds that do not match the plan's inputs are usage errors (exit 2) naming
 node and blob; `fmt` keeps the inputs."""
 import json
+import os
 
 from cli_support import Cli, OK, USAGE
 
@@ -25,6 +26,10 @@ inputs = cli.temp("inputs.json", json.dumps({"n1/x": 7, "n2/scale": 0.25, "n2/la
 got = outputs(cli.run("run", "--json", "-q", plan, "--inputs", inputs), "--inputs FILE")
 cli.check(got == {"n1/triple": {"y": 21}, "n2/double": {"z": 0.5}}, "--inputs: a JSON object of feeds", got)
 
+# Sparse: refused before it is read.
+big = cli.temp("big.json", "{}")
+os.truncate(big, 300 << 20)
+
 bad = [
     (["--input", "n2/scale=1"], 'input "n1/x" is required and was not fed (int64)'),
     (["--input", "n1/x=\"four\"", "--input", "n2/scale=1"], 'feed "n1/x": expected int64, got string'),
@@ -37,7 +42,12 @@ bad = [
     (["--input", "n1/x=four"], '--input "n1/x=four": '),
     (["--input", "x=1"], 'a feed is named "node/blob", got "x"'),
     (["--inputs", cli.temp("list.json", "[1, 2]")], "expected an object"),
-    (["--inputs", cli.temp("absent-dir/none.json")], "cannot read inputs file"),
+    (["--inputs", cli.temp("absent-dir/none.json")],
+     f'cannot open inputs file "{cli.temp("absent-dir/none.json")}": No such file or directory'),
+    (["--inputs", cli.tmp.name], f'cannot read inputs file "{cli.tmp.name}": it is a directory'),
+    (["--inputs", "/dev/zero"],
+     'inputs file "/dev/zero" holds more than 268435456 bytes (taskgroup::max_plan_size, 256 MiB)'),
+    (["--inputs", big], f'inputs file "{big}" is 314572800 bytes, more than 268435456 (taskgroup::max_plan_size'),
 ]
 for args, message in bad:
     p = cli.run("run", "-q", plan, *args)

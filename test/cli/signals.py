@@ -1,6 +1,8 @@
 """Ctrl-C: SIGINT cancels the run through the cancellation path; the
-command exits 130 (SIGTERM: 143) soon after, without hanging. SIGUSR1
-prints where each running task waits, and the run goes on."""
+command exits 130 (SIGTERM: 143) soon after, without hanging. SIGUSR1 (or
+SIGQUIT) prints where each running task waits, and the run goes on; before
+the run's handler is in place, and in the other commands, they are ignored."""
+import errno
 import os
 import select
 import signal
@@ -65,9 +67,10 @@ def interrupt(sig, expected, *extra):
     cli.check(tasks == {"local/sleeper", "n1/counter"}, f"{sig.name}: trace of the cancelled run", tasks)
 
 
-def where(*extra):
-    """SIGUSR1 during a stuck run names the Dequeue it waits on and its
-    queue, each time it comes; the run then ends at its --timeout (exit 3)."""
+def where(sig, *extra):
+    """SIGUSR1 (or SIGQUIT) during a stuck run names the Dequeue it waits on
+    and its queue, each time it comes; the run then ends at its --timeout
+    (exit 3)."""
     env = dict(os.environ)
     env.pop("TERM", None)
     proc = subprocess.Popen([cli.exe, "run", cli.plan("stuck_consumer.json"), "--timeout", "6", *extra],
@@ -83,23 +86,69 @@ def where(*extra):
             wanted = seen.count(line) + 1
         deadline = time.monotonic() + 4
         while seen.count(line) < wanted and time.monotonic() < deadline:
-            proc.send_signal(signal.SIGUSR1)
+            proc.send_signal(sig)
             seen += read_until(proc, 0.3, lambda _: False)
-        cli.check(seen.count(line) >= wanted, f"SIGUSR1 {extra}: names the Dequeue and its queue ({wanted})", seen)
+        cli.check(seen.count(line) >= wanted, f"{sig.name} {extra}: names the Dequeue and its queue ({wanted})",
+                  seen)
     try:
         out, err = proc.communicate(timeout=15)
     except subprocess.TimeoutExpired:
         proc.kill()
         out, err = proc.communicate()
     err = seen + err.decode()
-    cli.check("taskgroup: SIGUSR1: where the running tasks stand:\n" + line in err, f"SIGUSR1 {extra}: a heading",
-              err)
-    cli.check(proc.returncode == 3, f"SIGUSR1 {extra}: the run went on to its timeout (exit 3)", (proc.returncode, err))
-    cli.check(out == b"", f"SIGUSR1 {extra}: nothing on stdout", out)
+    cli.check(f"taskgroup: {sig.name}: where the running tasks stand:\n" + line in err,
+              f"{sig.name} {extra}: a heading", err)
+    cli.check(proc.returncode == 3, f"{sig.name} {extra}: the run went on to its timeout (exit 3)",
+              (proc.returncode, err))
+    cli.check(out == b"", f"{sig.name} {extra}: nothing on stdout", out)
 
 
-where()
-where("--threads", "2")
+def while_reading(command, sig):
+    """SIGUSR1 and SIGQUIT that come before `run` handles them (here while
+    the plan is read, from a pipe), or to another command, are ignored: the
+    command goes on as if they had not come."""
+    what = f"{command} given {sig.name} while it reads the plan"
+    fifo = os.path.join(cli.tmp.name, f"{command}-{sig.name}.fifo")
+    os.mkfifo(fifo)
+    env = dict(os.environ)
+    env.pop("TERM", None)
+    proc = subprocess.Popen([cli.exe, command, fifo], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    # Opening the pipe to write succeeds once the command has it open to read.
+    fd = None
+    deadline = time.monotonic() + 20
+    while fd is None and proc.poll() is None and time.monotonic() < deadline:
+        try:
+            fd = os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)
+        except OSError as e:
+            if e.errno != errno.ENXIO:
+                raise
+            time.sleep(0.01)
+    if not cli.check(fd is not None, f"{what}: it opens the plan", proc.poll()):
+        proc.kill()
+        proc.communicate()
+        return
+    proc.send_signal(sig)
+    time.sleep(0.2)
+    proc.send_signal(sig)
+    with open(cli.shipped("seed.json"), "rb") as f:
+        os.write(fd, f.read())
+    os.close(fd)
+    try:
+        out, err = proc.communicate(timeout=30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        out, err = proc.communicate()
+    cli.check(proc.returncode == 0, f"{what}: exit status 0", (proc.returncode, err))
+    cli.check(command != "run" or b"local/s1" in out, f"{what}: the outputs", out)
+
+
+where(signal.SIGUSR1)
+where(signal.SIGUSR1, "--threads", "2")
+where(signal.SIGQUIT)
+
+for command in ["run", "check"]:
+    for sig in [signal.SIGUSR1, signal.SIGQUIT]:
+        while_reading(command, sig)
 
 interrupt(signal.SIGINT, SIGINT_EXIT)
 interrupt(signal.SIGINT, SIGINT_EXIT, "--threads", "2", "--policy", "gather")

@@ -1,0 +1,77 @@
+// Reading a plan or inputs file into memory, bounded by max_plan_size
+// whatever the file is.
+#include "internal.hpp"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <optional>
+#include <string>
+#include <system_error>
+
+namespace taskgroup::plan_detail {
+
+namespace {
+
+struct file_closer {
+  void operator()(std::FILE* f) const noexcept { std::fclose(f); }
+};
+
+constexpr const char* limit_name = " (taskgroup::max_plan_size, 256 MiB)";
+
+}  // namespace
+
+result<std::string> read_file_text(const std::filesystem::path& path, std::string_view what) {
+  const std::string named = std::string(what) + " " + quote(path.string());
+  std::error_code ec;
+  const auto st = std::filesystem::status(path, ec);
+  if (!ec && std::filesystem::is_directory(st))
+    return fail(errc::invalid_plan, "cannot read " + named + ": it is a directory");
+  // A regular file's size is known: refused before it is read.
+  std::optional<std::uintmax_t> size;
+  if (!ec && std::filesystem::is_regular_file(st)) {
+    const auto n = std::filesystem::file_size(path, ec);
+    if (!ec) size = n;
+  }
+  if (size && *size > max_plan_size) {
+    return fail(errc::invalid_plan, named + " is " + std::to_string(*size) + " bytes, more than " +
+                                        std::to_string(max_plan_size) + limit_name);
+  }
+  errno = 0;
+  std::unique_ptr<std::FILE, file_closer> f(std::fopen(path.c_str(), "rb"));
+  if (!f) {
+    const int e = errno;
+    return fail(errc::invalid_plan, "cannot open " + named + (e != 0 ? ": " + std::string(std::strerror(e)) : ""));
+  }
+  // Reads up to one byte past the limit: a file that gives it (one that
+  // grew, or whose size is not known: a pipe, a device) is too large. A
+  // regular file is read in one call into a buffer of its size.
+  std::string text;
+  std::size_t chunk = size ? static_cast<std::size_t>(*size) + 1 : std::size_t{64} << 10;
+  for (;;) {
+    const std::size_t at = text.size();
+    const std::size_t want = std::min(chunk, max_plan_size + 1 - at);
+    // Grown by doubling, never past the limit's byte.
+    if (at + want > text.capacity())
+      text.reserve(std::min(std::max(at + want, 2 * text.capacity()), max_plan_size + 1));
+    text.resize(at + want);
+    const std::size_t got = std::fread(text.data() + at, 1, want, f.get());
+    text.resize(at + got);
+    if (text.size() > max_plan_size) {
+      return fail(errc::invalid_plan,
+                  named + " holds more than " + std::to_string(max_plan_size) + " bytes" + limit_name);
+    }
+    if (got < want) break;              // the end, or an error
+    chunk = std::max(chunk, at + got);  // doubles what was read so far
+  }
+  if (std::ferror(f.get())) {
+    const int e = errno;
+    if (e == EISDIR) return fail(errc::invalid_plan, "cannot read " + named + ": it is a directory");
+    return fail(errc::invalid_plan, "cannot read " + named + (e != 0 ? ": " + std::string(std::strerror(e)) : ""));
+  }
+  return text;
+}
+
+}  // namespace taskgroup::plan_detail
