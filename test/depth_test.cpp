@@ -9,8 +9,11 @@
 
 #include <catch2/catch.hpp>
 
+#include <chrono>
 #include <cstddef>
+#include <functional>
 #include <string>
+#include <vector>
 
 using namespace taskgroup;
 using namespace taskgroup::test;
@@ -66,6 +69,56 @@ TEST_CASE("a tree of max_step_depth levels runs on both drivers", "[step][depth]
     REQUIRE(r);
     // Three levels of two iterations each: the leaf runs 8 times.
     CHECK(session.node_workspace("local")->read<i64>("x").value() == 8);
+  }
+}
+
+TEST_CASE("a tree of max_step_depth levels runs wherever a session places it; one level more never does",
+          "[step][depth]") {
+  // The levels a session composes around a tree (instances, report steps,
+  // setup) do not count against the limit; the tree's own levels do.
+  struct placement {
+    const char* where;
+    i64 runs;  // of the leaf, in one run of the group
+    std::function<void(task_group&, const execution_step&)> put;
+  };
+  const std::vector<placement> placements{
+      {"task step, 2 instances", 2,
+       [](task_group& g, const execution_step& s) { REQUIRE(g.add(task("t", s).num_instances(2))); }},
+      {"task report step", 1,
+       [](task_group& g, const execution_step& s) {
+         REQUIRE(g.add(task("t", step("s").add_net(incr("other", "y"))).report(s, std::chrono::hours(1))));
+       }},
+      {"task init", 1,
+       [](task_group& g, const execution_step& s) {
+         REQUIRE(g.add(task("t", step("s").add_net(incr("other", "y"))).init(s)));
+       }},
+      {"instance init, 2 instances", 2,
+       [](task_group& g, const execution_step& s) {
+         REQUIRE(g.add(task("t", step("s").add_net(incr("other", "y"))).num_instances(2).instance_init(s)));
+       }},
+      {"node setup", 1,
+       [](task_group& g, const execution_step& s) {
+         REQUIRE(g.add(task("t", step("s").add_net(incr("other", "y")))));
+         g.local_init(node(), s);
+       }},
+  };
+  for (const auto& p : placements) {
+    INFO(p.where);
+    local_session session(1);
+    session.node_workspace("local")->set<i64>("x", 0);
+    session.node_workspace("local")->set<i64>("y", 0);
+    task_group fits(workspace_type::global);
+    p.put(fits, chain(max_step_depth, incr("inc", "x")));
+    auto r = session.run_blocking(fits);
+    INFO((r ? std::string() : r.error().message));
+    REQUIRE(r);
+    CHECK(session.node_workspace("local")->read<i64>("x").value() == p.runs);
+    task_group deeper(workspace_type::global);
+    p.put(deeper, chain(max_step_depth + 1, incr("inc", "x")));
+    auto refused = session.run_blocking(deeper);
+    REQUIRE_FALSE(refused);
+    CHECK(refused.error().code == errc::invalid_step);
+    CHECK_THAT(refused.error().message, Catch::Contains("max_step_depth (1000 levels"));
   }
 }
 

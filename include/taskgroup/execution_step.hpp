@@ -62,9 +62,16 @@ inline constexpr std::int64_t max_instances = 65536;
 /// The deepest step tree that runs: levels of nested steps, the root step
 /// being level 1. `validate` (and so every run) and the plan reader refuse a
 /// deeper tree with `errc::invalid_step` (`errc::invalid_plan` in a plan)
-/// naming this limit. Building, copying and destroying a deeper tree is
-/// safe (no recursion).
+/// naming this limit. It counts the levels you build: the steps a session
+/// wraps around them (a task's setup, instances and report steps, a node's
+/// setup) do not count, so a tree that `validate` or the plan reader
+/// accepts runs in any of those places. Building, copying and destroying a
+/// deeper tree is safe (no recursion).
 inline constexpr std::size_t max_step_depth = 1000;
+
+namespace detail {
+struct step_validation;
+}  // namespace detail
 
 /// A node of a step tree (a Caffe2 ExecutionStep).
 class TASKGROUP_API execution_step {
@@ -143,6 +150,11 @@ class TASKGROUP_API execution_step {
   [[nodiscard]] status validate() const;
 
  private:
+  friend struct detail::step_validation;
+  // validate() within `max_depth` levels; `deepest`, when given, gets the
+  // depth of the tree (validated or not).
+  [[nodiscard]] status validate_within(std::size_t max_depth, std::size_t* deepest = nullptr) const;
+
   struct data;
   bool check_mutable(const char* what);
   std::shared_ptr<data> data_;

@@ -14,6 +14,25 @@
 
 namespace taskgroup::detail {
 
+/// Levels of steps a session composes around the trees it is given (a
+/// task's setup, instances, body beside its report steps; a node's setup):
+/// not counted against `max_step_depth`, which bounds what users build.
+inline constexpr std::size_t composed_levels = 16;
+
+/// Validates trees composed around users' trees (`task::get_step`, a
+/// node's setup): `execution_step::validate` with room for the levels
+/// composed.
+struct step_validation {
+  /// `deepest`, when given, gets the tree's depth: above `max_step_depth`,
+  /// a tree given by the user may be too deep (check it alone).
+  [[nodiscard]] static status composed(const execution_step& s, std::size_t* deepest = nullptr) {
+    return s.validate_within(max_step_depth + composed_levels, deepest);
+  }
+  /// A step made to hold bodies given by the user (`append_body`): its
+  /// own level does not count.
+  [[nodiscard]] static status holding_bodies(const execution_step& s) { return s.validate_within(max_step_depth + 1); }
+};
+
 /// What is wrong with duration `d` (in milliseconds or microseconds), e.g.
 /// "must be > 0 ms, got 0" or "must be at most 1099511627776 ms
 /// (taskgroup::max_duration, about 34.8 years), got 10000000000000"; empty

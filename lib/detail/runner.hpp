@@ -25,13 +25,15 @@ namespace taskgroup::detail {
 /// A validated snapshot of a step tree, compiled once and run many times.
 struct compiled_step;
 
-/// Compiles `s`; `counted` (if given) is the step whose iterations go to
-/// `step_stats::iterations`. Errors: `execution_step::validate`'s.
+/// Compiles `s`, validated by the caller (`execution_step::validate`, or
+/// `step_validation::composed` for a tree composed around users' trees);
+/// `counted` (if given) is the step whose iterations go to
+/// `step_stats::iterations`. Errors: out of memory only.
 result<std::shared_ptr<const compiled_step>> compile_step(const execution_step& s,
                                                           const execution_step* counted = nullptr);
 
-/// Compiles `s` into `out` (which must not be running). Errors:
-/// `execution_step::validate`'s; `out` is then unspecified.
+/// Compiles `s`, validated as for `compile_step`, into `out` (which must
+/// not be running).
 status compile_into(compiled_step& out, const execution_step& s, const execution_step* counted = nullptr);
 
 /// `n` empty trees in one allocation, for `compile_into` (a group's tasks:

@@ -340,7 +340,27 @@ result<execution_step> task::get_step() const {
   }
   execution_step composed = wrap(name, "", x, task_inits, task_exits);
   if (composed.empty()) composed = execution_step(name);
-  TASKGROUP_TRY(composed.validate());
+  // The levels composed here do not count against max_step_depth: only
+  // when the whole is deeper may a tree given be too deep on its own.
+  std::size_t deepest = 0;
+  TASKGROUP_TRY(detail::step_validation::composed(composed, &deepest));
+  if (deepest > max_step_depth) {
+    if (data_->user) {
+      TASKGROUP_TRY(data_->user->validate());
+    }
+    for (const auto& r : data_->extra.view().reports) {
+      TASKGROUP_TRY(r.first.validate());
+    }
+    auto bodies_fit = [](const std::vector<body>& bodies, const std::string& holder) -> status {
+      execution_step s(holder);
+      for (const auto& b : bodies) append_body(s, b);
+      return detail::step_validation::holding_bodies(s);
+    };
+    TASKGROUP_TRY(bodies_fit(task_inits, name + ":init"));
+    TASKGROUP_TRY(bodies_fit(task_exits, name + ":exit"));
+    TASKGROUP_TRY(bodies_fit(inst_inits, name + ":instance:init"));
+    TASKGROUP_TRY(bodies_fit(inst_exits, name + ":instance:exit"));
+  }
   data_->composed = composed;
   return composed;
 }

@@ -17,7 +17,8 @@ result<std::shared_ptr<const detail::compiled_step>> compile_setup(const std::st
                                                                    const std::vector<body>& bodies) {
   execution_step s(name);
   for (const auto& b : bodies) append_body(s, b);
-  if (s.empty() && s.validate()) return std::shared_ptr<const detail::compiled_step>();
+  TASKGROUP_TRY(detail::step_validation::holding_bodies(s));
+  if (s.empty()) return std::shared_ptr<const detail::compiled_step>();
   return detail::compile_step(s);
 }
 

@@ -545,6 +545,7 @@ asio::awaitable<status> detail::run_with_reporters(
 }
 
 asio::awaitable<status> run_step(execution_step step, std::shared_ptr<workspace> ws, run_step_options options) {
+  if (status st = step.validate(); !st) co_return st;
   auto compiled = detail::compile_step(step, &step);
   if (!compiled) co_return compiled.error();
   co_return co_await detail::run_compiled(std::move(compiled).value(), std::move(ws), options);

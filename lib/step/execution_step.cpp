@@ -199,7 +199,9 @@ std::string truncated_path(const std::string& root, const std::string& leaf) { r
 
 }  // namespace
 
-status execution_step::validate() const {
+status execution_step::validate() const { return validate_within(max_step_depth); }
+
+status execution_step::validate_within(std::size_t max_depth, std::size_t* deepest) const {
   std::map<std::string, net, std::less<>> seen;
   // Depth-first with an explicit stack (no recursion, whatever the depth);
   // the step path is rendered only for an error. Substeps are checked
@@ -215,19 +217,21 @@ status execution_step::validate() const {
     for (const frame& f : stack) out += (out.empty() ? "" : "/") + f.s->name();
     return out;
   };
+  if (deepest != nullptr) *deepest = 1;
   if (auto st = validate_one(*this, name(), data_->extra.view().misuse); !st) return st;
   while (!stack.empty()) {
     frame& f = stack.back();
     const auto& children = f.s->substeps();
     if (f.next < children.size()) {
       const execution_step& child = children[f.next++];
-      if (stack.size() == max_step_depth) {
+      if (stack.size() == max_depth) {
         return fail(errc::invalid_step, "step " + quote(truncated_path(stack.front().s->name(), child.name())) +
                                             ": deeper than max_step_depth (" + std::to_string(max_step_depth) +
                                             " levels of nested steps)");
       }
       const std::int64_t above = f.instances;
       stack.push_back(frame{&child});
+      if (deepest != nullptr && stack.size() > *deepest) *deepest = stack.size();
       if (auto st = validate_one(child, path(), child.data_->extra.view().misuse); !st) return st;
       // Its count is in range now: the product cannot overflow.
       const std::int64_t n = child.num_concurrent_instances();

@@ -117,7 +117,6 @@ status bind_step(const program_step& n, workspace& ws, const operator_registry& 
 }
 
 status compile_into(compiled_step& out, const execution_step& s, const execution_step* counted) {
-  TASKGROUP_TRY(s.validate());
   s.freeze();
   out.root = compile_tree(s, counted);
   // The root may have its own workspace (the frame-free driver makes it
