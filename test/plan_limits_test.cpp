@@ -269,7 +269,9 @@ TEST_CASE("plan and inputs files are read through one bounded reader that names 
     REQUIRE(::mkfifo(plan_pipe.c_str(), 0600) == 0);
     REQUIRE(::mkfifo(inputs_pipe.c_str(), 0600) == 0);
     std::thread writer([&] {
-      std::ofstream(plan_pipe) << R"({"taskgroup_plan": 1, "inputs": [{"node": "n", "blob": "x"}]})";
+      std::ofstream(plan_pipe) << R"({"taskgroup_plan": 1, "inputs": [{"node": "n", "blob": "x"}], )"
+                                  R"("tasks": [{"node": "n", "step": {"nets": ["f"]}}], "nets": [{"name": "f", )"
+                                  R"("ops": [{"type": "ConstantFill", "outputs": ["z"], "args": {"value": 1}}]}]})";
       std::ofstream(inputs_pipe) << R"({"n/x": 7})";
     });
     auto g = read_plan_file(plan_pipe);

@@ -333,3 +333,40 @@ TEST_CASE("plans declare inputs; read_feeds reads feeds as op arguments are writ
   REQUIRE_FALSE(no_slash);
   CHECK(no_slash.error().message == R"(/x: a feed is named "node/blob", got "x")");
 }
+
+TEST_CASE("write_plan refuses what read_plan would refuse: control characters in names, text that is not UTF-8",
+          "[plan]") {
+  auto written = [](const std::string& task_name, const std::string& blob, const std::string& text) {
+    task_group g;
+    net n("n");
+    n.op("ConstantFill", {}, {blob}, {{"value", text}});
+    REQUIRE(g.add(task(task_name, step("s").add_net(n))));
+    return write_plan(g);
+  };
+  // Control characters in a string argument are text, and round-trip.
+  auto fine = written("t", "x", std::string("tab\tnul\0end", 11));
+  REQUIRE(fine);
+  auto back = read_plan(std::string_view(fine.value()));
+  REQUIRE(back);
+  CHECK(write_plan(back.value()).value() == fine.value());
+
+  auto task_name = written(
+      "a\x01"
+      "b",
+      "x", "v");
+  REQUIRE_FALSE(task_name);
+  CHECK(task_name.error().code == errc::not_serializable);
+  CHECK(task_name.error().message == R"(/tasks/0/name: a name cannot hold control characters, got "a\u0001b")");
+  auto blob_name = written("t", std::string("x\0y", 3), "v");
+  REQUIRE_FALSE(blob_name);
+  CHECK(blob_name.error().message ==
+        R"(/nets/0/ops/0/outputs/0: a name cannot hold control characters, got "x\u0000y")");
+  auto bad_text = written("t", "x", "caf\xC3");
+  REQUIRE_FALSE(bad_text);
+  CHECK(bad_text.error().code == errc::not_serializable);
+  CHECK_THAT(bad_text.error().message,
+             Catch::StartsWith("/nets/0/ops/0/args/value: a string that is not valid UTF-8 cannot be written"));
+  auto bad_name = written("t\xFF", "x", "v");
+  REQUIRE_FALSE(bad_name);
+  CHECK_THAT(bad_name.error().message, Catch::StartsWith("/tasks/0/name: a string that is not valid UTF-8"));
+}

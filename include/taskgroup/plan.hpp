@@ -52,7 +52,10 @@ inline constexpr std::size_t max_plan_size = std::size_t{256} << 20;
 /// inline operator (`task "local/t": net "n" op #2 (halve): an inline
 /// operator cannot be written to a plan`) or an argument or node option
 /// that JSON cannot hold (a non-finite double: `... op #0 (ConstantFill):
-/// argument "value": not a finite number (inf), which JSON cannot hold`);
+/// argument "value": not a finite number (inf), which JSON cannot hold`),
+/// or text that `read_plan` would refuse, at its JSON pointer: a name with
+/// a control character (`/tasks/0/name: a name cannot hold control
+/// characters, got "a\u0001b"`), a string that is not valid UTF-8;
 /// `errc::duplicate_net` for two different nets sharing a name.
 TASKGROUP_API result<boost::json::value> plan_to_json(const task_group& group);
 

@@ -91,15 +91,18 @@ result<std::string> get_string(const json::value& v, const pointer& ptr) {
   return std::string(v.get_string());
 }
 
-result<std::string> get_name(const json::value& v, const pointer& ptr) {
-  TASKGROUP_TRY(auto s, get_string(v, ptr));
+std::string name_fault(std::string_view s) {
   auto it = std::find_if(s.begin(), s.end(), [](char c) {
     const auto u = static_cast<unsigned char>(c);
     return u < 0x20 || u == 0x7F;
   });
-  if (it != s.end()) {
-    return bad(ptr, "a name cannot hold control characters, got " + quote(printable(s)));
-  }
+  if (it == s.end()) return {};
+  return "a name cannot hold control characters, got " + quote(printable(s));
+}
+
+result<std::string> get_name(const json::value& v, const pointer& ptr) {
+  TASKGROUP_TRY(auto s, get_string(v, ptr));
+  if (std::string f = name_fault(s); !f.empty()) return bad(ptr, f);
   return s;
 }
 

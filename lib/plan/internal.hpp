@@ -168,6 +168,12 @@ inline pointer child(const pointer& ptr, std::string_view key) noexcept { return
 inline pointer child(const pointer& ptr, std::size_t i) noexcept { return {ptr, i}; }
 /// `s` with control characters shown as \u00XX.
 std::string printable(std::string_view s);
+/// What makes `s` no name in a plan (a control character), or empty.
+std::string name_fault(std::string_view s);
+/// Offset of the first byte of `t` that does not start a valid UTF-8
+/// sequence (overlong forms, surrogates and code points past U+10FFFF
+/// included), or npos.
+std::size_t invalid_utf8_at(std::string_view t);
 /// An `errc::invalid_plan` error at `ptr` ("/" for the root).
 error bad(const pointer& ptr, const std::string& what);
 std::string_view kind_name(const json::value& v);

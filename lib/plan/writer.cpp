@@ -146,6 +146,78 @@ result<json::value> task_json(writer& w, const task& t, json::array& local_init,
 
 }  // namespace
 
+namespace {
+
+// The reader's rules for the strings of a plan, applied to one about to
+// be written, so that what write_plan writes read_plan reads: every
+// string valid UTF-8, and every name free of control characters (a name
+// is any string but argument and node option values and "type"s). An
+// explicit stack: a plan is as deep as its step trees. Errors:
+// `errc::not_serializable` at the string's JSON pointer.
+status check_strings(const json::value& root) {
+  struct frame {
+    const json::value* v;
+    bool keyed;            // a member of an object (else an array element)
+    std::string_view key;  // in its parent object
+    std::size_t index;     // in its parent array
+    bool free_text;        // a value of "args", "options" or "type"
+    std::size_t next = 0;  // the member or element to visit next
+  };
+  std::vector<frame> stack{{&root, false, {}, 0, false}};
+  auto fault = [&](const std::string& what) {
+    // The pointers view their parents: none may move while they are made.
+    std::vector<pointer> path;
+    path.reserve(stack.size());
+    path.emplace_back();
+    for (std::size_t i = 1; i < stack.size(); ++i) {
+      if (stack[i].keyed) {
+        path.emplace_back(path.back(), stack[i].key);
+      } else {
+        path.emplace_back(path.back(), stack[i].index);
+      }
+    }
+    const std::string at = path.back().str();
+    return fail(errc::not_serializable, (at.empty() ? "/" : at) + ": " + what);
+  };
+  auto utf8_fault = [](std::string_view text) -> std::string {
+    if (invalid_utf8_at(text) == std::string_view::npos) return {};
+    return "a string that is not valid UTF-8 cannot be written to a plan (" + quote(printable(text)) + ")";
+  };
+  while (!stack.empty()) {
+    frame& f = stack.back();
+    if (const json::string* str = f.v->if_string()) {
+      const std::string_view text(*str);
+      if (std::string e = utf8_fault(text); !e.empty()) return fault(e);
+      if (!f.free_text) {
+        if (std::string e = name_fault(text); !e.empty()) return fault(e);
+      }
+      stack.pop_back();
+    } else if (const json::object* o = f.v->if_object()) {
+      if (f.next == o->size()) {
+        stack.pop_back();
+        continue;
+      }
+      const json::key_value_pair& kv = *(o->begin() + static_cast<std::ptrdiff_t>(f.next++));
+      const std::string_view key = kv.key();
+      const bool free_text = f.free_text || key == "args" || key == "options" || key == "type";
+      stack.push_back(frame{&kv.value(), true, key, 0, free_text});
+      if (std::string e = utf8_fault(key); !e.empty()) return fault(e);
+    } else if (const json::array* a = f.v->if_array()) {
+      if (f.next == a->size()) {
+        stack.pop_back();
+        continue;
+      }
+      const std::size_t i = f.next++;
+      stack.push_back(frame{&(*a)[i], false, {}, i, f.free_text});
+    } else {
+      stack.pop_back();
+    }
+  }
+  return ok();
+}
+
+}  // namespace
+
 result<json::value> plan_to_json(const task_group& group) {
   writer w;
   json::object plan;
@@ -194,7 +266,9 @@ result<json::value> plan_to_json(const task_group& group) {
   }
   if (!remote.empty()) plan["remote_nets"] = std::move(remote);
   plan["nets"] = w.take_nets();
-  return json::value(std::move(plan));
+  json::value out(std::move(plan));
+  TASKGROUP_TRY(check_strings(out));
+  return out;
 }
 
 std::string pretty_json(const json::value& v) { return pretty_text(v); }
