@@ -28,6 +28,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 using namespace taskgroup;
@@ -305,6 +306,26 @@ TEST_CASE("feed errors name the node and blob, and nothing of the run is left be
   REQUIRE(ok_run);
   CHECK(y.get(ok_run.value()).value() == 5);
   CHECK(y.get().value() == 5);
+}
+
+TEST_CASE("text is fed as std::string, whatever form it is given in", "[serving][feeds]") {
+  task_group g;
+  REQUIRE(g.input<std::string>("s"));
+  net n("copy");
+  n.op("Copy", {"s"}, {"t"});
+  task t("t", step("s").add_net(n));
+  auto out = t.output<std::string>("t");
+  REQUIRE(g.add(t));
+  local_session session(1);
+  const char* pointer = "from a pointer";
+  const std::string owned = "from a string_view";
+  for (const feeds& f : {feeds().set("local", "s", "a literal"), feeds().set("local", "s", pointer),
+                         feeds().set("local", "s", std::string_view(owned))}) {
+    auto r = session.run_blocking(g, {.feeds = f});
+    INFO((r ? std::string() : r.error().message));
+    REQUIRE(r);
+    CHECK(out.get(r.value()).value() == f.entries().at(0).value->as<std::string>());
+  }
 }
 
 TEST_CASE("a feed that cannot be copied fails the run before any node runs", "[serving][feeds]") {

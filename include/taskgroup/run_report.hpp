@@ -19,6 +19,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -77,11 +78,17 @@ class TASKGROUP_API feeds {
     std::shared_ptr<const taskgroup::blob> value;
   };
 
-  /// Feeds `value` (a `T`) to blob `blob_name` on node `node_name`.
+  /// Feeds `value` (a `T`) to blob `blob_name` on node `node_name`. Text
+  /// (a string literal, `const char*`, `std::string_view`) is fed as a
+  /// `std::string`, the type plans and typed string inputs use.
   template <class T>
   feeds& set(std::string node_name, std::string blob_name, T value) {
-    return set_blob(std::move(node_name), std::move(blob_name),
-                    std::make_shared<const taskgroup::blob>(taskgroup::blob(std::move(value))));
+    if constexpr (std::is_same_v<T, const char*> || std::is_same_v<T, char*> || std::is_same_v<T, std::string_view>) {
+      return set(std::move(node_name), std::move(blob_name), std::string(value));
+    } else {
+      return set_blob(std::move(node_name), std::move(blob_name),
+                      std::make_shared<const taskgroup::blob>(taskgroup::blob(std::move(value))));
+    }
   }
   /// Feeds a prepared value (it must be copyable with `blob::clone`, which
   /// the run does; a value that is not fails the run naming the feed).
