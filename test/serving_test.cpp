@@ -60,6 +60,17 @@ task_group sum_group(int tasks, int nodes, i64 sleep_ms, std::vector<task_output
   return g;
 }
 
+// Adds task "t" on node `on`, which copies blob `from` to its output `to`.
+template <class T>
+task_output<T> add_copy_task(task_group& g, const std::string& on, const std::string& from, const std::string& to) {
+  net n("copy");
+  n.op("Copy", {from}, {to});
+  task t("t", step("s").add_net(n));
+  auto out = t.output<T>(to);
+  REQUIRE(g.add(t, node(on)));
+  return out;
+}
+
 feeds feeds_for(int nodes, i64 base) {
   feeds f;
   for (int j = 0; j < nodes; ++j) f.set("n" + std::to_string(j), "x", base + j);
@@ -266,11 +277,7 @@ TEST_CASE("feed errors name the node and blob, and nothing of the run is left be
   task_group g;
   REQUIRE(g.input<i64>("x", node("n1")));
   REQUIRE(g.declare_input("any", node("n1"), false));
-  net n("use");
-  n.op("Copy", {"x"}, {"y"});
-  task t("t", step("s").add_net(n));
-  auto y = t.output<i64>("y");
-  REQUIRE(g.add(t, node("n1")));
+  auto y = add_copy_task<i64>(g, "n1", "x", "y");
   local_session session(1);
 
   struct bad_case {
@@ -311,11 +318,7 @@ TEST_CASE("feed errors name the node and blob, and nothing of the run is left be
 TEST_CASE("text is fed as std::string, whatever form it is given in", "[serving][feeds]") {
   task_group g;
   REQUIRE(g.input<std::string>("s"));
-  net n("copy");
-  n.op("Copy", {"s"}, {"t"});
-  task t("t", step("s").add_net(n));
-  auto out = t.output<std::string>("t");
-  REQUIRE(g.add(t));
+  auto out = add_copy_task<std::string>(g, "local", "s", "t");
   local_session session(1);
   const char* pointer = "from a pointer";
   const std::string owned = "from a string_view";
@@ -344,11 +347,7 @@ TEST_CASE("a feed that cannot be copied fails the run before any node runs", "[s
 TEST_CASE("a GLOBAL run's feeds are its own: they leave the node workspace when its part ends", "[serving][feeds]") {
   task_group g(workspace_type::global);
   REQUIRE(g.declare_input("x", node("g"), false));
-  net n("copy");
-  n.op("Copy", {"x"}, {"y"});
-  task t("t", step("s").add_net(n));
-  auto y = t.output<i64>("y");
-  REQUIRE(g.add(t, node("g")));
+  auto y = add_copy_task<i64>(g, "g", "x", "y");
   local_session session(2);
   auto first = session.run_blocking(g, {.feeds = feeds().set("g", "x", i64{11})});
   REQUIRE(first);
@@ -385,11 +384,7 @@ TEST_CASE("only_nodes: the required inputs of the nodes that do not run need no 
   task_group g;
   REQUIRE(g.input<i64>("x", node("n1")));
   REQUIRE(g.input<i64>("x", node("n2")));
-  net n("copy");
-  n.op("Copy", {"x"}, {"y"});
-  task t("t", step("s").add_net(n));
-  auto y = t.output<i64>("y");
-  REQUIRE(g.add(t, node("n1")));
+  auto y = add_copy_task<i64>(g, "n1", "x", "y");
   REQUIRE(g.add(task("u", step("s").add_net(test::fill_int("f", "z", 1))), node("n2")));
   local_session session(1);
   run_options o{.only_nodes = std::vector<std::string>{"n1"}, .feeds = feeds().set("n1", "x", i64{4})};
