@@ -19,8 +19,6 @@ struct file_closer {
   void operator()(std::FILE* f) const noexcept { std::fclose(f); }
 };
 
-constexpr const char* limit_name = " (taskgroup::max_plan_size, 256 MiB)";
-
 }  // namespace
 
 result<std::string> read_file_text(const std::filesystem::path& path, std::string_view what) {
@@ -37,7 +35,7 @@ result<std::string> read_file_text(const std::filesystem::path& path, std::strin
   }
   if (size && *size > max_plan_size) {
     return fail(errc::invalid_plan, named + " is " + std::to_string(*size) + " bytes, more than " +
-                                        std::to_string(max_plan_size) + limit_name);
+                                        std::to_string(max_plan_size) + std::string(max_plan_size_named));
   }
   errno = 0;
   std::unique_ptr<std::FILE, file_closer> f(std::fopen(path.c_str(), "rb"));
@@ -60,8 +58,8 @@ result<std::string> read_file_text(const std::filesystem::path& path, std::strin
     const std::size_t got = std::fread(text.data() + at, 1, want, f.get());
     text.resize(at + got);
     if (text.size() > max_plan_size) {
-      return fail(errc::invalid_plan,
-                  named + " holds more than " + std::to_string(max_plan_size) + " bytes" + limit_name);
+      return fail(errc::invalid_plan, named + " holds more than " + std::to_string(max_plan_size) + " bytes" +
+                                          std::string(max_plan_size_named));
     }
     if (got < want) break;              // the end, or an error
     chunk = std::max(chunk, at + got);  // doubles what was read so far

@@ -166,6 +166,8 @@ inline constexpr pointer document_root{};
 /// `ptr` extended by a key or an index (the result views `ptr` and `key`).
 inline pointer child(const pointer& ptr, std::string_view key) noexcept { return {ptr, key}; }
 inline pointer child(const pointer& ptr, std::size_t i) noexcept { return {ptr, i}; }
+/// How errors name the size limit of plan and inputs text.
+inline constexpr std::string_view max_plan_size_named = " (taskgroup::max_plan_size, 256 MiB)";
 /// `s` with control characters shown as \u00XX.
 std::string printable(std::string_view s);
 /// What makes `s` no name in a plan (a control character), or empty.

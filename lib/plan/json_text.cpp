@@ -301,7 +301,7 @@ json::parse_options strict_options() {
 status check_text(std::string_view text) {
   if (text.size() > max_plan_size) {
     return fail(errc::invalid_plan, "the plan is " + std::to_string(text.size()) + " bytes, more than " +
-                                        std::to_string(max_plan_size) + " (taskgroup::max_plan_size, 256 MiB)");
+                                        std::to_string(max_plan_size) + std::string(max_plan_size_named));
   }
   if (text.starts_with("\xEF\xBB\xBF")) {
     return fail(errc::invalid_plan,

@@ -29,6 +29,18 @@ def read_until(proc, limit, done):
     return seen
 
 
+def finish(proc, limit):
+    """Waits up to `limit` seconds for the command to end (killed then):
+    (stdout, stderr, whether it ended by itself)."""
+    try:
+        out, err = proc.communicate(timeout=limit)
+        return out, err, True
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        out, err = proc.communicate()
+        return out, err, False
+
+
 def wait_for_lines(proc, needles, limit=20.0):
     """Reads stderr until it holds every one of `needles` (plain progress mode;
     tasks of different nodes start in parallel, so in any order)."""
@@ -46,11 +58,8 @@ def interrupt(sig, expected, *extra):
               f"{sig.name}: both tasks started", seen)
     start = time.monotonic()
     proc.send_signal(sig)
-    try:
-        out, err = proc.communicate(timeout=15)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        out, err = proc.communicate()
+    out, err, ended = finish(proc, 15)
+    if not ended:
         cli.check(False, f"{sig.name}: the command ends after the signal (it hung)")
         return
     elapsed = time.monotonic() - start
@@ -90,11 +99,7 @@ def where(sig, *extra):
             seen += read_until(proc, 0.3, lambda _: False)
         cli.check(seen.count(line) >= wanted, f"{sig.name} {extra}: names the Dequeue and its queue ({wanted})",
                   seen)
-    try:
-        out, err = proc.communicate(timeout=15)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        out, err = proc.communicate()
+    out, err, _ = finish(proc, 15)
     err = seen + err.decode()
     cli.check(f"taskgroup: {sig.name}: where the running tasks stand:\n" + line in err,
               f"{sig.name} {extra}: a heading", err)
@@ -133,11 +138,7 @@ def while_reading(command, sig):
     with open(cli.shipped("seed.json"), "rb") as f:
         os.write(fd, f.read())
     os.close(fd)
-    try:
-        out, err = proc.communicate(timeout=30)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        out, err = proc.communicate()
+    out, err, _ = finish(proc, 30)
     cli.check(proc.returncode == 0, f"{what}: exit status 0", (proc.returncode, err))
     cli.check(command != "run" or b"local/s1" in out, f"{what}: the outputs", out)
 
