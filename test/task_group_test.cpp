@@ -24,6 +24,47 @@ TEST_CASE("adding to a used group is an error", "[task_group]") {
   CHECK(r.error().message == "Cannot add Task to an already used TaskGroup.");
 }
 
+TEST_CASE("report steps and local setup added to a used group fail its later runs on every session",
+          "[task_group][session]") {
+  // Each change after the first run, and the message naming it.
+  struct change {
+    const char* what;
+    void (*apply)(task_group&);
+    const char* message;
+  };
+  const change changes[] = {
+      {"report_step", [](task_group& g) { g.report_step(step("rep").add_net(fill_int("r", "y", 1))); },
+       "task group: Cannot add report step \"rep\" on node \"local\" to an already used TaskGroup."},
+      {"local_init", [](task_group& g) { g.local_init(node("local"), body(fill_int("i", "y", 1))); },
+       "task group: Cannot add local setup of node \"local\" to an already used TaskGroup."},
+      {"local_exit", [](task_group& g) { g.local_exit(node("local"), body(fill_int("e", "y", 1))); },
+       "task group: Cannot add local setup of node \"local\" to an already used TaskGroup."},
+      {"local_setup",
+       [](task_group& g) { g.local_setup(node("local"), make_setup(body(fill_int("s", "y", 1)), body{})); },
+       "task group: Cannot add local setup of node \"local\" to an already used TaskGroup."},
+  };
+  for (const auto type : {workspace_type::global, workspace_type::private_}) {
+    for (const auto& c : changes) {
+      INFO(c.what << " on a " << to_string(type) << " group");
+      task_group g(type);
+      REQUIRE(g.add(task("a", step("s").add_net(fill_int("n", "x", 1)))));
+      local_session session(1);
+      REQUIRE(session.run_blocking(g));
+      c.apply(g);
+      CHECK(g.report_steps().empty());
+      CHECK(g.local_setups().empty());
+      // The session that compiled it, and one that never saw it.
+      local_session other(1);
+      for (local_session* s : {&session, &other}) {
+        auto r = s->run_blocking(g);
+        REQUIRE_FALSE(r);
+        CHECK(r.error().code == errc::invalid_task);
+        CHECK(r.error().message == c.message);
+      }
+    }
+  }
+}
+
 TEST_CASE("workspace types: tasks take the group's, the group takes the first task's, no mixing", "[task_group]") {
   task_group typed(workspace_type::global);
   auto t = typed.add(task("t")).value();

@@ -106,8 +106,14 @@ class TASKGROUP_API task_group {
   /// the step's `run_every`, else 1000 ms). A report step on a node with no
   /// task fails the run: "report step on node "x", which has no task"; so
   /// does an interval outside (0, max_duration] (`errc::invalid_task`).
+  /// On a used group (`used()`) it adds nothing and records a misuse:
+  /// every later run of the group, on any session, fails with
+  /// `errc::invalid_task` "task group: Cannot add report step "r" on node
+  /// "x" to an already used TaskGroup."
   task_group& report_step(execution_step s, node on = {}, std::optional<std::chrono::milliseconds> interval = {});
-  /// Local setup of node `on`: init before all its tasks, exit after.
+  /// Local setup of node `on`: init before all its tasks, exit after. On a
+  /// used group, a misuse as for `report_step` ("Cannot add local setup of
+  /// node "x" to an already used TaskGroup.").
   task_group& local_init(node on, body b);
   task_group& local_exit(node on, body b);
   task_group& local_setup(node on, std::shared_ptr<setup_object> obj);

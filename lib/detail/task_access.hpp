@@ -69,6 +69,12 @@ struct TASKGROUP_API group_access {
   static std::pair<std::vector<body>, std::vector<body>> local_work(const task_group& g, const std::string& name);
   /// Marks the group used (sessions do it when they compile it).
   static void mark_used(const task_group& g) noexcept;
+  /// The group's first misuse (a change after it was used), with context
+  /// "task group".
+  static status misuse(const task_group& g);
+  /// `misuse`, else the first of its tasks' (`task::validate`), with
+  /// context "task group".
+  static status check(const task_group& g);
 };
 
 }  // namespace taskgroup::detail

@@ -13,12 +13,12 @@ namespace taskgroup {
 
 namespace {
 std::atomic<std::uint64_t> misuse_epoch{0};
+}  // namespace
 
-void record_misuse(std::optional<std::string>& slot, std::string what) {
+void detail::record_misuse(std::optional<std::string>& slot, std::string what) {
   slot = std::move(what);
   misuse_epoch.fetch_add(1, std::memory_order_release);
 }
-}  // namespace
 
 std::uint64_t detail::task_misuse_epoch() noexcept { return misuse_epoch.load(std::memory_order_acquire); }
 
@@ -137,7 +137,7 @@ task::task(std::string name, execution_step s) : task(std::move(name)) { step(st
 bool task::check_mutable(const char* what) {
   if (!data_->used) return true;
   if (!data_->extra.view().misuse) {
-    record_misuse(data_->extra.edit().misuse,
+    detail::record_misuse(data_->extra.edit().misuse,
                   std::string("Cannot modify task since it is already been used (") + what + ")");
   }
   return false;
@@ -146,7 +146,7 @@ bool task::check_mutable(const char* what) {
 task& task::step(execution_step s) {
   if (!check_mutable("step")) return *this;
   if (data_->user) {
-    record_misuse(data_->extra.edit().misuse, "This Task already has an execution step.");
+    detail::record_misuse(data_->extra.edit().misuse, "This Task already has an execution step.");
     return *this;
   }
   data_->user = std::move(s);

@@ -2,6 +2,7 @@
 
 #include "../detail/limits.hpp"
 #include "../detail/task_access.hpp"
+#include "../detail/task_misuse.hpp"
 
 #include <boost/unordered/unordered_flat_set.hpp>
 
@@ -64,6 +65,16 @@ struct task_group::data {
   std::vector<remote_net> remote;
   std::set<std::pair<std::string, std::string>> remote_keys;  // (node, net name) of `remote`
   mutable bool used = false;
+  // The first change made after `used` (report_step and local setup return
+  // the group, so the misuse fails the group's later runs instead).
+  std::optional<std::string> misuse;
+
+  // False, recording a misuse, when the group is used: `what` is added.
+  bool check_mutable(const std::string& what) {
+    if (!used) return true;
+    if (!misuse) detail::record_misuse(misuse, "Cannot add " + what + " to an already used TaskGroup.");
+    return false;
+  }
   // tasks_by_node cache: the node map it was computed for, and the result.
   std::optional<std::map<std::string, std::string>> remap_used;
   std::optional<task_group> grouped;
@@ -150,6 +161,7 @@ status task_group::add_remote_net(net n, node on) {
 const std::vector<remote_net>& task_group::remote_nets() const noexcept { return data_->remote; }
 
 task_group& task_group::report_step(execution_step s, node on, std::optional<std::chrono::milliseconds> interval) {
+  if (!data_->check_mutable("report step " + quote(s.name()) + " on node " + quote(on.name()))) return *this;
   auto every = interval.value_or(s.report_interval().value_or(std::chrono::milliseconds(1000)));
   data_->reports.push_back({std::move(s), on.name(), every});
   return *this;
@@ -164,6 +176,7 @@ task_group& task_group::local_exit(node on, body b) {
 }
 
 task_group& task_group::local_setup(node on, std::shared_ptr<setup_object> obj) {
+  if (!data_->check_mutable("local setup of node " + quote(on.name()))) return *this;
   if (obj) data_->locals.push_back({on.name(), std::move(obj)});
   return *this;
 }
@@ -179,6 +192,19 @@ namespace detail {
 std::shared_ptr<const void> group_access::identity(const task_group& g) noexcept { return g.data_; }
 
 void group_access::mark_used(const task_group& g) noexcept { g.data_->used = true; }
+
+status group_access::misuse(const task_group& g) {
+  if (const auto& m = g.data_->misuse) return fail(errc::invalid_task, "task group: " + *m);
+  return ok();
+}
+
+status group_access::check(const task_group& g) {
+  TASKGROUP_TRY(misuse(g));
+  for (const auto& t : g.tasks()) {
+    if (auto st = t.validate(); !st) return st.error().with_context("task group");
+  }
+  return ok();
+}
 
 std::pair<std::vector<body>, std::vector<body>> group_access::local_work(const task_group& g, const std::string& name) {
   std::vector<body> inits, exits;

@@ -127,9 +127,7 @@ struct local_session::impl {
       // on every run would touch each one's state; the epoch says when
       // some task anywhere has recorded one since the last check.
       if (it->second.checked != epoch) {
-        for (const auto& t : g.tasks()) {
-          if (auto st = t.validate(); !st) return st.error().with_context("task group");
-        }
+        TASKGROUP_TRY(detail::group_access::check(g));
         it->second.checked = epoch;
       }
       return it->second.compiled;
