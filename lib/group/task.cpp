@@ -138,7 +138,7 @@ bool task::check_mutable(const char* what) {
   if (!data_->used) return true;
   if (!data_->extra.view().misuse) {
     detail::record_misuse(data_->extra.edit().misuse,
-                  std::string("Cannot modify task since it is already been used (") + what + ")");
+                          std::string("Cannot modify task since it is already been used (") + what + ")");
   }
   return false;
 }
