@@ -7,6 +7,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -138,7 +139,17 @@ TEST_CASE("scenario 11: the composed step has init, instances and exit around th
   CHECK(s.substeps()[0].name() == "trainer/my_task:init");
   CHECK(s.substeps()[1].name() == "trainer/my_task:parallel");
   CHECK(s.substeps()[1].num_concurrent_instances() == 2);
-  CHECK(s.substeps()[1].substeps()[0].creates_workspace());
+  // I, once: the instance step holding its setup around B (the user's
+  // step), in its own workspace.
+  REQUIRE(s.substeps()[1].substeps().size() == 1);
+  const execution_step& instance = s.substeps()[1].substeps()[0];
+  CHECK(instance.name() == "trainer/my_task:instance");
+  CHECK(instance.creates_workspace());
+  REQUIRE(instance.substeps().size() == 3);
+  CHECK(instance.substeps()[0].name() == "trainer/my_task:instance:init");
+  CHECK(instance.substeps()[1].name() == "loop");
+  CHECK_FALSE(instance.substeps()[1].creates_workspace());  // the user's step is left as it was
+  CHECK(instance.substeps()[2].name() == "trainer/my_task:instance:exit");
   CHECK(s.substeps()[2].name() == "trainer/my_task:exit");
   // 4 body nets (loop init, cond, copy, inc) + 4 setup nets; no dummy output.
   CHECK(count_nets(s) == 8);
@@ -281,6 +292,48 @@ TEST_CASE("instance init and exit run once per instance in the instance's worksp
   REQUIRE(session.run_blocking(g));
   CHECK(seen.get().value() == 4 * 6);
   CHECK_FALSE(session.node_workspace("local")->has("mine"));
+}
+
+TEST_CASE("a task's composed step names each level once, in errors and events alike", "[task][session]") {
+  // A report step and instance setup: B holds the report step itself (with
+  // the interval) beside the user's step; I holds the setup around B.
+  execution_step rep = step("rep").add_net(fill_int("rep_net", "r", 1));
+  task t("t");
+  t.report(rep, std::chrono::milliseconds(50));
+  t.instance_exit(step("ie").add_net([] {
+    net n("ie_net");
+    n.op("Fail", {}, {}, {{"message", std::string("stop here")}});
+    return n;
+  }()));
+  t.num_instances(2).step(fill_int("work", "x", 1));
+  task_group g;
+  REQUIRE(g.add(t));
+  auto s = t.get_step().value();
+  const execution_step& instance = s.substeps().at(0);  // X = local/t:parallel holds I
+  CHECK(s.name() == "local/t:parallel");
+  CHECK(instance.name() == "local/t:instance");
+  const execution_step& body = instance.substeps().at(0);  // no instance init: B, then the exit
+  CHECK(body.name() == "local/t:body");
+  REQUIRE(body.substeps().size() == 2);
+  CHECK(body.substeps()[0].name() == "rep");
+  CHECK(body.substeps()[0].report_interval() == std::chrono::milliseconds(50));
+  CHECK(body.substeps()[0].substeps().empty());
+  CHECK(body.substeps()[0].nets().size() == 1);
+  CHECK_FALSE(rep.report_interval());  // the user's step keeps no interval
+
+  struct events final : run_observer {
+    std::vector<std::string> steps;
+    void step_begin(std::string_view, std::string_view, std::string_view step) override { steps.emplace_back(step); }
+  } seen;
+  local_session session(1);
+  run_options o;
+  o.observer = &seen;
+  auto r = session.run_blocking(g, o);
+  REQUIRE_FALSE(r);
+  CHECK_THAT(r.error().message, Catch::Contains("local/t:parallel/instance 0/local/t:instance/local/t:instance:exit/ie/"
+                                                "net \"ie_net\" op #0 (Fail): stop here"));
+  CHECK(std::count(seen.steps.begin(), seen.steps.end(), "rep") ==
+        std::count(seen.steps.begin(), seen.steps.end(), "local/t:body"));
 }
 
 TEST_CASE("task report steps run during each instance, before its exit", "[task][session]") {

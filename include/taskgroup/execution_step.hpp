@@ -71,6 +71,7 @@ inline constexpr std::size_t max_step_depth = 1000;
 
 namespace detail {
 struct step_validation;
+struct step_access;
 }  // namespace detail
 
 /// A node of a step tree (a Caffe2 ExecutionStep).
@@ -151,6 +152,7 @@ class TASKGROUP_API execution_step {
 
  private:
   friend struct detail::step_validation;
+  friend struct detail::step_access;
   // validate() within `max_depth` levels; `deepest`, when given, gets the
   // depth of the tree (validated or not).
   [[nodiscard]] status validate_within(std::size_t max_depth, std::size_t* deepest = nullptr) const;

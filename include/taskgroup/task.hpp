@@ -9,7 +9,14 @@
 //   X                 = <task>:parallel, num_instances copies of I (if num_instances > 1)
 //   I                 = <task>:instance, in its own workspace:
 //                       [<task>:instance:init] + B + [<task>:instance:exit]
+//                       (if instance setup exists; else B, and with
+//                       instances B in a <task>:instance wrapper)
 //   B                 = <task>:body = [report steps..., the task's step] (if it has report steps)
+//
+// Each level appears once in step paths (errors, observer events, probes).
+// A report step sits in B as itself, with its interval: a copy of its own
+// level carries it, so the step given to `report` is left unchanged. The
+// task's own step is never changed either.
 //
 // Task init runs once before any instance, task exit once after all of
 // them; instance init/exit once per instance in the instance's workspace;

@@ -24,6 +24,7 @@ class on_demand {
   }
   /// The block when it was made, else null.
   [[nodiscard]] T* get() noexcept { return block_.get(); }
+  [[nodiscard]] const T* get() const noexcept { return block_.get(); }
 
  private:
   std::unique_ptr<T> block_;

@@ -2,6 +2,7 @@
 
 #include "../detail/limits.hpp"
 #include "../detail/on_demand.hpp"
+#include "../detail/step_access.hpp"
 #include "../detail/task_access.hpp"
 #include "../detail/task_misuse.hpp"
 
@@ -325,17 +326,22 @@ result<execution_step> task::get_step() const {
   if (const auto& reports = data_->extra.view().reports; !reports.empty()) {
     body_step = execution_step(name + ":body");
     for (const auto& [r, every] : reports) {
-      // Wrapped, so the user's (possibly shared) step is not mutated.
-      body_step.add_substep(execution_step(r.name()).add_substep(r).run_every(every));
+      // A copy of its level takes the interval: the user's step, which may
+      // be used elsewhere, is not changed.
+      body_step.add_substep(detail::step_access::copy_level(r).run_every(every));
     }
     body_step.add_substep(user);
   }
   // I: instance setup around B, in the instance's own workspace.
   execution_step instance = wrap(name, ":instance", body_step, inst_inits, inst_exits);
-  // X: concurrent instances.
+  // X: concurrent instances of I, each in a workspace of its own. I is
+  // made here when the instances have setup; else (I = B) B is wrapped in
+  // one, as B may be the user's step, which is not changed.
   execution_step x = instance;
   if (data_->instances > 1) {
-    execution_step child = execution_step(name + ":instance").add_substep(instance).create_workspace();
+    execution_step child =
+        instance.same(body_step) ? execution_step(name + ":instance").add_substep(instance) : instance;
+    child.create_workspace();
     x = execution_step(name + ":parallel").add_substep(child).concurrent_instances(data_->instances);
   }
   execution_step composed = wrap(name, "", x, task_inits, task_exits);

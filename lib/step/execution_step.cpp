@@ -2,6 +2,7 @@
 
 #include "../detail/limits.hpp"
 #include "../detail/on_demand.hpp"
+#include "../detail/step_access.hpp"
 #include "../detail/test_hooks.hpp"
 
 #include <map>
@@ -51,6 +52,21 @@ struct execution_step::data {
 };
 
 execution_step::execution_step(std::string name) : data_(std::make_shared<data>()) { data_->name = std::move(name); }
+
+execution_step detail::step_access::copy_level(const execution_step& s) {
+  const execution_step::data& from = *s.data_;
+  execution_step out(from.name);
+  execution_step::data& to = *out.data_;
+  to.nets = from.nets;
+  to.substeps = from.substeps;
+  to.num_iter = from.num_iter;
+  to.has_num_iter = from.has_num_iter;
+  to.only_once = from.only_once;
+  to.concurrent = from.concurrent;
+  to.create_workspace = from.create_workspace;
+  if (const auto* extra = from.extra.get()) to.extra.edit() = *extra;
+  return out;
+}
 
 bool execution_step::check_mutable(const char* what) {
   if (!data_->frozen) return true;

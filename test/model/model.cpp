@@ -291,6 +291,21 @@ execution_step wrap(const std::string& name, execution_step inner, const std::ve
 
 value read(const std::shared_ptr<value>& v) { return v ? *v : value{}; }
 
+// A report step as its task's body holds it (§1.6): the step itself with
+// the interval, built anew so that the user's step stays as it was.
+execution_step reporting(const execution_step& r, std::chrono::milliseconds every) {
+  execution_step out(r.name());
+  out.nets(r.nets()).substeps(r.substeps());
+  if (r.num_iter()) out.iterations(*r.num_iter());
+  if (r.stop_blob()) out.should_stop_blob(*r.stop_blob());
+  out.only_once(r.is_only_once())
+      .concurrent_substeps(r.has_concurrent_substeps())
+      .create_workspace(r.creates_workspace())
+      .concurrent_instances(r.num_concurrent_instances());
+  if (r.deadline()) out.timeout(*r.deadline());
+  return out.run_every(every);
+}
+
 }  // namespace
 
 session::session() = default;
@@ -328,13 +343,15 @@ execution_step session::compose(const task& t) {
   execution_step b = user;
   if (!t.reports().empty()) {
     b = execution_step(name + ":body");
-    // Each report step in a wrapper of its name that carries the interval.
-    for (const auto& [r, every] : t.reports()) b.add_substep(execution_step(r.name()).add_substep(r).run_every(every));
+    for (const auto& [r, every] : t.reports()) b.add_substep(reporting(r, every));
     b.add_substep(user);
   }
   execution_step x = wrap(name + ":instance", b, inst_inits, inst_exits);
   if (t.instances() > 1) {
-    execution_step child = execution_step(name + ":instance").add_substep(x).create_workspace();
+    // I gets create_workspace; without instance setup, I = B is the user's
+    // step, kept unchanged in a wrapper of I's name.
+    execution_step child = x.same(b) ? execution_step(name + ":instance").add_substep(x) : x;
+    child.create_workspace();
     x = execution_step(name + ":parallel").add_substep(child).concurrent_instances(t.instances());
   }
   execution_step root = wrap(name, x, task_inits, task_exits);
