@@ -69,6 +69,10 @@ struct TASKGROUP_API group_access {
   static std::pair<std::vector<body>, std::vector<body>> local_work(const task_group& g, const std::string& name);
   /// Marks the group used (sessions do it when they compile it).
   static void mark_used(const task_group& g) noexcept;
+  /// A group report step's faults: on a node with no task of the group,
+  /// an interval outside (0, max_duration] (`errc::invalid_task`, naming
+  /// the step and its node).
+  static status check_report(const group_report_step& r, bool node_has_task);
   /// The group's first misuse (a change after it was used), with context
   /// "task group".
   static status misuse(const task_group& g);

@@ -1,6 +1,7 @@
 #include <taskgroup/task_group.hpp>
 
 #include "../detail/limits.hpp"
+#include "../detail/step_access.hpp"
 #include "../detail/task_access.hpp"
 #include "../detail/task_misuse.hpp"
 
@@ -193,6 +194,15 @@ std::shared_ptr<const void> group_access::identity(const task_group& g) noexcept
 
 void group_access::mark_used(const task_group& g) noexcept { g.data_->used = true; }
 
+status group_access::check_report(const group_report_step& r, bool node_has_task) {
+  const std::string where = "report step " + quote(r.step.name()) + " on node " + quote(r.node);
+  if (!node_has_task) return fail(errc::invalid_task, where + ", which has no task");
+  if (auto f = detail::duration_fault(r.interval.count()); !f.empty()) {
+    return fail(errc::invalid_task, where + ": interval " + f);
+  }
+  return ok();
+}
+
 status group_access::misuse(const task_group& g) {
   if (const auto& m = g.data_->misuse) return fail(errc::invalid_task, "task group: " + *m);
   return ok();
@@ -236,14 +246,7 @@ result<task_group> task_group::tasks_by_node(std::function<std::string(std::stri
     by_node[m].push_back(&t);
   }
   for (const auto& r : data_->reports) {
-    if (!by_node.count(node_map[r.node])) {
-      return fail(errc::invalid_task,
-                  "report step " + quote(r.step.name()) + " on node " + quote(r.node) + ", which has no task");
-    }
-    if (auto f = detail::duration_fault(r.interval.count()); !f.empty()) {
-      return fail(errc::invalid_task,
-                  "report step " + quote(r.step.name()) + " on node " + quote(r.node) + ": interval " + f);
-    }
+    TASKGROUP_TRY(detail::group_access::check_report(r, by_node.count(node_map[r.node]) != 0));
   }
 
   task_group grouped;
@@ -252,8 +255,7 @@ result<task_group> task_group::tasks_by_node(std::function<std::string(std::stri
     execution_step body_step(m + ":body");
     std::vector<std::string> outputs;
     for (const auto& r : data_->reports) {
-      if (node_map[r.node] == m)
-        body_step.add_substep(execution_step(r.step.name()).add_substep(r.step).run_every(r.interval));
+      if (node_map[r.node] == m) body_step.add_substep(detail::step_access::copy_level(r.step).run_every(r.interval));
     }
     std::vector<execution_step> steps;
     for (const task* t : by_node[m]) {

@@ -75,14 +75,7 @@ result<std::shared_ptr<const compiled_group>> compile_group(const task_group& g)
   for (std::size_t i = 0; i < out->nodes.size(); ++i) out->nodes[i].tasks.reserve(per_node[i]);
   for (std::size_t k = 0; k < node_of_task.size(); ++k) out->nodes[node_of_task[k]].tasks.push_back(k);
   for (const auto& r : g.report_steps()) {
-    if (!node_index.count(r.node)) {
-      return fail(errc::invalid_task,
-                  "report step " + quote(r.step.name()) + " on node " + quote(r.node) + ", which has no task");
-    }
-    if (auto f = detail::duration_fault(r.interval.count()); !f.empty()) {
-      return fail(errc::invalid_task,
-                  "report step " + quote(r.step.name()) + " on node " + quote(r.node) + ": interval " + f);
-    }
+    TASKGROUP_TRY(detail::group_access::check_report(r, node_index.count(r.node) != 0));
     compiled_node& cn = out->nodes[index_of(r.node)];
     // Run beside the tasks, a report step could feed a queue at any time.
     if (cn.reports.empty()) ++cn.feeders;
