@@ -179,6 +179,17 @@ TEST_CASE("two different groups with the same output names, concurrently", "[ser
     if (outs2[k].get().value() == (200 + k % 4) * (k + 1)) ++right;
   }
   CHECK(right == 64);
+  // Each report is its own group's: a handle of the other group, though
+  // its task and blob names are the same, reads nothing from it.
+  CHECK(c.reports[0]->of(g1));
+  CHECK_FALSE(c.reports[0]->of(g2));
+  for (int k = 0; k < 16; ++k) {
+    auto crossed = outs2[k].get(*c.reports[0]);
+    REQUIRE_FALSE(crossed);
+    CHECK(crossed.error().code == errc::output_not_set);
+    CHECK_THAT(crossed.error().message, Catch::EndsWith(": the report is not of a run of the task's group"));
+  }
+  CHECK_FALSE(outs1[0].get(run_report{}));  // a report no session made
 }
 
 TEST_CASE("a run's workspace is a child of the node's: node state is shared on purpose", "[serving]") {
@@ -529,6 +540,7 @@ TEST_CASE("a refused run still reports every task, as not run", "[serving][token
   REQUIRE(got->tasks.size() == 1);
   CHECK(got->tasks[0].name == "local/t");
   CHECK(got->tasks[0].status == task_status::not_run);
+  CHECK(got->of(g));
 }
 
 TEST_CASE("terminal and partial cancellation stop a run; total is ignored", "[serving][cancel]") {

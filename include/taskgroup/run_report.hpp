@@ -47,6 +47,7 @@ enum class run_policy {
 
 struct task_report;
 class codec_registry;
+class task_group;
 
 /// Values for the inputs of one run, by node and blob name (the feeds of
 /// a TensorFlow or ONNX Runtime session, on Caffe2's blobs). A run places
@@ -256,7 +257,14 @@ struct TASKGROUP_API run_report {
   /// lists every task with its status (`not_run` for a run refused before
   /// it started).
   std::optional<error> failure;
+  /// The group that ran, as an identity only (it keeps nothing alive): set
+  /// by the sessions, empty in a report made otherwise. `task_output::get`
+  /// reads only reports of its own task's group; see also `of`.
+  std::weak_ptr<const void> group;
 
+  /// True when this is the report of a run of `g` (a handle on the same
+  /// group, `task_group::same`).
+  [[nodiscard]] bool of(const task_group& g) const noexcept;
   /// True when every task succeeded.
   [[nodiscard]] bool ok() const noexcept;
   /// The report of task `name` (full name), or null.

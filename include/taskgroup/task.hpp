@@ -149,8 +149,11 @@ class task_output {
 
   /// The value that the run whose report is `report` produced, whatever
   /// other runs of the group did meanwhile. Errors: `errc::output_not_set`
-  /// when that run did not report the task, the task did not succeed
-  /// there, or the value could not be fetched (saying why);
+  /// when `report` is not of a run of this task's group (another group's,
+  /// even with the same task and blob names, or one no session made: "the
+  /// report is not of a run of the task's group"), that run did not
+  /// report the task, the task did not succeed there, or the value could
+  /// not be fetched (saying why);
   /// `errc::type_mismatch` as `get()`. Threading: reads `report` only.
   [[nodiscard]] result<T> get(const run_report& report) const {
     TASKGROUP_TRY(auto values, detail::output_values_in(*state_, report));

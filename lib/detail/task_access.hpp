@@ -22,6 +22,7 @@ namespace taskgroup::detail {
 // The flags are kept together: a plan holds an output or more per task.
 struct TASKGROUP_API output_state {
   std::string task;
+  std::weak_ptr<const void> group;  // the identity of the task's group: only its reports hold this output
   std::vector<std::string> blobs;
   // The C++ type of each blob when declared with one (output<T>), so that
   // sessions can check at the start of a run that the type can travel.
@@ -50,9 +51,10 @@ TASKGROUP_API void set_output(output_state& s, const task_report& r);
 struct TASKGROUP_API task_access {
   /// The task's declared outputs, in declaration order.
   static const std::vector<std::shared_ptr<output_state>>& outputs(const task& t) noexcept;
-  /// Called by task_group::add: fixes the unique full name, marks the task
+  /// Called by task_group::add: fixes the unique full name and the group
+  /// (`group`, its identity) of the task and its outputs, marks the task
   /// used.
-  static void set_full_name(const task& t, std::string full);
+  static void set_full_name(const task& t, std::string full, std::weak_ptr<const void> group);
   /// The full name fixed by `set_full_name` (which must have been called):
   /// it does not change afterwards, and lives as long as the task's state.
   static const std::string& full_name(const task& t) noexcept;
@@ -73,6 +75,9 @@ struct TASKGROUP_API group_access {
   /// an interval outside (0, max_duration] (`errc::invalid_task`, naming
   /// the step and its node).
   static status check_report(const group_report_step& r, bool node_has_task);
+  /// Whether `r` is the report of a run of the group whose identity is
+  /// `group` (false for an empty `group`).
+  static bool ran(const run_report& r, const std::weak_ptr<const void>& group) noexcept;
   /// The group's first misuse (a change after it was used), with context
   /// "task group".
   static status misuse(const task_group& g);

@@ -35,6 +35,10 @@ result<std::vector<std::shared_ptr<const blob>>> detail::last_output_values(cons
 }
 
 result<std::vector<std::shared_ptr<const blob>>> detail::output_values_in(const output_state& s, const run_report& r) {
+  if (!group_access::ran(r, s.group)) {
+    return fail(errc::output_not_set, "task " + quote(s.task) + " output " + quote(s.blobs.empty() ? "" : s.blobs[0]) +
+                                          ": the report is not of a run of the task's group");
+  }
   return output_values(s, r.find(s.task));
 }
 
@@ -379,11 +383,14 @@ const std::vector<std::shared_ptr<output_state>>& task_access::outputs(const tas
   return t.data_->outputs;
 }
 
-void task_access::set_full_name(const task& t, std::string full) {
+void task_access::set_full_name(const task& t, std::string full, std::weak_ptr<const void> group) {
   task::data& d = *t.data_;
   d.full_name = std::move(full);
   d.used = true;
-  for (auto& o : d.outputs) o->task = d.full_name;
+  for (auto& o : d.outputs) {
+    o->task = d.full_name;
+    o->group = group;
+  }
 }
 
 const std::string& task_access::full_name(const task& t) noexcept { return t.data_->full_name; }

@@ -24,6 +24,10 @@ std::string_view to_string(task_status s) noexcept {
   return "unknown";
 }
 
+bool run_report::of(const task_group& g) const noexcept {
+  return detail::group_access::ran(*this, detail::group_access::identity(g));
+}
+
 bool run_report::ok() const noexcept {
   return std::all_of(tasks.begin(), tasks.end(),
                      [](const task_report& t) { return t.status == task_status::succeeded; });
@@ -107,7 +111,7 @@ result<task> task_group::add(task t) {
   const std::string base = t.name();
   std::string full = base;
   for (int k = 1; data_->full_names.contains(full); ++k) full = base + ":" + std::to_string(k);
-  detail::task_access::set_full_name(t, std::move(full));
+  detail::task_access::set_full_name(t, std::move(full), data_);
   data_->full_names.insert(detail::task_access::full_name(t));
   data_->nodes.add(t.get_node());
   data_->tasks.push_back(t);
@@ -193,6 +197,13 @@ namespace detail {
 std::shared_ptr<const void> group_access::identity(const task_group& g) noexcept { return g.data_; }
 
 void group_access::mark_used(const task_group& g) noexcept { g.data_->used = true; }
+
+bool group_access::ran(const run_report& r, const std::weak_ptr<const void>& group) noexcept {
+  // By owner: an expired identity still names its group alone.
+  const std::weak_ptr<const void> none;
+  const bool empty = !group.owner_before(none) && !none.owner_before(group);
+  return !empty && !group.owner_before(r.group) && !r.group.owner_before(group);
+}
 
 status group_access::check_report(const group_report_step& r, bool node_has_task) {
   const std::string where = "report step " + quote(r.step.name()) + " on node " + quote(r.node);

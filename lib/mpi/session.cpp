@@ -7,6 +7,7 @@
 #include "../detail/errors.hpp"
 #include "../detail/limits.hpp"
 #include "../detail/report.hpp"
+#include "../detail/task_access.hpp"
 #include "recycling.hpp"
 #include "run.hpp"
 #include "state.hpp"
@@ -171,6 +172,7 @@ asio::awaitable<run_report> run_protocol(detail::mpi::state_ptr s, task_group gr
     r = refused(detail::error_from_exception(std::current_exception()));
   }
   s->running.store(false);
+  r.group = detail::group_access::identity(group);
   co_return r;
 }
 

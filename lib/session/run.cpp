@@ -20,6 +20,7 @@ namespace asio = boost::asio;
 namespace {
 
 void complete(const std::shared_ptr<run_state>& rs, run_report report) {
+  report.group = group_access::identity(rs->source);
   std::unique_ptr<run_completion> done = std::move(rs->done);
   if (done) done->complete(std::move(report));
 }

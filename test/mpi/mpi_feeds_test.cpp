@@ -115,8 +115,10 @@ TEST_CASE("feeds given on rank 0 alone reach the tasks on ranks 1 and 2, run aft
     auto r = s.run_blocking(f.g, options_on(s, good_feeds(base)));
     REQUIRE(r);
     // Each rank's handles hold what its own tasks wrote; rank 0's all.
+    CHECK(r.value().of(f.g));  // every rank's report is of its run of the group
     if (s.rank() == 0) {
       CHECK(f.z1->get().value() == base + 1);
+      CHECK(f.z1->get(r.value()).value() == base + 1);
     }
     if (s.rank() == 0 || s.rank() == 1) {
       CHECK(f.i2->get().value() == (base + 1) * 2);
