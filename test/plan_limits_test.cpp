@@ -185,6 +185,9 @@ TEST_CASE("invalid UTF-8 and a byte order mark are named as such", "[plan]") {
         "invalid UTF-8 at line 1, column 43 (byte 0xED)");  // a surrogate
   CHECK(read_error("\xef\xbb\xbf{\"taskgroup_plan\": 1}") ==
         "line 1, column 1: a byte order mark (BOM) starts the text; plans are UTF-8 without one");
+  auto f = read_feeds(std::string_view("\xef\xbb\xbf{}"), task_group());
+  REQUIRE_FALSE(f);
+  CHECK(f.error().message == "line 1, column 1: a byte order mark (BOM) starts the text; inputs are UTF-8 without one");
   // Columns count characters, not bytes.
   CHECK(read_error("{\"tasks\": [{\"name\": \"\xc3\xa9\xc3\xa9\"}], }") == "line 1, column 29: syntax error");
   CHECK(reads("{\"taskgroup_plan\": 1, \"tasks\": [{\"name\": \"caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80\"}]}"));
@@ -213,6 +216,11 @@ TEST_CASE("plans larger than max_plan_size are refused before parsing", "[plan]"
   REQUIRE(p != MAP_FAILED);
   CHECK(read_error(std::string_view(static_cast<const char*>(p), size)) ==
         "the plan is 268435457 bytes, more than 268435456 (taskgroup::max_plan_size, 256 MiB)");
+  // The same limit for inputs text, in its own words.
+  auto f = read_feeds(std::string_view(static_cast<const char*>(p), size), task_group());
+  REQUIRE_FALSE(f);
+  CHECK(f.error().message ==
+        "the inputs text is 268435457 bytes, more than 268435456 (taskgroup::max_plan_size, 256 MiB)");
   munmap(p, size);
 }
 

@@ -149,7 +149,7 @@ result<feeds> read_feeds(const boost::json::value& v, const task_group& group) {
 }
 
 result<feeds> read_feeds(std::string_view text, const task_group& group) {
-  TASKGROUP_TRY(const auto doc, plan_detail::parse_text(text));
+  TASKGROUP_TRY(const auto doc, plan_detail::parse_text(text, plan_detail::text_kind::inputs));
   return read_feeds(doc.v, group);
 }
 

@@ -44,11 +44,15 @@ struct document {
   json::value v;  // from `arena`, after it: destroyed first
 };
 
-/// Parses plan text strictly (see docs/plan-format.md, Errors): at most
-/// `max_plan_size` bytes of UTF-8 without a BOM, no duplicate keys, finite
-/// numbers, integers within 64 bits, at most `max_json_depth` levels.
-/// Errors: `errc::invalid_plan`, "line L, column C: what".
-result<document> parse_text(std::string_view text);
+/// What a text holds, for the words of its errors.
+enum class text_kind { plan, inputs };
+
+/// Parses plan text (or inputs text: `kind`) strictly (see
+/// docs/plan-format.md, Errors): at most `max_plan_size` bytes of UTF-8
+/// without a BOM, no duplicate keys, finite numbers, integers within 64
+/// bits, at most `max_json_depth` levels. Errors: `errc::invalid_plan`,
+/// "line L, column C: what".
+result<document> parse_text(std::string_view text, text_kind kind = text_kind::plan);
 
 /// A large plan is read in two passes over its text, so that it is never
 /// whole in memory as a document: the first checks the text as

@@ -297,16 +297,17 @@ json::parse_options strict_options() {
   return options;
 }
 
-// What any plan text must be before it is parsed.
-status check_text(std::string_view text) {
+// What any plan or inputs text must be before it is parsed.
+status check_text(std::string_view text, text_kind kind) {
+  const bool plan = kind == text_kind::plan;
   if (text.size() > max_plan_size) {
-    return fail(errc::invalid_plan, "the plan is " + std::to_string(text.size()) + " bytes, more than " +
+    return fail(errc::invalid_plan, std::string(plan ? "the plan" : "the inputs text") + " is " +
+                                        std::to_string(text.size()) + " bytes, more than " +
                                         std::to_string(max_plan_size) + std::string(max_plan_size_named));
   }
   if (text.starts_with("\xEF\xBB\xBF")) {
-    return fail(errc::invalid_plan,
-                "line 1, column 1: a byte order mark (BOM) starts the text; plans are UTF-8 "
-                "without one");
+    return fail(errc::invalid_plan, std::string("line 1, column 1: a byte order mark (BOM) starts the text; ") +
+                                        (plan ? "plans" : "inputs") + " are UTF-8 without one");
   }
   if (auto at = invalid_utf8_at(text); at != std::string_view::npos) {
     static constexpr char hex[] = "0123456789ABCDEF";
@@ -387,8 +388,8 @@ std::size_t invalid_utf8_at(std::string_view t) {
   return std::string_view::npos;
 }
 
-result<document> parse_text(std::string_view text) {
-  TASKGROUP_TRY(check_text(text));
+result<document> parse_text(std::string_view text, text_kind kind) {
+  TASKGROUP_TRY(check_text(text, kind));
   return parse_value_at(text, 0, true);
 }
 
@@ -402,7 +403,7 @@ result<document> parse_value_at(std::string_view text, std::size_t at, bool whol
 }
 
 result<std::optional<outline>> outline_text(std::string_view text) {
-  TASKGROUP_TRY(check_text(text));
+  TASKGROUP_TRY(check_text(text, text_kind::plan));
   std::optional<outline> found;
   json::basic_parser<strict_handler> p(strict_options(), build::nothing, nullptr);
   p.handler().text = text;
