@@ -6,8 +6,10 @@
 #include "support/steps.hpp"
 
 #include <boost/asio/bind_cancellation_slot.hpp>
+#include <boost/asio/bind_executor.hpp>
 #include <boost/asio/cancellation_signal.hpp>
 #include <boost/asio/co_spawn.hpp>
+#include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/thread_pool.hpp>
 #include <boost/asio/use_future.hpp>
@@ -366,4 +368,68 @@ TEST_CASE("a Dequeue says when no task of its node can feed it any more", "[prob
       CHECK_THAT(t->failure->message, Catch::EndsWith(starved ? tail + hint : tail));
     }
   }
+}
+
+// A node whose only thread a task holds (an op that blocks) cannot answer
+// on its strand; the probe names it rather than wait for it, and still
+// answers for the other nodes.
+TEST_CASE("a probe names a node whose thread a task holds, without waiting for it", "[probe]") {
+  asio::thread_pool pool(2);
+  local_session session(pool.get_executor());
+  std::promise<void> entered;
+  std::promise<void> release;
+  std::shared_future<void> released = release.get_future().share();
+  net hold("hold");
+  hold.lambda("Hold", {}, {}, [&entered, released](op_context&) -> status {
+    entered.set_value();
+    // Bounded: a failing test still ends.
+    released.wait_for(60s);
+    return ok();
+  });
+  task_group g;
+  REQUIRE(g.add(task("holder", step("h").add_net(hold)), node("busy")));
+  REQUIRE(g.add(task("sleeper", step("s").add_net(sleep_net("nap"))), node("calm")));
+
+  run_probe probe;
+  asio::cancellation_signal cancel;
+  std::promise<run_report> ended;
+  run_options o;
+  o.probe = &probe;
+  session.async_run(g, o, asio::bind_cancellation_slot(cancel.slot(), [&](boost::system::error_code, run_report r) {
+                      ended.set_value(std::move(r));
+                    }));
+  entered.get_future().wait();
+  const std::string calm = R"(task "calm/sleeper" (node "calm"): s/net "nap" op #0 (Sleep): sleeping for 3600000 ms)";
+  const std::string busy = "node \"busy\": did not answer within " + std::to_string(run_probe::answer_within.count()) +
+                           " ms: a task there holds the node's thread (an op that blocks, or a long computation "
+                           "between two yields)";
+  // The answer comes while the op still holds its thread (it is released
+  // only below), the silent node after the tasks.
+  std::vector<std::string> got;
+  for (int i = 0; i < 100; ++i) {
+    auto answer = probe.async_where(asio::use_future);
+    REQUIRE(answer.wait_for(30s) == std::future_status::ready);
+    got = answer.get();
+    if (got.size() == 2 && got[0] == calm) break;  // the sleeper reached its Sleep
+    std::this_thread::sleep_for(10ms);
+  }
+  CHECK(got == std::vector<std::string>{calm, busy});
+  // The answer is work on its handler's executor until given: an
+  // io_context whose only work is that answer (a quarter of a second
+  // away) runs until then.
+  asio::io_context ctx;
+  std::optional<std::vector<std::string>> on_ctx;
+  probe.async_where(asio::bind_executor(ctx, [&](std::vector<std::string> lines) { on_ctx = std::move(lines); }));
+  ctx.run();
+  REQUIRE(on_ctx);
+  CHECK(*on_ctx == std::vector<std::string>{calm, busy});
+
+  release.set_value();
+  // Once the op has returned, the node answers again: its task ran to its
+  // end, and only the sleeper is left.
+  CHECK(where_once(probe, {calm}) == std::vector<std::string>{calm});
+  asio::post(pool, [&] { cancel.emit(asio::cancellation_type::terminal); });
+  const run_report r = ended.get_future().get();
+  REQUIRE(r.failure);
+  CHECK(r.failure->code == errc::cancelled);
 }

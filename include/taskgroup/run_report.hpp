@@ -149,6 +149,9 @@ class TASKGROUP_API run_probe {
   run_probe(const run_probe&) = delete;
   run_probe& operator=(const run_probe&) = delete;
 
+  /// How long `async_where` waits for a node's strand to answer.
+  static constexpr std::chrono::milliseconds answer_within{250};
+
   /// Completes with `void(std::vector<std::string>)`: one line for each
   /// place where a task of the run that has begun and not ended waits, in
   /// task order, in the words of a run's error: `task "n/consumer" (node
@@ -159,10 +162,14 @@ class TASKGROUP_API run_probe {
   /// concurrent substeps may have several lines; one that waits on no op
   /// (between two, or on a step's deadline, join or report timer) says
   /// `<step>: running, not waiting on an op`. Empty when no run follows
-  /// this probe. The nodes are asked one after another, each on its strand,
-  /// so lines of different nodes are from slightly different moments.
-  /// Completes on the token's associated executor (by default the run's
-  /// coordinator, or the system executor when no run is in flight).
+  /// this probe. The nodes are asked at once, each on its strand, so lines
+  /// of different nodes are from slightly different moments. A node whose
+  /// strand has not answered within `answer_within` (one of its tasks holds
+  /// the thread: an op that blocks, or a long computation between yields)
+  /// gets one line after the tasks' instead: `node "n": did not answer
+  /// within 250 ms: ...`. Completes on the token's associated executor (by
+  /// default the run's coordinator, or the system executor when no run is
+  /// in flight), with work counted on it until then.
   /// Cancellation: not supported (it is short). Threading: thread-safe.
   template <class CompletionToken = default_completion_token_t>
   auto async_where(CompletionToken&& token = default_completion_token_t()) {

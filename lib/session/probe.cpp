@@ -4,14 +4,19 @@
 
 #include "../detail/errors.hpp"
 
+#include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <boost/asio/system_executor.hpp>
+#include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
 #include <algorithm>
 #include <exception>
+#include <iterator>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -77,23 +82,56 @@ namespace {
 
 using lines = std::vector<std::pair<std::size_t, std::string>>;
 
-asio::awaitable<void> describe_on(const run_state* rs, std::size_t i, lines* out) {
-  describe_node(*rs, i, *out);
-  co_return;
-}
+// What the nodes answered, on the coordinator.
+struct asking {
+  asking(const asio::any_io_executor& coord, std::size_t nodes) : all_in(coord), answers(nodes) {}
+  asio::steady_timer all_in;  // cancelled when the last node answers
+  std::vector<std::optional<lines>> answers;
+  std::size_t pending = 0;
+};
 
-// Node after node, each on its strand (the run holds `rs` as long).
+// Every node asked at once, each on its strand; a node that has not
+// answered within run_probe::answer_within (a task holds its thread) is named
+// as such. A late answer still lands in `ask` (the visit holds it and the
+// run's state), unread.
 asio::awaitable<std::vector<std::string>> where_tasks(std::shared_ptr<run_state> rs) {
-  lines found;
+  const asio::any_io_executor coord = co_await asio::this_coro::executor;
+  auto ask = std::make_shared<asking>(coord, rs->nodes.size());
   for (std::size_t i = 0; i < rs->nodes.size(); ++i) {
     if (rs->nodes[i] == nullptr) continue;  // not in this run
-    auto visit = describe_on(rs.get(), i, &found);
-    co_await asio::co_spawn(rs->nodes[i]->executor, std::move(visit), asio::use_awaitable);
+    ++ask->pending;
+    asio::post(rs->nodes[i]->executor, [rs, ask, i, coord] {
+      lines found;
+      describe_node(*rs, i, found);
+      asio::post(coord, [ask, i, found = std::move(found)]() mutable {
+        ask->answers[i] = std::move(found);
+        if (--ask->pending == 0) ask->all_in.cancel();
+      });
+    });
+  }
+  if (ask->pending != 0) {
+    ask->all_in.expires_after(run_probe::answer_within);
+    co_await ask->all_in.async_wait(asio::as_tuple(asio::use_awaitable));
+  }
+  lines found;
+  std::vector<std::string> silent;
+  for (std::size_t i = 0; i < rs->nodes.size(); ++i) {
+    if (rs->nodes[i] == nullptr) continue;
+    if (ask->answers[i]) {
+      found.insert(found.end(), std::make_move_iterator(ask->answers[i]->begin()),
+                   std::make_move_iterator(ask->answers[i]->end()));
+    } else {
+      silent.push_back("node " + quote(rs->group->nodes[i].name) + ": did not answer within " +
+                       std::to_string(run_probe::answer_within.count()) +
+                       " ms: a task there holds the node's thread (an op that blocks, or a long computation "
+                       "between two yields)");
+    }
   }
   std::stable_sort(found.begin(), found.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
   std::vector<std::string> out;
-  out.reserve(found.size());
+  out.reserve(found.size() + silent.size());
   for (auto& [k, at] : found) out.push_back(task_error(rs->group->tasks[k], error(errc::cancelled, at)).message);
+  out.insert(out.end(), std::make_move_iterator(silent.begin()), std::make_move_iterator(silent.end()));
   co_return out;
 }
 
@@ -103,12 +141,20 @@ asio::awaitable<std::vector<std::string>> where_tasks(std::shared_ptr<run_state>
 
 namespace {
 
-// Calls `h` with `found` on its associated executor (`fallback` when it
-// has none); never from inside the initiating call.
+using where_handler = asio::any_completion_handler<void(std::vector<std::string>)>;
+
+// The handler's associated executor (`fallback` when it has none), with
+// work counted on it from the start until the handler has run: its
+// io_context does not run out of work while the nodes are asked.
 template <class Executor>
-void complete(asio::any_completion_handler<void(std::vector<std::string>)> h, std::vector<std::string> found,
-              const Executor& fallback) {
-  auto ex = asio::get_associated_executor(h, fallback);
+auto tracked_executor(const where_handler& h, const Executor& fallback) {
+  return asio::prefer(asio::get_associated_executor(h, fallback), asio::execution::outstanding_work.tracked);
+}
+
+// Calls `h` with `found` on `ex` (tracked_executor); never from inside
+// the initiating call.
+template <class Executor>
+void complete(where_handler h, std::vector<std::string> found, const Executor& ex) {
   ex.execute([h = std::move(h), found = std::move(found)]() mutable { std::move(h)(std::move(found)); });
 }
 
@@ -123,15 +169,16 @@ void run_probe::start_where(const std::shared_ptr<state>& s,
   }
   if (!rs) {
     // Not inside the initiating call: through another thread first.
-    asio::post(asio::system_executor(),
-               [h = std::move(handler)]() mutable { complete(std::move(h), {}, asio::system_executor()); });
+    auto ex = tracked_executor(handler, asio::system_executor());
+    asio::post(asio::system_executor(), [h = std::move(handler), ex]() mutable { complete(std::move(h), {}, ex); });
     return;
   }
   const asio::any_io_executor coord = rs->coord;
+  auto ex = tracked_executor(handler, coord);
   asio::co_spawn(coord, detail::where_tasks(std::move(rs)),
-                 [h = std::move(handler), coord](std::exception_ptr e, std::vector<std::string> found) mutable {
+                 [h = std::move(handler), ex](std::exception_ptr e, std::vector<std::string> found) mutable {
                    if (e) found = {detail::error_from_exception(e).message};
-                   complete(std::move(h), std::move(found), coord);
+                   complete(std::move(h), std::move(found), ex);
                  });
 }
 

@@ -143,9 +143,47 @@ def while_reading(command, sig):
     cli.check(command != "run" or b"local/s1" in out, f"{what}: the outputs", out)
 
 
+def held_thread():
+    """SIGUSR1 while an op holds its node's thread (--threads 2): the node
+    that cannot answer is named, the other node's wait is given, and the
+    run goes on to its end."""
+    plan = cli.temp("held_thread.json", """{
+  "taskgroup_plan": 1,
+  "nodes": [{"name": "busy"}, {"name": "calm"}],
+  "tasks": [
+    {"name": "holder", "node": "busy", "step": {"name": "h", "nets": ["hold"]}},
+    {"name": "sleeper", "node": "calm", "step": {"name": "s", "nets": ["nap"]}}
+  ],
+  "nets": [
+    {"name": "hold", "ops": [{"type": "Block", "inputs": [], "outputs": [], "args": {"ms": 4000}}]},
+    {"name": "nap", "ops": [{"type": "Sleep", "inputs": [], "outputs": [], "args": {"ms": 4000}}]}
+  ]
+}
+""")
+    env = dict(os.environ)
+    env.pop("TERM", None)
+    proc = subprocess.Popen([cli.exe, "run", "--load", os.environ["BLOCKING_OPS"], "--threads", "2", plan],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    seen = wait_for_lines(proc, ["task busy/holder started", "task calm/sleeper started"])
+    silent = ('  node "busy": did not answer within 250 ms: a task there holds the node\'s thread (an op that '
+              'blocks, or a long computation between two yields)')
+    calm = '  task "calm/sleeper" (node "calm"): s/net "nap" op #0 (Sleep): sleeping for 4000 ms'
+    deadline = time.monotonic() + 3
+    while not (silent in seen and calm in seen) and time.monotonic() < deadline:
+        proc.send_signal(signal.SIGUSR1)
+        seen += read_until(proc, 0.4, lambda s: silent in s and calm in s)
+    cli.check(silent in seen, "SIGUSR1 while an op holds the thread: names the node that cannot answer", seen)
+    cli.check(calm in seen, "SIGUSR1 while an op holds the thread: the other node's task", seen)
+    out, err, ended = finish(proc, 20)
+    err = seen + err.decode()
+    cli.check(ended and proc.returncode == 0, "SIGUSR1 while an op holds the thread: the run ends well",
+              (proc.returncode, err))
+
+
 where(signal.SIGUSR1)
 where(signal.SIGUSR1, "--threads", "2")
 where(signal.SIGQUIT)
+held_thread()
 
 for command in ["run", "check"]:
     for sig in [signal.SIGUSR1, signal.SIGQUIT]:
