@@ -355,3 +355,33 @@ TEST_CASE("task report steps run during each instance, before its exit", "[task]
   REQUIRE(session.run_blocking(g));
   CHECK(at_exit.get().value() >= 1);  // the final report ran before the instance exit
 }
+
+namespace {
+
+struct step_ends final : run_observer {
+  std::vector<std::string> lines;  // one thread: local_session(1)
+  void step_end(std::string_view, std::string_view, std::string_view step, std::uint64_t iterations,
+                const status&) override {
+    lines.push_back(std::string(step) + " " + std::to_string(iterations));
+  }
+};
+
+}  // namespace
+
+TEST_CASE("a task's empty step is dropped: an empty stand-in named after the task runs once", "[task][session]") {
+  for (const bool empty : {true, false}) {
+    INFO((empty ? "empty" : "with a net"));
+    execution_step s = step("s").iterations(3);
+    if (!empty) s.add_net(fill_int("a", "x", 1));
+    task_group g;
+    REQUIRE(g.add(task("t", s)));
+    local_session session(1);
+    step_ends seen;
+    run_options o;
+    o.observer = &seen;
+    auto r = session.run_blocking(g, o);
+    REQUIRE(r);
+    CHECK(r.value().tasks.at(0).iterations == (empty ? 0u : 3u));
+    CHECK(seen.lines == std::vector<std::string>{empty ? "local/t 1" : "s 3"});
+  }
+}

@@ -239,7 +239,10 @@ struct TASKGROUP_API task_report {
   std::optional<error> failure;  ///< set when failed or cancelled
   std::chrono::system_clock::time_point started{};
   std::chrono::system_clock::time_point finished{};
-  /// Iterations run by the task's own step (summed over instances).
+  /// Iterations run by the task's own step (summed over instances); 0
+  /// for a step with neither nets nor substeps, which is dropped as Caffe2
+  /// drops empty steps (the observer then sees the task's empty stand-in
+  /// step, named after the task, end after its one iteration).
   std::uint64_t iterations = 0;
   /// Whether the task began: false for a task not run and for one
   /// cancelled before it began (its `failure` is then "<step>: cancelled").
