@@ -105,6 +105,25 @@ std::pair<boost::system::error_code, run_report> run_to_end(local_session& s, co
 
 std::vector<std::string> where(run_probe& p) { return p.async_where(asio::use_future).get(); }
 
+// A run that `probe` follows, until the test cancels it from outside.
+struct probed_run {
+  run_probe probe;
+  asio::cancellation_signal cancel;
+  std::promise<run_report> ended;
+
+  void start(local_session& s, const task_group& g, run_options o = {}) {
+    o.probe = &probe;
+    s.async_run(g, o, asio::bind_cancellation_slot(cancel.slot(), [this](boost::system::error_code, run_report r) {
+                  ended.set_value(std::move(r));
+                }));
+  }
+  // Cancels the run (terminal, from a thread of `pool`): its report.
+  run_report cancel_and_end(asio::thread_pool& pool) {
+    asio::post(pool, [this] { cancel.emit(asio::cancellation_type::terminal); });
+    return ended.get_future().get();
+  }
+};
+
 // Asks until the probe sees `want` (the tasks take a moment to reach their
 // waits); the last answer.
 std::vector<std::string> where_once(run_probe& p, const std::vector<std::string>& want) {
@@ -124,16 +143,11 @@ TEST_CASE("a probe says where each task of a run in flight waits, on both driver
   waiting_group w;
   asio::thread_pool pool(2);
   local_session session(pool.get_executor());
-  run_probe probe;
+  probed_run run;
+  run_probe& probe = run.probe;
   CHECK(where(probe).empty());  // no run yet
 
-  asio::cancellation_signal cancel;
-  std::promise<run_report> ended;
-  run_options o;
-  o.probe = &probe;
-  session.async_run(w.g, o, asio::bind_cancellation_slot(cancel.slot(), [&](boost::system::error_code, run_report r) {
-                      ended.set_value(std::move(r));
-                    }));
+  run.start(session, w.g);
   const std::vector<std::string> got = where_once(probe, w.lines);
   CHECK(got == w.lines);
   // Asked again: the same (the waits go on).
@@ -149,8 +163,7 @@ TEST_CASE("a probe says where each task of a run in flight waits, on both driver
   std::sort(awaited.begin(), awaited.end());
   CHECK(awaited == w.lines);
 
-  asio::post(pool, [&] { cancel.emit(asio::cancellation_type::terminal); });
-  const run_report r = ended.get_future().get();
+  const run_report r = run.cancel_and_end(pool);
   REQUIRE(r.failure);
   CHECK(r.failure->code == errc::cancelled);
   // The error names the same places, each op in its cancellation's words.
@@ -175,30 +188,26 @@ TEST_CASE("a probe says where each task of a run in flight waits, on both driver
 TEST_CASE("a probe follows one run at a time", "[probe]") {
   asio::thread_pool pool(2);
   local_session session(pool.get_executor());
-  run_probe probe;
+  probed_run run;
+  run_probe& probe = run.probe;
   task_group stuck;
   REQUIRE(stuck.add(task("t", step("s").add_net(sleep_net("nap")))));
   task_group quick;
   REQUIRE(quick.add(task("q", step("q").add_net(incr("inc", "n")))));
 
-  asio::cancellation_signal cancel;
-  std::promise<run_report> first;
-  run_options o;
-  o.probe = &probe;
-  session.async_run(stuck, o, asio::bind_cancellation_slot(cancel.slot(), [&](boost::system::error_code, run_report r) {
-                      first.set_value(std::move(r));
-                    }));
+  run.start(session, stuck);
   REQUIRE(where_once(probe, {R"(task "local/t" (node "local"): s/net "nap" op #0 (Sleep): sleeping for 3600000 ms)"})
               .size() == 1);
   // A second run given the same probe is refused before it starts.
+  run_options o;
+  o.probe = &probe;
   auto refused = run_to_end(session, quick, o);
   CHECK(std::get<0>(refused) == errc::invalid_task);
   REQUIRE(std::get<1>(refused).failure);
   CHECK(std::get<1>(refused).failure->message == "run_options::probe already follows another run in flight");
   CHECK(std::get<1>(refused).tasks.at(0).status == task_status::not_run);
 
-  asio::post(pool, [&] { cancel.emit(asio::cancellation_type::terminal); });
-  CHECK(first.get_future().get().failure->code == errc::cancelled);
+  CHECK(run.cancel_and_end(pool).failure->code == errc::cancelled);
   // Free again once that run has ended.
   auto later = run_to_end(session, quick, o);
   CHECK_FALSE(std::get<0>(later));
@@ -343,18 +352,12 @@ TEST_CASE("a Dequeue says when no task of its node can feed it any more", "[prob
     }
     std::sort(lines.begin(), lines.end());
 
-    run_probe probe;
-    asio::cancellation_signal cancel;
-    std::promise<run_report> ended;
+    probed_run run;
     run_options o;
-    o.probe = &probe;
     o.policy = run_policy::gather;  // a task's own deadline does not end the run
-    session.async_run(g, o, asio::bind_cancellation_slot(cancel.slot(), [&](boost::system::error_code, run_report r) {
-                        ended.set_value(std::move(r));
-                      }));
-    CHECK(where_once(probe, lines) == lines);
-    asio::post(pool, [&] { cancel.emit(asio::cancellation_type::terminal); });
-    const run_report r = ended.get_future().get();
+    run.start(session, g, o);
+    CHECK(where_once(run.probe, lines) == lines);
+    const run_report r = run.cancel_and_end(pool);
     INFO("the run's failure: " << (r.failure ? r.failure->message : std::string("none")));
     for (const auto& c : consumers) {
       const std::string& name = c.first;
@@ -390,14 +393,9 @@ TEST_CASE("a probe names a node whose thread a task holds, without waiting for i
   REQUIRE(g.add(task("holder", step("h").add_net(hold)), node("busy")));
   REQUIRE(g.add(task("sleeper", step("s").add_net(sleep_net("nap"))), node("calm")));
 
-  run_probe probe;
-  asio::cancellation_signal cancel;
-  std::promise<run_report> ended;
-  run_options o;
-  o.probe = &probe;
-  session.async_run(g, o, asio::bind_cancellation_slot(cancel.slot(), [&](boost::system::error_code, run_report r) {
-                      ended.set_value(std::move(r));
-                    }));
+  probed_run run;
+  run_probe& probe = run.probe;
+  run.start(session, g);
   entered.get_future().wait();
   const std::string calm = R"(task "calm/sleeper" (node "calm"): s/net "nap" op #0 (Sleep): sleeping for 3600000 ms)";
   const std::string busy = "node \"busy\": did not answer within " + std::to_string(run_probe::answer_within.count()) +
@@ -428,8 +426,7 @@ TEST_CASE("a probe names a node whose thread a task holds, without waiting for i
   // Once the op has returned, the node answers again: its task ran to its
   // end, and only the sleeper is left.
   CHECK(where_once(probe, {calm}) == std::vector<std::string>{calm});
-  asio::post(pool, [&] { cancel.emit(asio::cancellation_type::terminal); });
-  const run_report r = ended.get_future().get();
+  const run_report r = run.cancel_and_end(pool);
   REQUIRE(r.failure);
   CHECK(r.failure->code == errc::cancelled);
 }
