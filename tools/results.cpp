@@ -30,23 +30,6 @@ json::value double_json(double d, const blob& b) {
   return json::string(to_display_string(b));
 }
 
-// Control characters would break the table's rows.
-std::string one_line(std::string s) {
-  std::string out;
-  for (char c : s) {
-    if (c == '\n') {
-      out += "\\n";
-    } else if (c == '\t') {
-      out += "\\t";
-    } else if (c == '\r') {
-      out += "\\r";
-    } else {
-      out += c;
-    }
-  }
-  return out;
-}
-
 std::string double_text(double d) {
   if (!std::isfinite(d)) return "null";  // JSON has no inf or nan
   char buf[64];
@@ -150,11 +133,11 @@ std::string outputs_table(const run_report& report) {
   rows.push_back({"task", "blob", "value"});
   for (const auto& t : report.tasks) {
     if (t.outputs.empty()) {
-      rows.push_back({t.name, "-", "(" + std::string(to_string(t.status)) + ")"});
+      rows.push_back({escape_controls(t.name), "-", "(" + std::string(to_string(t.status)) + ")"});
       continue;
     }
     for (const auto& [name, value] : t.outputs)
-      rows.push_back({t.name, one_line(name), one_line(to_display_string(*value))});
+      rows.push_back({escape_controls(t.name), escape_controls(name), escape_controls(to_display_string(*value))});
   }
   std::array<std::size_t, 2> width{0, 0};
   for (const auto& r : rows) {
@@ -169,6 +152,35 @@ std::string outputs_table(const run_report& report) {
     // No trailing blanks on rows whose value is empty.
     while (!out.empty() && out.back() == ' ') out.pop_back();
     out += '\n';
+  }
+  return out;
+}
+
+std::string escape_controls(std::string_view s) {
+  static constexpr char hex[] = "0123456789ABCDEF";
+  std::string out;
+  out.reserve(s.size());
+  auto code = [&](unsigned u) {
+    out += "\\u00";
+    out += hex[u >> 4];
+    out += hex[u & 15];
+  };
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    const auto u = static_cast<unsigned char>(s[i]);
+    if (u == '\n') {
+      out += "\\n";
+    } else if (u == '\t') {
+      out += "\\t";
+    } else if (u == '\r') {
+      out += "\\r";
+    } else if (u < 0x20 || u == 0x7F) {
+      code(u);
+    } else if (u == 0xC2 && i + 1 < s.size() && static_cast<unsigned char>(s[i + 1]) >= 0x80 &&
+               static_cast<unsigned char>(s[i + 1]) <= 0x9F) {
+      code(static_cast<unsigned char>(s[++i]));  // U+0080 to U+009F, a C1 control
+    } else {
+      out += s[i];
+    }
   }
   return out;
 }

@@ -9,12 +9,21 @@
 #include <boost/json/value.hpp>
 
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace taskgroup::cli {
 
 /// `a, b, c`: a list joined with ", " (summaries, graph labels).
 std::string join(const std::vector<std::string>& v);
+
+/// `s` with its control characters shown as escapes, for text that a
+/// person reads (the outputs table, graph labels): `\n`, `\t` and `\r`,
+/// and `\u00XX` for the others (U+0000 to U+001F, U+007F, and U+0080 to
+/// U+009F, the C1 controls, as UTF-8), so that it never sends a terminal a
+/// control sequence, never ends a line and never stops at a NUL. The rest,
+/// backslashes included, is kept as is (--json gives values exactly).
+std::string escape_controls(std::string_view s);
 
 /// A blob's value as JSON: int64, double, bool, string and vectors of them
 /// as JSON values; anything else (and non-finite doubles) as its display
@@ -34,7 +43,8 @@ std::string json_text(const boost::json::value& v);
 
 /// The outputs as an aligned text table with a header (task, blob, value);
 /// a task without outputs has one row whose blob is "-" and whose value is
-/// its status in parentheses.
+/// its status in parentheses. Every cell is shown through
+/// `escape_controls`.
 std::string outputs_table(const run_report& report);
 
 }  // namespace taskgroup::cli

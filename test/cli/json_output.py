@@ -1,4 +1,7 @@
-"""`run --json`: exactly one JSON object {task: {blob: value}} on stdout."""
+"""`run`'s outputs on stdout: with --json exactly one JSON object {task:
+{blob: value}}, else a table whose values show control characters escaped."""
+import re
+
 from cli_support import Cli, OK, RUN_FAILED
 
 cli = Cli()
@@ -62,6 +65,18 @@ expected = {"i": -7, "d": 2.5, "whole": 3.0, "b": True, "s": 'a "quoted"\nline',
 cli.check(values == expected, "types: JSON values for every blob type, display strings for others", values)
 cli.check(type(values.get("whole")) is float and type(values.get("i")) is int, "types: doubles stay doubles")
 cli.check('"whole": 3.0' in p.stdout and "E0" not in p.stdout, "types: doubles are written plainly", p.stdout)
+
+# The table: control characters in values (here; in names, a plan refuses
+# them) are shown escaped: never sent to the terminal, never cutting a row.
+p = cli.run("run", "-q", cli.plan("control_chars.json"))
+cli.check_exit(p, OK, "run control_chars.json")
+table = ("task          blob  value\n"
+         "local/values  s     nul\\u0000esc\\u001B[31mred\\u0007bel\\u007Fdel\\u009Bc1\\n\\t\\r\\ \"q\"\n"
+         "local/values  ls    [p\\u0000q, \\u001B]0;title\\u0007]\n"
+         "local/values  long  " + "\u00e9" * 60 + "\n")
+cli.check(p.stdout == table, "table: control characters escaped, rows whole", repr(p.stdout))
+cli.check(re.search("[\x00-\x09\x0b-\x1f\x7f-\x9f]", p.stdout) is None, "table: no control character but newlines",
+          repr(p.stdout))
 
 p = cli.run("run", "--json", "-q", cli.shipped("fails.json"))
 cli.check_exit(p, RUN_FAILED, "run --json fails.json")
