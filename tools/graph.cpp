@@ -68,7 +68,12 @@ std::string op_text(const op_def& op) {
     for (const auto& [k, v] : op.args) args.push_back(k + "=" + arg_text(v));
     s += " [" + join(args) + "]";
   }
-  if (s.size() > max_line) s = s.substr(0, max_line - 3) + "...";
+  if (s.size() > max_line) {
+    // Cut at a character's first byte: a cut UTF-8 sequence is no text.
+    std::size_t cut = max_line - 3;
+    while (cut > 0 && (static_cast<unsigned char>(s[cut]) & 0xC0) == 0x80) --cut;
+    s = s.substr(0, cut) + "...";
+  }
   return s;
 }
 
@@ -199,16 +204,12 @@ class dot_writer {
 }  // namespace
 
 std::string dot_escape(std::string_view s) {
+  const std::string shown = escape_controls(s);
   std::string out;
-  out.reserve(s.size());
-  for (char c : s) {
-    switch (c) {
-      case '\\': out += "\\\\"; break;
-      case '"': out += "\\\""; break;
-      case '\n': out += "\\n"; break;
-      case '\r': break;
-      default: out += c;
-    }
+  out.reserve(shown.size());
+  for (char c : shown) {
+    if (c == '\\' || c == '"') out += '\\';
+    out += c;
   }
   return out;
 }
@@ -225,14 +226,14 @@ std::string group_to_dot(const task_group& group, std::string_view title) {
     w.indent(1);
     w.out << "  subgraph \"cluster_" << cluster++ << "\" {\n";
     w.indent(2);
-    std::string label = "node " + node_name;
+    std::string label = dot_escape("node " + node_name);
     const auto& opts = group.cluster().options(node_name);
     if (!opts.empty()) {
       std::vector<std::string> kv;
       for (const auto& [k, v] : opts) kv.push_back(k + "=" + arg_text(v));
-      label += "\n" + join(kv);
+      label += "\\n" + dot_escape(join(kv));
     }
-    w.out << "    label=\"" << dot_escape(label) << "\";\n    style=rounded;\n    color=\"#7a7a7a\";\n";
+    w.out << "    label=\"" << label << "\";\n    style=rounded;\n    color=\"#7a7a7a\";\n";
     const std::string anchor = w.vertex({node_name}, "shape=folder, style=filled, fillcolor=\"#eeeeee\"");
     for (const auto& [n, obj] : locals) {
       if (n != node_name) continue;

@@ -8,7 +8,8 @@
 // their fields (iterations, stop blob, concurrency, interval, workspace,
 // instances, timeout); nets are boxes listing their ops as
 // `Type(inputs) -> outputs [args]`. Edges into the children of a
-// sequential step are numbered in execution order. Every label is escaped.
+// sequential step are numbered in execution order. Every label is escaped
+// (`dot_escape`); a long op line is cut at a character boundary.
 //
 // Threading: pure function (reentrant).
 #pragma once
@@ -23,8 +24,10 @@ namespace taskgroup::cli {
 /// The DOT text of `group`; `title` labels the graph (e.g. the plan file).
 std::string group_to_dot(const task_group& group, std::string_view title);
 
-/// `s` as the inside of a DOT double-quoted string (\, " and newlines
-/// escaped).
+/// `s` as the inside of a DOT double-quoted string: its control characters
+/// shown as escapes (`escape_controls`: a newline is shown as `\n`, not
+/// a line break), then `\` and `"` escaped, so that the DOT is valid and
+/// the text is one line of one label.
 std::string dot_escape(std::string_view s);
 
 }  // namespace taskgroup::cli
