@@ -334,6 +334,28 @@ TEST_CASE("plans declare inputs; read_feeds reads feeds as op arguments are writ
   CHECK(no_slash.error().message == R"(/x: a feed is named "node/blob", got "x")");
 }
 
+TEST_CASE("a feed's name is the declared input it spells, whichever of node and blob holds a '/'", "[plan][feeds]") {
+  task_group g;
+  REQUIRE(g.input<std::int64_t>("r", node("p/q")));
+  REQUIRE(g.input<std::int64_t>("b/c", node("a"), false));
+  REQUIRE(g.declare_input("c", node("a/b"), false));
+  REQUIRE(g.input<double>("w/x", node("v")));
+
+  auto f = read_feeds(std::string_view(R"({"p/q/r": 1, "v/w/x": 2, "p/q/s": 3})"), g);
+  REQUIRE(f);
+  const auto& e = f.value().entries();
+  REQUIRE(e.size() == 3);
+  CHECK((e[0].node == "p/q" && e[0].blob == "r"));  // the slash in the node name
+  CHECK((e[1].node == "v" && e[1].blob == "w/x"));
+  CHECK(e[1].value->as<double>() == 2.0);           // as the input it names is typed
+  CHECK((e[2].node == "p" && e[2].blob == "q/s"));  // no declared input: split at the first '/'
+
+  auto ambiguous = read_feeds(std::string_view(R"({"p/q/r": 1, "a/b/c": 2})"), g);
+  REQUIRE_FALSE(ambiguous);
+  CHECK(ambiguous.error().message ==
+        R"(/a~1b~1c: feed "a/b/c" is ambiguous: it names node "a", blob "b/c" and node "a/b", blob "c")");
+}
+
 TEST_CASE("write_plan refuses what read_plan would refuse: control characters in names, text that is not UTF-8",
           "[plan]") {
   auto written = [](const std::string& task_name, const std::string& blob, const std::string& text) {

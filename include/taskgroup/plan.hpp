@@ -94,14 +94,18 @@ TASKGROUP_API result<task_group> read_plan_file(const std::filesystem::path& pat
                                                 const operator_registry& registry = operator_registry::global());
 
 /// Feeds for a run of `group` from JSON: an object whose keys are
-/// `"node/blob"` (split at the first `/`: a blob name may hold more) and
-/// whose values are written as op arguments are in plans (a number, a
-/// string, a bool, a list, or `{"type": "list<double>", "value": []}`); an
-/// integer fed to a `double` input becomes a double (likewise lists).
-/// Errors: `errc::invalid_plan` with the key's JSON pointer: not an
-/// object, a key without a node or a blob, a value no input type holds.
-/// Whether each feed matches a declared input is the run's check
-/// (`errc::invalid_feed`).
+/// `"node/blob"` and whose values are written as op arguments are in plans
+/// (a number, a string, a bool, a list, or `{"type": "list<double>",
+/// "value": []}`); an integer fed to a `double` input becomes a double
+/// (likewise lists). Node and blob names may hold `/`: a key names the
+/// declared input (`group.inputs()`) whose node, `/` and blob it spells
+/// (`"p/q/r"` is node `p/q`, blob `r` when that is declared); a key that
+/// spells none is split at its first `/`. Errors: `errc::invalid_plan`
+/// with the key's JSON pointer: not an object, a key without a node or a
+/// blob, a key that spells several declared inputs (`/a~1b~1c: feed
+/// "a/b/c" is ambiguous: it names node "a", blob "b/c" and node "a/b",
+/// blob "c"`), a value no input type holds. Whether each feed matches a
+/// declared input is the run's check (`errc::invalid_feed`).
 TASKGROUP_API result<feeds> read_feeds(const boost::json::value& v, const task_group& group);
 /// Same, from JSON text (parsed as strictly as plans are).
 TASKGROUP_API result<feeds> read_feeds(std::string_view text, const task_group& group);

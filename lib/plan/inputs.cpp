@@ -63,6 +63,41 @@ result<blob> feed_value(const json::value& v, const pointer& ptr, const std::typ
   return std::visit([](auto&& x) { return blob(std::move(x)); }, std::move(a));
 }
 
+// What a feed's name "node/blob" names: the declared input whose node and
+// blob it spells, if one does (either name may hold '/'), else the name
+// split at its first '/' (the run refuses a feed of no declared input).
+struct feed_target {
+  std::string node;
+  std::string blob;
+  const std::type_info* type = nullptr;  // the declared input's, if typed
+};
+
+// Errors (a message, without a place): a name that is not "node/blob", a
+// name that spells several declared inputs.
+result<feed_target> feed_target_of(std::string_view name, const task_group& group) {
+  std::vector<const group_input*> spelled;
+  for (const auto& in : group.inputs()) {
+    if (name.size() == in.node.size() + 1 + in.blob.size() && name.starts_with(in.node) &&
+        name[in.node.size()] == '/' && name.ends_with(in.blob)) {
+      spelled.push_back(&in);
+    }
+  }
+  if (spelled.size() == 1) return feed_target{spelled[0]->node, spelled[0]->blob, spelled[0]->type};
+  if (spelled.size() > 1) {
+    std::string names;
+    for (std::size_t i = 0; i < spelled.size(); ++i) {
+      if (i > 0) names += i + 1 == spelled.size() ? " and " : ", ";
+      names += "node " + quote(printable(spelled[i]->node)) + ", blob " + quote(printable(spelled[i]->blob));
+    }
+    return fail(errc::invalid_plan, "feed " + quote(printable(name)) + " is ambiguous: it names " + names);
+  }
+  const auto slash = name.find('/');
+  if (slash == std::string_view::npos || slash == 0 || slash + 1 == name.size()) {
+    return fail(errc::invalid_plan, "a feed is named \"node/blob\", got " + quote(printable(name)));
+  }
+  return feed_target{std::string(name.substr(0, slash)), std::string(name.substr(slash + 1))};
+}
+
 }  // namespace
 
 status read_inputs(task_group& g, const json::value& v, const pointer& ptr, const std::set<std::string>& task_nodes) {
@@ -132,18 +167,11 @@ result<feeds> read_feeds(const boost::json::value& v, const task_group& group) {
   feeds out;
   for (const auto& [key, value] : *o) {
     const pointer ptr = child(document_root, key);
-    const auto slash = key.find('/');
-    if (slash == std::string_view::npos || slash == 0 || slash + 1 == key.size()) {
-      return bad(ptr, "a feed is named \"node/blob\", got " + quote(printable(key)));
-    }
-    const std::string node_name(key.substr(0, slash));
-    const std::string blob_name(key.substr(slash + 1));
-    const std::type_info* want = nullptr;
-    for (const auto& in : group.inputs()) {
-      if (in.node == node_name && in.blob == blob_name) want = in.type;
-    }
-    TASKGROUP_TRY(blob b, feed_value(value, ptr, want));
-    out.set_blob(node_name, blob_name, std::make_shared<const blob>(std::move(b)));
+    auto target = feed_target_of(key, group);
+    if (!target) return bad(ptr, target.error().message);
+    TASKGROUP_TRY(blob b, feed_value(value, ptr, target.value().type));
+    out.set_blob(std::move(target.value().node), std::move(target.value().blob),
+                 std::make_shared<const blob>(std::move(b)));
   }
   return out;
 }

@@ -58,6 +58,26 @@ for args, message in bad:
 p = cli.run("run", "-q", plan, "--input", "n1/x=four")
 cli.check("quote a string" in p.stderr, "a value that is not JSON: the hint", p.stderr)
 
+# Node and blob names may hold "/": a feed's name is the one declared
+# input it spells ("p/q/r" is node "p/q", blob "r"); one that spells two is
+# ambiguous, one that spells none is split at its first "/".
+slash = cli.plan("slash_inputs.json")
+got = outputs(cli.run("run", "--json", "-q", slash, "--input", "p/q/r=5"), "--input p/q/r")
+cli.check(got.get("p/q/copy") == {"out": 5}, "a node name with a slash: its input is fed", got)
+got = outputs(cli.run("run", "--json", "-q", slash, "--inputs", cli.temp("slash.json", '{"p/q/r": 6}')),
+              "--inputs {p/q/r}")
+cli.check(got.get("p/q/copy") == {"out": 6}, "a node name with a slash: fed from a file", got)
+ambiguous = 'feed "a/b/c" is ambiguous: it names node "a", blob "b/c" and node "a/b", blob "c"'
+for args, message in [
+    (["--input", "a/b/c=1"], ambiguous),
+    (["--inputs", cli.temp("ambiguous.json", '{"a/b/c": 1}')], "/a~1b~1c: " + ambiguous),
+    (["--input", "p/q/s=1"], 'feed "p/q/s": the group declares no such input (none on node "p")'),
+]:
+    p = cli.run("run", "-q", slash, "--input", "p/q/r=1", *args)
+    cli.check_exit(p, USAGE, f"slash_inputs.json {' '.join(args)}")
+    cli.check(message in p.stderr, f"slash_inputs.json {' '.join(args)}: says {message!r}", p.stderr)
+    cli.check(p.stdout == "", f"slash_inputs.json {' '.join(args)}: nothing on stdout", p.stdout)
+
 # fmt writes the inputs back; the formatted plan runs the same.
 p = cli.run("fmt", plan)
 cli.check_exit(p, OK, "fmt inputs.json")
