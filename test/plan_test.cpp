@@ -356,6 +356,38 @@ TEST_CASE("a feed's name is the declared input it spells, whichever of node and 
         R"(/a~1b~1c: feed "a/b/c" is ambiguous: it names node "a", blob "b/c" and node "a/b", blob "c")");
 }
 
+TEST_CASE("read_feed reads one feed; its errors, and parse_json's, are placed in the value", "[plan][feeds]") {
+  task_group g;
+  REQUIRE(g.input<double>("x", node("p/q")));
+  REQUIRE(g.input<std::int64_t>("b/c", node("a"), false));
+  REQUIRE(g.input<std::int64_t>("c", node("a/b"), false));
+
+  auto v = parse_json("2");
+  REQUIRE(v);
+  auto e = read_feed("p/q/x", v.value(), g);
+  REQUIRE(e);
+  CHECK(e.value().node == "p/q");
+  CHECK(e.value().blob == "x");
+  CHECK(e.value().value->as<double>() == 2.0);  // as the input is typed
+
+  auto error_of = [&](std::string_view name, std::string_view text) {
+    auto parsed = parse_json(text);
+    if (!parsed) return "parse: " + parsed.error().message;
+    auto r = read_feed(name, parsed.value(), g);
+    return r ? std::string("fed") : r.error().message;
+  };
+  CHECK(error_of("p/q/x", "four") == "parse: line 1, column 2: syntax error");  // where parsing stopped
+  CHECK(error_of("p/q/x", "[1, 2,]") == "parse: line 1, column 7: syntax error");
+  CHECK(error_of("p/q/x", R"({"a": 1, "a": 2})") == R"(parse: line 1, column 10: duplicate key "a")");
+  CHECK(error_of("p/q/x", "1e999") == "parse: line 1, column 1: number out of range (not a finite double): 1e999");
+  CHECK(error_of("p/q/x", "null") == "/: an argument is a bool, number, string or list, got null");
+  CHECK_THAT(error_of("p/q/x", "[1, true]"), Catch::StartsWith("/1: expected an integer like the list's first"));
+  CHECK(error_of("x", "1") == R"(a feed is named "node/blob", got "x")");
+  CHECK(error_of("a/b/c", "1") ==
+        R"(feed "a/b/c" is ambiguous: it names node "a", blob "b/c" and node "a/b", blob "c")");
+  CHECK(error_of("n/undeclared", "1") == "fed");  // whether it matches an input is the run's check
+}
+
 TEST_CASE("write_plan refuses what read_plan would refuse: control characters in names, text that is not UTF-8",
           "[plan]") {
   auto written = [](const std::string& task_name, const std::string& blob, const std::string& text) {

@@ -26,7 +26,6 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/signal_set.hpp>
 #include <boost/json/serialize.hpp>
-#include <boost/json/string.hpp>
 
 #include <algorithm>
 #include <cmath>
@@ -92,19 +91,19 @@ result<feeds> feeds_of(const run_args& a, const task_group& group) {
     if (!f) return f.error();
     append(f.value());
   }
-  for (const auto& arg : a.inputs) {
+  for (const std::string_view arg : a.inputs) {
+    const std::string what = "--input " + quote(arg) + ": ";
     const auto eq = arg.find('=');
-    if (eq == std::string::npos) {
-      return fail(errc::invalid_plan, "--input " + quote(arg) + ": expected node/blob=JSON");
+    if (eq == std::string_view::npos) return fail(errc::invalid_plan, what + "expected node/blob=JSON");
+    // Its errors are placed in the value; only those of its JSON get the hint.
+    auto value = parse_json(arg.substr(eq + 1));
+    if (!value) {
+      return fail(errc::invalid_plan,
+                  what + value.error().message + " (the value is JSON: quote a string, e.g. '\"text\"')");
     }
-    const std::string text =
-        "{" + boost::json::serialize(boost::json::string(arg.substr(0, eq))) + ": " + arg.substr(eq + 1) + "}";
-    auto f = read_feeds(text, group);
-    if (!f) {
-      return fail(errc::invalid_plan, "--input " + quote(arg) + ": " + f.error().message +
-                                          " (the value is JSON: quote a string, e.g. '\"text\"')");
-    }
-    append(f.value());
+    auto e = read_feed(arg.substr(0, eq), value.value(), group);
+    if (!e) return fail(errc::invalid_plan, what + e.error().message);
+    out.set_blob(std::move(e.value().node), std::move(e.value().blob), std::move(e.value().value));
   }
   return out;
 }

@@ -113,6 +113,23 @@ TASKGROUP_API result<feeds> read_feeds(std::string_view text, const task_group& 
 /// its errors name it as the inputs file (`cannot read inputs file "p": it
 /// is a directory`, `inputs file "p": line 1, column 1: ...`).
 TASKGROUP_API result<feeds> read_feeds_file(const std::filesystem::path& path, const task_group& group);
+/// One feed, as `read_feeds` reads each member of its object: `name` is
+/// `"node/blob"` (matched against the declared inputs as there) and
+/// `value` a value as there (the command's `--input NODE/BLOB=JSON`).
+/// Errors: `errc::invalid_plan`; those of the name without a place (`a
+/// feed is named "node/blob", got "x"`, `feed "a/b/c" is ambiguous: ...`),
+/// those of the value with a JSON pointer into the value (`/: an argument
+/// is a bool, number, string or list, got null`, `/1: expected an integer
+/// like the list's first element, ...`).
+TASKGROUP_API result<feeds::entry> read_feed(std::string_view name, const boost::json::value& value,
+                                             const task_group& group);
+
+/// JSON text parsed as strictly as a plan's text (docs/plan-format.md,
+/// Errors): UTF-8 without a BOM, at most `max_plan_size` bytes, no
+/// duplicate keys, finite numbers, integers within 64 bits, nesting within
+/// the plan's limit. Errors: `errc::invalid_plan`, with the place in `text`
+/// (`line 1, column 7: syntax error`).
+TASKGROUP_API result<boost::json::value> parse_json(std::string_view text);
 
 /// Pretty-prints JSON (two-space indent), as `write_plan` does, without
 /// recursion. A non-finite double, which JSON cannot hold, prints as null.

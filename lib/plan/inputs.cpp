@@ -1,6 +1,7 @@
-// Inputs in plans ("inputs") and feeds from JSON (`read_feeds`, the
-// command's --input and --inputs, `read_feeds_file`): one table of the input types a plan
-// can name, used by the reader, the writer and the feed reader.
+// Inputs in plans ("inputs") and feeds from JSON (`read_feeds`,
+// `read_feeds_file` and `read_feed`: the command's --inputs and --input):
+// one table of the input types a plan can name, used by the reader, the
+// writer and the feed reader, and one rule for what a feed's name names.
 #include "internal.hpp"
 
 #include <taskgroup/blob.hpp>
@@ -98,6 +99,17 @@ result<feed_target> feed_target_of(std::string_view name, const task_group& grou
   return feed_target{std::string(name.substr(0, slash)), std::string(name.substr(slash + 1))};
 }
 
+// The feed `name` = `value`, the value read at `value_at`; an error in the
+// name at `name_at`, or without a place when null.
+result<feeds::entry> feed_entry(std::string_view name, const json::value& value, const pointer& value_at,
+                                const pointer* name_at, const task_group& group) {
+  auto target = feed_target_of(name, group);
+  if (!target) return name_at != nullptr ? bad(*name_at, target.error().message) : target.error();
+  TASKGROUP_TRY(blob b, feed_value(value, value_at, target.value().type));
+  return feeds::entry{std::move(target.value().node), std::move(target.value().blob),
+                      std::make_shared<const blob>(std::move(b))};
+}
+
 }  // namespace
 
 status read_inputs(task_group& g, const json::value& v, const pointer& ptr, const std::set<std::string>& task_nodes) {
@@ -167,13 +179,19 @@ result<feeds> read_feeds(const boost::json::value& v, const task_group& group) {
   feeds out;
   for (const auto& [key, value] : *o) {
     const pointer ptr = child(document_root, key);
-    auto target = feed_target_of(key, group);
-    if (!target) return bad(ptr, target.error().message);
-    TASKGROUP_TRY(blob b, feed_value(value, ptr, target.value().type));
-    out.set_blob(std::move(target.value().node), std::move(target.value().blob),
-                 std::make_shared<const blob>(std::move(b)));
+    TASKGROUP_TRY(auto e, feed_entry(key, value, ptr, &ptr, group));
+    out.set_blob(std::move(e.node), std::move(e.blob), std::move(e.value));
   }
   return out;
+}
+
+result<feeds::entry> read_feed(std::string_view name, const boost::json::value& value, const task_group& group) {
+  return plan_detail::feed_entry(name, value, plan_detail::document_root, nullptr, group);
+}
+
+result<boost::json::value> parse_json(std::string_view text) {
+  TASKGROUP_TRY(const auto doc, plan_detail::parse_text(text));
+  return boost::json::value(doc.v, boost::json::storage_ptr());  // out of the document's arena
 }
 
 result<feeds> read_feeds(std::string_view text, const task_group& group) {

@@ -55,8 +55,26 @@ for args, message in bad:
     cli.check(message in p.stderr, f"{' '.join(args)}: says {message!r}", p.stderr)
     cli.check(p.stdout == "", f"{' '.join(args)}: nothing on stdout", p.stdout)
 
-p = cli.run("run", "-q", plan, "--input", "n1/x=four")
-cli.check("quote a string" in p.stderr, "a value that is not JSON: the hint", p.stderr)
+# A value that does not parse: where, in the value, and a hint on JSON;
+# any other error without the hint.
+hint = " (the value is JSON: quote a string, e.g. '\"text\"')"
+for value, message in [("four", "line 1, column 2: syntax error"), ("[1, 2,]", "line 1, column 7: syntax error"),
+                       ('{"a": 1, "a": 2}', 'line 1, column 10: duplicate key "a"')]:
+    p = cli.run("run", "-q", plan, "--input", "n2/scale=1", "--input", f"n1/x={value}")
+    cli.check_exit(p, USAGE, f"--input n1/x={value}")
+    cli.check(p.stderr == f'taskgroup: --input "n1/x={value}": {message}{hint}\n',
+              f"--input n1/x={value}: the place in the value, and the hint", p.stderr)
+for args, message in [
+    (["--input", "n1/x=null"], '--input "n1/x=null": /: an argument is a bool, number, string or list, got null'),
+    (["--input", "n1/x=[1, 2.5]"], '--input "n1/x=[1, 2.5]": /1: expected an integer like the list\'s first element'),
+    (["--input", "x=1"], '--input "x=1": a feed is named "node/blob", got "x"'),
+    (["--input", 'n1/x="four"'], 'feed "n1/x": expected int64, got string'),
+    (["--input", "n1/y=1"], 'feed "n1/y": the group declares no such input'),
+]:
+    p = cli.run("run", "-q", plan, "--input", "n2/scale=1", *args)
+    cli.check_exit(p, USAGE, " ".join(args))
+    cli.check(message in p.stderr and "quote a string" not in p.stderr,
+              f"{' '.join(args)}: says {message!r}, without the hint on JSON", p.stderr)
 
 # Node and blob names may hold "/": a feed's name is the one declared
 # input it spells ("p/q/r" is node "p/q", blob "r"); one that spells two is
@@ -69,7 +87,7 @@ got = outputs(cli.run("run", "--json", "-q", slash, "--inputs", cli.temp("slash.
 cli.check(got.get("p/q/copy") == {"out": 6}, "a node name with a slash: fed from a file", got)
 ambiguous = 'feed "a/b/c" is ambiguous: it names node "a", blob "b/c" and node "a/b", blob "c"'
 for args, message in [
-    (["--input", "a/b/c=1"], ambiguous),
+    (["--input", "a/b/c=1"], '--input "a/b/c=1": ' + ambiguous),
     (["--inputs", cli.temp("ambiguous.json", '{"a/b/c": 1}')], "/a~1b~1c: " + ambiguous),
     (["--input", "p/q/s=1"], 'feed "p/q/s": the group declares no such input (none on node "p")'),
 ]:
