@@ -30,7 +30,10 @@
 //
 // stdout carries only results (the outputs table, the --json object, the
 // check summary, DOT, the formatted plan); progress, Print lines and
-// errors (`taskgroup: <message>`) go to stderr.
+// errors (`taskgroup: <message>`) go to stderr. A run that ends in an
+// error (a join failure, a timeout, a signal) prints only that error, but
+// with --json the object comes for every run that started (exit status 1,
+// 3, 130 or 143 too).
 #include "check.hpp"
 #include "command.hpp"
 #include "graph.hpp"
@@ -163,7 +166,8 @@ int main(int argc, char** argv) {
                       ->type_name("SECONDS")
                       ->transform(seconds);
   run->add_option("--trace", ra.trace, "Write a Chrome trace-event JSON file (opens in Perfetto)")->type_name("FILE");
-  run->add_flag("--json", ra.json, "Print the outputs as one JSON object {task: {blob: value}}");
+  run->add_flag("--json", ra.json,
+                "Print the outputs as one JSON object {task: {blob: value}}, also when the run fails or times out");
   run->add_flag("--quiet,-q", ra.quiet, "Print nothing but the result or the error");
   run->add_flag("--mpi", ra.mpi,
                 "Run on an MPI session (implied under mpirun); nodes spread over the ranks, rank 0 prints");

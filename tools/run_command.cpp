@@ -170,16 +170,21 @@ mpi_options mpi_options_of(const run_args& a) {
 }
 #endif
 
-// The exit status of a run that failed, its error printed: a signal's,
-// the timeout's, a usage error's (feeds), or a failed run's.
-int failed_run_status(const error& e, int signal_number, bool client) {
+// The exit status of a run that failed (`report.failure`), its error
+// printed: a usage error's (feeds), a signal's, the timeout's, or a failed
+// run's. With --json the client prints the run's object first, as after a
+// success, whenever the run started (each task that did not succeed
+// without outputs): a program reading stdout gets one object either way.
+int failed_run_status(const run_report& report, int signal_number, bool json, bool client) {
+  const error& e = *report.failure;
+  // Feeds that do not match the plan's inputs: nothing ran, a usage error.
+  if (e.code == errc::invalid_feed) return report_error(client, e.message, exit_usage);
+  if (json && client) print_out(json_text(outputs_json(report)));
   if (signal_number != 0 && e.is_cancelled()) {
     return report_error(client, std::string("run cancelled by ") + (signal_number == SIGINT ? "SIGINT" : "SIGTERM"),
                         128 + signal_number);
   }
   if (e.code == errc::timeout) return report_error(client, e.message, exit_timeout);
-  // Feeds that do not match the plan's inputs: nothing ran, a usage error.
-  if (e.code == errc::invalid_feed) return report_error(client, e.message, exit_usage);
   return report_error(client, e.message, exit_run_failed);
 }
 
@@ -229,7 +234,7 @@ class plan_run {
   void wait_for_where();
   void on_where(const boost::system::error_code& ec, int sig);
   void print_where(int sig, const std::vector<std::string>& lines);
-  void on_done(result<run_report> r);
+  void on_done(run_report r);
 
   const run_args& a_;
   bool client_;
@@ -242,7 +247,7 @@ class plan_run {
   asio::signal_set signals_;
   asio::cancellation_signal cancel_;
   int signal_number_ = 0;
-  std::optional<result<run_report>> outcome_;
+  std::optional<run_report> outcome_;
   asio::signal_set where_signals_;
 };
 
@@ -262,7 +267,7 @@ plan_run::plan_run(const run_args& a, bool client, bool tracing)
 void plan_run::run(const task_group& group, run_options options, [[maybe_unused]] bool on_mpi) {
   options.observer = &fan_out_;
   options.probe = &probe_;
-  auto done = [this](result<run_report> r) { on_done(std::move(r)); };
+  auto done = [this](run_report r) { on_done(std::move(r)); };
   {
 #ifdef TASKGROUP_HAVE_MPI
     std::optional<mpi_session> mpi;
@@ -294,8 +299,8 @@ bool plan_run::write_trace(std::ofstream& file) {
 
 int plan_run::exit_code() const {
   if (!outcome_) return report_error(client_, "the run did not complete", exit_run_failed);
-  if (!*outcome_) return failed_run_status(outcome_->error(), signal_number_, client_);
-  return completed_run_status(outcome_->value(), a_.json, client_);
+  if (outcome_->failure) return failed_run_status(*outcome_, signal_number_, a_.json, client_);
+  return completed_run_status(*outcome_, a_.json, client_);
 }
 
 void plan_run::wait_for_signal() {
@@ -346,7 +351,7 @@ void plan_run::print_where(int sig, const std::vector<std::string>& lines) {
   for (const auto& line : lines) print("  " + line);
 }
 
-void plan_run::on_done(result<run_report> r) {
+void plan_run::on_done(run_report r) {
   outcome_ = std::move(r);
   cancel_.slot().clear();
   boost::system::error_code ignored;

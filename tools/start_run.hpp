@@ -18,20 +18,15 @@ namespace taskgroup::cli {
 
 /// Starts `group` on `session` (a `local_session` or an `mpi_session`,
 /// through its `async_run`); `done` is called on `io`'s thread with the
-/// run's report, or its error. Emitting on the signal behind `slot`
+/// run's report, whose `failure` is set when the run failed (its tasks
+/// are listed whatever the end). Emitting on the signal behind `slot`
 /// cancels the run.
 template <class Session>
 void start_run(Session& session, task_group group, run_options options, boost::asio::io_context& io,
-               boost::asio::cancellation_slot slot, std::function<void(result<run_report>)> done) {
-  auto as_result = [done = std::move(done)](boost::system::error_code, run_report r) {
-    if (r.failure) {
-      done(*r.failure);
-    } else {
-      done(std::move(r));
-    }
-  };
+               boost::asio::cancellation_slot slot, std::function<void(run_report)> done) {
+  auto report = [done = std::move(done)](boost::system::error_code, run_report r) { done(std::move(r)); };
   session.async_run(std::move(group), std::move(options),
-                    boost::asio::bind_cancellation_slot(slot, boost::asio::bind_executor(io, std::move(as_result))));
+                    boost::asio::bind_cancellation_slot(slot, boost::asio::bind_executor(io, std::move(report))));
 }
 
 }  // namespace taskgroup::cli

@@ -1,8 +1,9 @@
 """`run`'s outputs on stdout: with --json exactly one JSON object {task:
-{blob: value}}, else a table whose values show control characters escaped."""
+{blob: value}} for every run that started, else a table whose values show
+control characters escaped."""
 import re
 
-from cli_support import Cli, OK, RUN_FAILED
+from cli_support import Cli, OK, RUN_FAILED, TIMEOUT, USAGE
 
 cli = Cli()
 
@@ -78,9 +79,22 @@ cli.check(p.stdout == table, "table: control characters escaped, rows whole", re
 cli.check(re.search("[\x00-\x09\x0b-\x1f\x7f-\x9f]", p.stdout) is None, "table: no control character but newlines",
           repr(p.stdout))
 
+# A run that fails or times out prints its object too (a task that did not
+# succeed has no outputs), its error on stderr.
 p = cli.run("run", "--json", "-q", cli.shipped("fails.json"))
 cli.check_exit(p, RUN_FAILED, "run --json fails.json")
-cli.check(p.stdout == "", "failed run: nothing on stdout", p.stdout)
+cli.check(cli.json_of(p.stdout, "fails --json") == {"worker/train": {}, "local/wait": {}},
+          "failed run: the object, every task", p.stdout)
+cli.check("checksum mismatch (this plan fails on purpose)" in p.stderr, "failed run: the error on stderr", p.stderr)
+p = cli.run("run", "--json", "-q", "--timeout", "0.2", cli.plan("long_sleep.json"))
+cli.check_exit(p, TIMEOUT, "run --json --timeout long_sleep.json")
+cli.check(cli.json_of(p.stdout, "timeout --json") == {"local/sleeper": {}, "n1/counter": {}},
+          "timed-out run: the object, every task", p.stdout)
+cli.check("run timed out after 200 ms" in p.stderr, "timed-out run: the error on stderr", p.stderr)
+# Feeds that do not match the plan's inputs: nothing ran, nothing on stdout.
+p = cli.run("run", "--json", "-q", cli.shipped("inputs.json"), "--input", "n1/x=\"four\"", "--input", "n2/scale=1")
+cli.check_exit(p, USAGE, "run --json with a feed of the wrong type")
+cli.check(p.stdout == "", "a feed of the wrong type: nothing on stdout", p.stdout)
 
 p = cli.run("run", "--json", "-q", "--policy", "gather", cli.plan("gather.json"))
 cli.check_exit(p, RUN_FAILED, "run --json --policy gather")

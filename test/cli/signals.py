@@ -69,7 +69,12 @@ def interrupt(sig, expected, *extra):
     cli.check(f"taskgroup: run cancelled by {sig.name}" in err, f"{sig.name}: says so", err)
     cli.check("task local/sleeper finished (cancelled" in err and "task n1/counter finished (cancelled" in err,
               f"{sig.name}: every task was cancelled (not killed)", err)
-    cli.check(out == b"", f"{sig.name}: no results on stdout", out)
+    if "--json" in extra:
+        # --json: the object of the run, as after a success (no outputs).
+        cli.check(cli.json_of(out.decode(), f"{sig.name} --json") == {"local/sleeper": {}, "n1/counter": {}},
+                  f"{sig.name} --json: the object on stdout", out)
+    else:
+        cli.check(out == b"", f"{sig.name}: no results on stdout", out)
     # The trace of the cut-short run is still written, with both task spans.
     data = cli.json_of(open(trace, encoding="utf-8").read(), f"{sig.name}: trace") or {}
     tasks = {e["name"] for e in data.get("traceEvents", []) if e.get("ph") == "X" and e["cat"] == "task"}
@@ -192,5 +197,6 @@ for command in ["run", "check"]:
 interrupt(signal.SIGINT, SIGINT_EXIT)
 interrupt(signal.SIGINT, SIGINT_EXIT, "--threads", "2", "--policy", "gather")
 interrupt(signal.SIGTERM, SIGTERM_EXIT)
+interrupt(signal.SIGTERM, SIGTERM_EXIT, "--json")
 
 cli.done()
