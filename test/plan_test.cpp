@@ -380,6 +380,8 @@ TEST_CASE("read_feed reads one feed; its errors, and parse_json's, are placed in
   CHECK(error_of("p/q/x", "[1, 2,]") == "parse: line 1, column 7: syntax error");
   CHECK(error_of("p/q/x", R"({"a": 1, "a": 2})") == R"(parse: line 1, column 10: duplicate key "a")");
   CHECK(error_of("p/q/x", "1e999") == "parse: line 1, column 1: number out of range (not a finite double): 1e999");
+  CHECK(error_of("p/q/x", "\xEF\xBB\xBF" "1") ==
+        "parse: line 1, column 1: a byte order mark (BOM) starts the text; JSON text is UTF-8 without one");
   CHECK(error_of("p/q/x", "null") == "/: an argument is a bool, number, string or list, got null");
   CHECK_THAT(error_of("p/q/x", "[1, true]"), Catch::StartsWith("/1: expected an integer like the list's first"));
   CHECK(error_of("x", "1") == R"(a feed is named "node/blob", got "x")");

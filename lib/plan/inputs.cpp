@@ -190,7 +190,7 @@ result<feeds::entry> read_feed(std::string_view name, const boost::json::value& 
 }
 
 result<boost::json::value> parse_json(std::string_view text) {
-  TASKGROUP_TRY(const auto doc, plan_detail::parse_text(text));
+  TASKGROUP_TRY(const auto doc, plan_detail::parse_text(text, plan_detail::text_kind::json));
   return boost::json::value(doc.v, boost::json::storage_ptr());  // out of the document's arena
 }
 

@@ -45,9 +45,9 @@ struct document {
 };
 
 /// What a text holds, for the words of its errors.
-enum class text_kind { plan, inputs };
+enum class text_kind { plan, inputs, json };
 
-/// Parses plan text (or inputs text: `kind`) strictly (see
+/// Parses plan text (or inputs or other JSON text: `kind`) strictly (see
 /// docs/plan-format.md, Errors): at most `max_plan_size` bytes of UTF-8
 /// without a BOM, no duplicate keys, finite numbers, integers within 64
 /// bits, at most `max_json_depth` levels. Errors: `errc::invalid_plan`,

@@ -297,17 +297,22 @@ json::parse_options strict_options() {
   return options;
 }
 
-// What any plan or inputs text must be before it is parsed.
+// What any plan, inputs or JSON text must be before it is parsed.
 status check_text(std::string_view text, text_kind kind) {
-  const bool plan = kind == text_kind::plan;
+  // What the text is, and what such texts are, in its errors.
+  const std::string_view subject = kind == text_kind::plan     ? "the plan"
+                                   : kind == text_kind::inputs ? "the inputs text"
+                                                               : "the JSON text";
+  const std::string_view texts = kind == text_kind::plan     ? "plans are"
+                                 : kind == text_kind::inputs ? "inputs are"
+                                                             : "JSON text is";
   if (text.size() > max_plan_size) {
-    return fail(errc::invalid_plan, std::string(plan ? "the plan" : "the inputs text") + " is " +
-                                        std::to_string(text.size()) + " bytes, more than " +
+    return fail(errc::invalid_plan, std::string(subject) + " is " + std::to_string(text.size()) + " bytes, more than " +
                                         std::to_string(max_plan_size) + std::string(max_plan_size_named));
   }
   if (text.starts_with("\xEF\xBB\xBF")) {
-    return fail(errc::invalid_plan, std::string("line 1, column 1: a byte order mark (BOM) starts the text; ") +
-                                        (plan ? "plans" : "inputs") + " are UTF-8 without one");
+    return fail(errc::invalid_plan, "line 1, column 1: a byte order mark (BOM) starts the text; " + std::string(texts) +
+                                        " UTF-8 without one");
   }
   if (auto at = invalid_utf8_at(text); at != std::string_view::npos) {
     static constexpr char hex[] = "0123456789ABCDEF";
