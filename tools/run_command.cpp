@@ -92,7 +92,7 @@ result<feeds> feeds_of(const run_args& a, const task_group& group) {
     append(f.value());
   }
   for (const std::string_view arg : a.inputs) {
-    const std::string what = "--input " + quote(arg) + ": ";
+    const std::string what = "--input " + quote(escape_controls(arg)) + ": ";
     const auto eq = arg.find('=');
     if (eq == std::string_view::npos) return fail(errc::invalid_plan, what + "expected node/blob=JSON");
     // Its errors are placed in the value; only those of its JSON get the hint.

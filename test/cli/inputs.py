@@ -55,6 +55,13 @@ for args, message in bad:
     cli.check(message in p.stderr, f"{' '.join(args)}: says {message!r}", p.stderr)
     cli.check(p.stdout == "", f"{' '.join(args)}: nothing on stdout", p.stdout)
 
+# The argument is shown with its control characters escaped: an ESC in it
+# does not reach the terminal.
+p = cli.run("run", "-q", plan, "--input", "n1/x\x1b[31m")
+cli.check_exit(p, USAGE, "--input with an ESC")
+cli.check('--input "n1/x\\u001B[31m": expected node/blob=JSON' in p.stderr and "\x1b" not in p.stderr,
+          "--input with an ESC: shown escaped", p.stderr)
+
 # A value that does not parse: where, in the value, and a hint on JSON;
 # any other error without the hint.
 hint = " (the value is JSON: quote a string, e.g. '\"text\"')"
