@@ -6,7 +6,12 @@
 // the fast path of a net of one op directly; this checks that blobs, the
 // status, iterations, net runs and the observer's net events come out as
 // one iteration at a time would make them, whatever the yield interval,
-// the stop point, a failure's place, or fast paths that decline.
+// the stop point, a failure's place, or fast paths that decline. The
+// stop blob is written by built-ins and by kernels of this file whose fast
+// paths promise to write in place or make no promise (and re-create the
+// blob, or give it another type), so that the check the loop skips after
+// a net that cannot have changed the blob (fast_writes) is seen to be
+// skipped only then.
 #include <taskgroup/step_runner.hpp>
 
 #include <taskgroup/execution_step.hpp>
@@ -32,11 +37,15 @@ namespace {
 // One op of a generated net, acting on the int64 counter "x", a double
 // "d" or the stop blob.
 enum class op_kind {
-  inc,        // Add(x, one) -> x: int64, its fast path takes it
-  inc_d,      // Add(d, half) -> d: double, the fast path declines
-  check,      // GE(x, limit) -> stop (stop-blob loops only)
-  fail_at,    // an inline op (no fast path) failing when x == fail
-  set_stop_i  // ConstantFill -> stop as an int64 (a stop blob of the wrong type)
+  inc,         // Add(x, one) -> x: int64, its fast path takes it
+  inc_d,       // Add(d, half) -> d: double, the fast path declines
+  check,       // GE(x, limit) -> stop (stop-blob loops only)
+  fail_at,     // an inline op (no fast path) failing when x == fail
+  set_stop_i,  // ConstantFill -> stop as an int64 (a stop blob of the wrong type)
+  // Kernels of this file with a fast path, writing stop = x >= limit:
+  check_in_place,  // in place, promising fast_writes::own_blobs_in_place
+  check_anew,      // no promise: the blob's value made anew (emplace) on every run
+  set_stop_i_fast  // no promise: the fast path gives the stop blob an int64
 };
 
 struct loop_spec {
@@ -81,19 +90,37 @@ loop_spec generate(std::uint64_t seed) {
     std::vector<op_kind> ops;
     const auto n = pick(1, 3) == 1 ? 2 : 1;  // mostly nets of one op
     for (std::int64_t i = 0; i < n; ++i) {
-      const auto r = pick(0, 9);
-      ops.push_back(r < 5 ? op_kind::inc : r < 7 ? op_kind::inc_d : r < 9 ? op_kind::check : op_kind::fail_at);
+      const auto r = pick(0, 11);
+      ops.push_back(r < 5    ? op_kind::inc
+                    : r < 7  ? op_kind::inc_d
+                    : r < 9  ? op_kind::check
+                    : r < 10 ? op_kind::fail_at
+                    : r < 11 ? op_kind::check_in_place
+                             : op_kind::check_anew);
     }
     s.nets.push_back(std::move(ops));
   }
-  // Every loop counts; a stop-blob loop checks at least once, and once in
-  // a while writes its stop blob with the wrong type.
-  s.nets.front().insert(s.nets.front().begin(), op_kind::inc);
+  // Every loop counts (in a net of its own half the time: a loop whose
+  // nets have one op each calls their fast paths directly); a stop-blob
+  // loop checks at least once, and once in a while writes its stop blob
+  // with the wrong type.
+  if (pick(0, 1) == 0) {
+    s.nets.front().insert(s.nets.front().begin(), op_kind::inc);
+  } else {
+    s.nets.insert(s.nets.begin(), {op_kind::inc});
+  }
   if (s.stop_mode) {
+    const auto count = static_cast<std::int64_t>(s.nets.size());
+    op_kind last = op_kind::check;
     if (pick(0, 12) == 0) {
-      s.nets.back().push_back(op_kind::set_stop_i);
+      last = pick(0, 1) == 0 ? op_kind::set_stop_i : op_kind::set_stop_i_fast;
+    } else if (const auto r = pick(0, 3); r < 2) {
+      last = r == 0 ? op_kind::check_in_place : op_kind::check_anew;
+    }
+    if (pick(0, 1) == 0) {  // in a net of its own
+      s.nets.insert(s.nets.begin() + pick(0, count), {last});
     } else {
-      s.nets[static_cast<std::size_t>(pick(0, nets - 1))].push_back(op_kind::check);
+      s.nets[static_cast<std::size_t>(pick(0, count - 1))].push_back(last);
     }
   }
   return s;
@@ -131,10 +158,13 @@ outcome simulate(const loop_spec& s) {
           case op_kind::inc: ++r.x; break;
           case op_kind::inc_d: r.d += 0.5; break;
           case op_kind::check:
+          case op_kind::check_in_place:
+          case op_kind::check_anew:
             stop = r.x >= s.limit;
             stop_is_int = false;
             break;
-          case op_kind::set_stop_i: stop_is_int = true; break;
+          case op_kind::set_stop_i:
+          case op_kind::set_stop_i_fast: stop_is_int = true; break;
           case op_kind::fail_at:
             if (r.x == s.fail) {
               r.ok = false;
@@ -156,7 +186,73 @@ outcome simulate(const loop_spec& s) {
   }
 }
 
+// The kernels of this file's own op types, registered once in the global
+// registry (run_step and the session look types up there). Each fast path
+// declines what it does not take; each general path does the same as its
+// fast path.
+void register_test_ops() {
+  using factory_result = result<std::unique_ptr<op_kernel>>;
+  static const bool done = [] {
+    operator_registry& reg = operator_registry::global();
+    auto add = [&](operator_schema s) { REQUIRE(reg.add(std::move(s))); };
+    // stop = x >= limit, in place, with the promise.
+    add(operator_schema("TestCheckInPlace").inputs(2).outputs(1).factory([](op_context& ctx) -> factory_result {
+      const blob* x = &ctx.input_blob(0);
+      const blob* limit = &ctx.input_blob(1);
+      blob* out = &ctx.output_blob(0);
+      auto fast = [x, limit, out]() noexcept {
+        const i64* a = x->exact<i64>();
+        const i64* b = limit->exact<i64>();
+        bool* o = out->exact<bool>();
+        if (a == nullptr || b == nullptr || o == nullptr) return false;
+        *o = *a >= *b;
+        return true;
+      };
+      return make_fast_kernel(
+          fast,
+          [x, limit, out]() -> status {
+            out->set(x->as<i64>() >= limit->as<i64>());
+            return ok();
+          },
+          fast_writes::own_blobs_in_place);
+    }));
+    // The same without the promise, its value made anew on every run: the
+    // storage the previous check read is freed.
+    add(operator_schema("TestCheckAnew").inputs(2).outputs(1).factory([](op_context& ctx) -> factory_result {
+      const blob* x = &ctx.input_blob(0);
+      const blob* limit = &ctx.input_blob(1);
+      blob* out = &ctx.output_blob(0);
+      auto fast = [x, limit, out]() noexcept {
+        const i64* a = x->exact<i64>();
+        const i64* b = limit->exact<i64>();
+        if (a == nullptr || b == nullptr) return false;
+        out->emplace<bool>(*a >= *b);
+        return true;
+      };
+      return make_fast_kernel(fast, [x, limit, out]() -> status {
+        out->emplace<bool>(x->as<i64>() >= limit->as<i64>());
+        return ok();
+      });
+    }));
+    // Without the promise: the fast path gives the stop blob an int64.
+    add(operator_schema("TestSetStopInt").inputs(0).outputs(1).factory([](op_context& ctx) -> factory_result {
+      blob* out = &ctx.output_blob(0);
+      auto fast = [out]() noexcept {
+        out->emplace<i64>(1);
+        return true;
+      };
+      return make_fast_kernel(fast, [out]() -> status {
+        out->emplace<i64>(1);
+        return ok();
+      });
+    }));
+    return true;
+  }();
+  (void)done;
+}
+
 execution_step build(const loop_spec& s) {
+  register_test_ops();
   auto st = step("loop");
   std::vector<net> nets;
   for (std::size_t u = 0; u < s.nets.size(); ++u) {
@@ -167,6 +263,9 @@ execution_step build(const loop_spec& s) {
         case op_kind::inc_d: n.op("Add", {"d", "half"}, {"d"}); break;
         case op_kind::check: n.op("GE", {"x", "limit"}, {"stop"}); break;
         case op_kind::set_stop_i: n.op("ConstantFill", {}, {"stop"}, {{"value", i64{1}}}); break;
+        case op_kind::check_in_place: n.op("TestCheckInPlace", {"x", "limit"}, {"stop"}); break;
+        case op_kind::check_anew: n.op("TestCheckAnew", {"x", "limit"}, {"stop"}); break;
+        case op_kind::set_stop_i_fast: n.op("TestSetStopInt", {}, {"stop"}); break;
         case op_kind::fail_at: {
           const std::int64_t fail = s.fail;
           n.lambda("FailAt", {"x"}, {}, [fail](op_context& ctx) -> status {

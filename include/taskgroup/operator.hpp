@@ -286,6 +286,21 @@ class TASKGROUP_API op_completion {
 /// kernels of this form costs no frame while it pends (see
 /// `local_session`). Either may also throw; the net runner converts
 /// exceptions into the op's error.
+/// What a kernel's fast path (`op_kernel::fast_path`) promises about the
+/// blobs it writes when it returns true.
+enum class fast_writes : std::uint8_t {
+  /// No promise: it may write any blob it can reach (the default).
+  any,
+  /// Only the op's own input and output blobs, each in place through
+  /// `blob::exact` (so never changing the type a blob holds, nor where its
+  /// value lives). A step loop with a stop blob relies on it: after a net
+  /// of one such op that names the stop blob neither as input nor as
+  /// output, the stop check is known to say what the one before it said,
+  /// and is skipped. Every built-in with a fast path makes this promise; a
+  /// kernel that breaks it may see its loop miss a stop.
+  own_blobs_in_place,
+};
+
 class TASKGROUP_API op_kernel {
  public:
   /// Tag of the constructor of kernels with a callback form.
@@ -351,16 +366,23 @@ class TASKGROUP_API op_kernel {
   };
   /// This kernel's fast path; `fn` is null when it has none.
   [[nodiscard]] const fast_path& fast() const noexcept { return fast_; }
+  /// What the fast path promises about its writes (`fast_writes`).
+  [[nodiscard]] fast_writes fast_promise() const noexcept { return promise_; }
 
  protected:
-  /// Installs the fast path (see `fast_path`); a derived kernel's
-  /// constructor calls it. `make_fast_kernel` does it for you.
-  void set_fast(const fast_path& f) noexcept { fast_ = f; }
+  /// Installs the fast path (see `fast_path`) and what it promises about
+  /// its writes; a derived kernel's constructor calls it.
+  /// `make_fast_kernel` does it for you.
+  void set_fast(const fast_path& f, fast_writes promise = fast_writes::any) noexcept {
+    fast_ = f;
+    promise_ = promise;
+  }
 
  private:
   fast_path fast_;
   bool async_;
   bool startable_ = false;
+  fast_writes promise_ = fast_writes::any;
 };
 
 /// Completes `done` through `ex` with success once `deadline` has passed,
@@ -424,7 +446,7 @@ class fast_kernel final : public op_kernel {
       std::is_trivially_copyable_v<Fast> && sizeof(Fast) <= sizeof(fast_path::state) && alignof(Fast) <= alignof(void*);
 
  public:
-  fast_kernel(Fast fast, General general) : fast_(std::move(fast)), general_(std::move(general)) {
+  fast_kernel(Fast fast, General general, fast_writes promise) : fast_(std::move(fast)), general_(std::move(general)) {
     fast_path f;
     if constexpr (inline_state) {
       // A byte copy of a trivially copyable object is that object (and
@@ -440,7 +462,7 @@ class fast_kernel final : public op_kernel {
         return k->fast_();
       };
     }
-    set_fast(f);
+    set_fast(f, promise);
   }
   status run() override {
     if (fast_()) [[likely]]
@@ -474,13 +496,15 @@ std::unique_ptr<op_kernel> make_kernel(F f) {
 /// How the built-in arithmetic and comparison ops reach near the cost of a
 /// virtual call: `fast()` tests that its pre-resolved blobs already hold
 /// the expected types (`blob::exact<T>()`) and computes in place.
+/// `promise`: what `fast()` promises about its writes (`fast_writes`);
+/// pass `fast_writes::own_blobs_in_place` only when it holds.
 /// Returns the kernel (never null); errors are `general()`'s, at run time.
 /// Threading: both are called where `run()` would be (the strand owning
 /// the net's workspace).
 template <class Fast, class General>
-std::unique_ptr<op_kernel> make_fast_kernel(Fast fast, General general) {
+std::unique_ptr<op_kernel> make_fast_kernel(Fast fast, General general, fast_writes promise = fast_writes::any) {
   static_assert(std::is_nothrow_invocable_r_v<bool, const Fast&>, "fast() must be const, noexcept and return bool");
-  return std::make_unique<detail::fast_kernel<Fast, General>>(std::move(fast), std::move(general));
+  return std::make_unique<detail::fast_kernel<Fast, General>>(std::move(fast), std::move(general), promise);
 }
 
 /// A declared argument of a schema.

@@ -30,6 +30,19 @@ class fast_net_run {
   /// The net's run once op 0's fast path has declined (having changed
   /// nothing): the rest of `operator()`.
   [[nodiscard]] status after_decline() const noexcept { return inst_->run_general_from(0); }
+  /// What op 0's fast path promises about its writes (`size() >= 1`).
+  [[nodiscard]] fast_writes first_promise() const noexcept { return inst_->ops_[0].kernel->fast_promise(); }
+  /// Whether op 0 names `b` as one of its inputs or outputs (`size() >= 1`).
+  [[nodiscard]] bool first_names(const blob* b) const noexcept {
+    const op_context& ctx = inst_->ops_[0].ctx;
+    for (std::size_t j = 0; j < ctx.num_inputs(); ++j) {
+      if (&ctx.input_blob(j) == b) return true;
+    }
+    for (std::size_t j = 0; j < ctx.num_outputs(); ++j) {
+      if (&ctx.output_blob(j) == b) return true;
+    }
+    return false;
+  }
 
  private:
   net_instance* inst_;

@@ -106,7 +106,7 @@ kernel_result arithmetic_factory(op_context& ctx) {
   blob* out = &ctx.output_blob(0);
   const op_context* c = &ctx;
   auto fast = binary_fast_path<std::int64_t, std::int64_t, Op>(a, b, out);
-  return make_fast_kernel(fast, [a, b, out, c]() -> status {
+  return builtin_fast_kernel(fast, [a, b, out, c]() -> status {
     if (const auto* x = a->try_get<std::int64_t>()) {
       if (const auto* y = b->try_get<std::int64_t>()) [[likely]] {
         if constexpr (Op::divides) {
@@ -206,7 +206,7 @@ kernel_result compare_factory(op_context& ctx) {
   blob* out = &ctx.output_blob(0);
   const op_context* c = &ctx;
   auto fast = binary_fast_path<std::int64_t, bool, Op>(a, b, out);
-  return make_fast_kernel(fast, [a, b, out, c]() -> status {
+  return builtin_fast_kernel(fast, [a, b, out, c]() -> status {
     if (compare_as<std::int64_t, Op>(a, b, out) || compare_as<double, Op>(a, b, out)) return ok();
     if constexpr (Op::equality) {
       if (compare_as<bool, Op>(a, b, out) || compare_as<std::string, Op>(a, b, out)) return ok();
@@ -236,7 +236,7 @@ kernel_result logic_factory(op_context& ctx) {
   blob* out = &ctx.output_blob(0);
   const op_context* c = &ctx;
   auto fast = binary_fast_path<bool, bool, Op>(a, b, out);
-  return make_fast_kernel(fast, [a, b, out, c]() -> status {
+  return builtin_fast_kernel(fast, [a, b, out, c]() -> status {
     if (const bool* x = a->try_get<bool>()) {
       if (const bool* y = b->try_get<bool>()) {
         out->set(Op::apply(*x, *y));
@@ -259,7 +259,7 @@ kernel_result not_factory(op_context& ctx) {
     *o = !*x;
     return true;
   };
-  return make_fast_kernel(fast, [in, out, c]() -> status {
+  return builtin_fast_kernel(fast, [in, out, c]() -> status {
     if (const bool* x = in->try_get<bool>()) {
       out->set(!*x);
       return ok();

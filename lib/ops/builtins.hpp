@@ -19,10 +19,18 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <utility>
 
 namespace taskgroup::detail {
 
 using kernel_result = result<std::unique_ptr<op_kernel>>;
+
+/// `make_fast_kernel` for a built-in: every built-in fast path writes only
+/// its op's own blobs, in place (`fast_writes::own_blobs_in_place`).
+template <class Fast, class General>
+std::unique_ptr<op_kernel> builtin_fast_kernel(Fast fast, General general) {
+  return make_fast_kernel(std::move(fast), std::move(general), fast_writes::own_blobs_in_place);
+}
 
 /// Adds schemas to a registry one by one: every type that can be added is,
 /// and the first failure is kept.

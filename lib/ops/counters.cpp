@@ -42,7 +42,7 @@ kernel_result count_down_factory(op_context& ctx) {
     *d = finished;
     return true;
   };
-  return make_fast_kernel(fast, [counter, done, c]() -> status {
+  return builtin_fast_kernel(fast, [counter, done, c]() -> status {
     std::int64_t* n = counter->try_get<std::int64_t>();
     if (n == nullptr) [[unlikely]]
       return input_type_error(*c, 0, "int64");
@@ -89,7 +89,7 @@ kernel_result iter_factory(op_context& ctx) {
     *n = wrap(bits(*n) + 1);
     return true;
   };
-  return make_fast_kernel(fast, [out, c]() -> status {
+  return builtin_fast_kernel(fast, [out, c]() -> status {
     if (std::int64_t* n = out->try_get<std::int64_t>()) [[likely]] {
       *n = wrap(bits(*n) + 1);
       return ok();

@@ -239,7 +239,15 @@ struct runner {  // internal: every member is used by the entry points below
           case loop_exit::cancelled: co_return cancelled_at(path);
           case loop_exit::yield: break;
         }
-        if (!co_await yield(*stop.cs)) co_return cancelled_at(path);
+        // The yield awaited here, not through `yield` (one frame less on
+        // the path of every long synchronous loop).
+        bool resumed = true;
+        try {
+          co_await asio::post(ex_, asio::use_awaitable);
+        } catch (...) {
+          resumed = false;
+        }
+        if (!resumed || stop.requested()) co_return cancelled_at(path);
         // An offloaded op may have started meanwhile: the nets may wait now.
         if (!has_only_sync_nets(n, b)) break;
       }

@@ -40,22 +40,40 @@ loop_exit sync_loop(step_machine& m, const step_path* path, Stop stop, yield_clo
   }
   auto ended = [&](const status& st) {
     if (st) [[likely]]
-      return true;
+      return net_ran::any;
     failure = at(path, st.error());
-    return false;
+    return net_ran::failed;
   };
   if constexpr (!Observed) {
     if (one_op_each) {
       // Nets of one op each (a loop's condition and body, say): each op's
-      // fast path, copied here, is called without a loop over the net.
-      boost::container::small_vector<op_kernel::fast_path, 4> paths;
-      for (const fast_net_run& r : runs) paths.push_back(r.first_path());
-      return m.run_nets(stop, clock, ctx.stats, [&](net_instance&, std::uint32_t u) {
-        const op_kernel::fast_path& p = paths[u];
-        if (p.fn(p.state)) [[likely]]
-          return true;
-        return ended(runs[u].after_decline());
-      });
+      // fast path, copied here, is called without a loop over the net,
+      // and says how it wrote when it ran.
+      struct unit {
+        op_kernel::fast_path path;
+        net_ran ran;  // when the fast path has run
+      };
+      boost::container::small_vector<unit, 4> units;
+      const blob* stop_blob = m.bound().stop;
+      for (const fast_net_run& r : runs) {
+        net_ran ran = net_ran::any;
+        if (r.first_promise() == fast_writes::own_blobs_in_place) {
+          ran = r.first_names(stop_blob) ? net_ran::in_place : net_ran::elsewhere;
+        }
+        units.push_back({r.first_path(), ran});
+      }
+      auto loop = [&](auto how) {
+        return m.run_nets(stop, clock, ctx.stats, [&](net_instance&, std::uint32_t u) {
+          const unit& e = units[u];
+          if (e.path.fn(e.path.state)) [[likely]]
+            return how(e);
+          return ended(runs[u].after_decline());
+        });
+      };
+      // Without a stop blob how a net wrote does not matter: a constant,
+      // so that the loop has no test of it.
+      if (stop_blob == nullptr) return loop([](const unit&) { return net_ran::any; });
+      return loop([](const unit& e) { return e.ran; });
     }
   }
   return m.run_nets(stop, clock, ctx.stats, [&](net_instance& inst, std::uint32_t u) {

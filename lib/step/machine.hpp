@@ -145,6 +145,15 @@ enum class stop_verdict : std::uint8_t { go_on, stop, bad_type };
 /// blob of another type than bool.
 enum class loop_exit : std::uint8_t { end, yield, failed, bad_stop, cancelled };
 
+/// How a net of a synchronous loop ran (`step_machine::run_nets`), which
+/// says what its run may have done to the stop blob.
+enum class net_ran : std::uint8_t {
+  failed,     ///< it failed: the loop ends
+  any,        ///< it may have written any blob, the stop blob's type included
+  in_place,   ///< it wrote only its op's own blobs in place (`fast_writes`), the stop blob among them
+  elsewhere,  ///< as `in_place`, and the stop blob is not among them
+};
+
 /// One execution of one step: where it stands and what comes next.
 class step_machine {
  public:
@@ -212,9 +221,9 @@ class step_machine {
 
   /// The same rules as `next` and `unit_ended`, as one tight loop for a net
   /// step whose nets are all synchronous: `run_net(net, u)` runs each net,
-  /// the step's `u`-th (false: it failed, the loop ends `failed`), and
-  /// tells the observer itself (`run_sync_loop`); the runs are counted in
-  /// `stats->net_runs` in bulk. Leaves at the end of the execution, on a
+  /// the step's `u`-th, says how it ran (`net_ran`; `failed`: the loop
+  /// ends `failed`), and tells the observer itself (`run_sync_loop`); the
+  /// runs are counted in `stats->net_runs` in bulk. Leaves at the end of the execution, on a
   /// failure, a cancellation or a due yield (call again after it).
   template <class Stop, class RunNet>
   loop_exit run_nets(Stop stop, yield_clock& clock, step_stats* stats, RunNet&& run_net) {
@@ -244,8 +253,13 @@ class step_machine {
   template <bool StopBlob, class Stop, class RunNet>
   loop_exit run_nets_as(Stop stop, yield_clock& clock, step_stats* stats, RunNet& run_net) {
     net_instance* const* const nets = b_->nets.data();
-    const blob* const stop_blob = b_->stop;
     const std::uint32_t units = units_;
+    // The stop blob's value as the last check found it, while every net
+    // since ran in place (`net_ran`): the blob still holds a bool there,
+    // so the check after such a net is a read of it, or, after a net that
+    // does not name the blob, known to say "go on" again. Null: the next
+    // check is the full one (`verdict_of`).
+    const bool* known = nullptr;
     for (;;) {
       switch (begin_iteration(stop, clock, stats)) {
         case boundary::go: break;
@@ -253,29 +267,40 @@ class step_machine {
         case boundary::cancelled: return loop_exit::cancelled;
         case boundary::yield: return loop_exit::yield;
       }
-      // This iteration, then up to `more` that follow it with no decision
-      // to make at their start but the stop request: begin_iteration's
-      // other checks are known to pass for them. They are counted in one
-      // go when the run of them ends (`started_more`).
-      const std::uint32_t more = plain_starts(clock);
-      std::uint32_t extra = 0;
+      // This iteration, then up to `plain_starts` more that follow it with
+      // no decision to make at their start but the stop request:
+      // begin_iteration's other checks are known to pass for them. They
+      // are counted in one go when the run of them ends (`ran`). `left`
+      // counts down the ones still allowed; the ones begun are computed
+      // again at the end (`begun`) rather than kept: the registers this
+      // loop keeps across the calls of its nets are few.
+      std::uint32_t left = plain_starts(clock);
       for (;;) {
         for (std::uint32_t u = 0; u != units; ++u) {
-          if (!run_net(*nets[u], u)) [[unlikely]] {
-            ran(extra, u, u + 1, clock, stats);
+          const net_ran how = run_net(*nets[u], u);
+          if (how == net_ran::failed) [[unlikely]] {
+            ran(begun(clock, left), u, u + 1, clock, stats);
             return loop_exit::failed;
           }
           if constexpr (StopBlob) {
+            if (known != nullptr && how != net_ran::any) {
+              if (how == net_ran::elsewhere || !*known) [[likely]]
+                continue;
+              ran(begun(clock, left), u + 1, u + 1, clock, stats);
+              return loop_exit::end;
+            }
+            const blob* const stop_blob = b_->stop;
             if (const stop_verdict v = verdict_of(stop_blob); v != stop_verdict::go_on) [[unlikely]] {
-              ran(extra, u + 1, u + 1, clock, stats);
+              ran(begun(clock, left), u + 1, u + 1, clock, stats);
               return v == stop_verdict::stop ? loop_exit::end : loop_exit::bad_stop;
             }
+            known = stop_blob->exact<bool>();  // null while not written yet
           }
         }
-        if (extra == more || stop.requested()) break;
-        ++extra;
+        if (left == 0 || stop.requested()) break;
+        --left;
       }
-      ran(extra, units, units, clock, stats);
+      ran(begun(clock, left), units, units, clock, stats);
     }
   }
 
@@ -284,6 +309,12 @@ class step_machine {
   // yield comes due.
   [[nodiscard]] std::uint32_t plain_starts(const yield_clock& clock) const noexcept {
     return static_cast<std::uint32_t>(std::min<std::uint64_t>(starts_left() - 1, clock.quiet_ticks()));
+  }
+
+  // How many iterations a run of run_nets_as has begun after the one
+  // begin_iteration started, with `left` of plain_starts(clock) not begun.
+  [[nodiscard]] std::uint32_t begun(const yield_clock& clock, std::uint32_t left) const noexcept {
+    return plain_starts(clock) - left;
   }
 
   // A run of run_nets_as ended: after the iteration that begin_iteration
