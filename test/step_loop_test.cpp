@@ -186,66 +186,58 @@ outcome simulate(const loop_spec& s) {
   }
 }
 
-// The kernels of this file's own op types, registered once in the global
-// registry (run_step and the session look types up there). Each fast path
-// declines what it does not take; each general path does the same as its
-// fast path.
+using factory_result = result<std::unique_ptr<op_kernel>>;
+
+// stop = x >= limit: in place, with the promise (InPlace), or made anew on
+// every run, without it (the storage the previous check read is freed).
+// The fast path declines inputs that are not int64; the general path does
+// the same as the fast path.
+template <bool InPlace>
+factory_result check_factory(op_context& ctx) {
+  const blob* x = &ctx.input_blob(0);
+  const blob* limit = &ctx.input_blob(1);
+  blob* out = &ctx.output_blob(0);
+  auto fast = [x, limit, out]() noexcept {
+    const i64* a = x->exact<i64>();
+    const i64* b = limit->exact<i64>();
+    if (a == nullptr || b == nullptr) return false;
+    if constexpr (InPlace) {
+      bool* o = out->exact<bool>();
+      if (o == nullptr) return false;
+      *o = *a >= *b;
+    } else {
+      out->emplace<bool>(*a >= *b);
+    }
+    return true;
+  };
+  auto general = [x, limit, out]() -> status {
+    out->emplace<bool>(x->as<i64>() >= limit->as<i64>());
+    return ok();
+  };
+  return make_fast_kernel(fast, general, InPlace ? fast_writes::own_blobs_in_place : fast_writes::any);
+}
+
+// Without the promise: the fast path gives the stop blob an int64.
+factory_result set_stop_int_factory(op_context& ctx) {
+  blob* out = &ctx.output_blob(0);
+  auto set = [out]() noexcept {
+    out->emplace<i64>(1);
+    return true;
+  };
+  return make_fast_kernel(set, [set]() -> status {
+    set();
+    return ok();
+  });
+}
+
+// This file's op types, registered once in the global registry (run_step
+// and the session look types up there).
 void register_test_ops() {
-  using factory_result = result<std::unique_ptr<op_kernel>>;
   static const bool done = [] {
     operator_registry& reg = operator_registry::global();
-    auto add = [&](operator_schema s) { REQUIRE(reg.add(std::move(s))); };
-    // stop = x >= limit, in place, with the promise.
-    add(operator_schema("TestCheckInPlace").inputs(2).outputs(1).factory([](op_context& ctx) -> factory_result {
-      const blob* x = &ctx.input_blob(0);
-      const blob* limit = &ctx.input_blob(1);
-      blob* out = &ctx.output_blob(0);
-      auto fast = [x, limit, out]() noexcept {
-        const i64* a = x->exact<i64>();
-        const i64* b = limit->exact<i64>();
-        bool* o = out->exact<bool>();
-        if (a == nullptr || b == nullptr || o == nullptr) return false;
-        *o = *a >= *b;
-        return true;
-      };
-      return make_fast_kernel(
-          fast,
-          [x, limit, out]() -> status {
-            out->set(x->as<i64>() >= limit->as<i64>());
-            return ok();
-          },
-          fast_writes::own_blobs_in_place);
-    }));
-    // The same without the promise, its value made anew on every run: the
-    // storage the previous check read is freed.
-    add(operator_schema("TestCheckAnew").inputs(2).outputs(1).factory([](op_context& ctx) -> factory_result {
-      const blob* x = &ctx.input_blob(0);
-      const blob* limit = &ctx.input_blob(1);
-      blob* out = &ctx.output_blob(0);
-      auto fast = [x, limit, out]() noexcept {
-        const i64* a = x->exact<i64>();
-        const i64* b = limit->exact<i64>();
-        if (a == nullptr || b == nullptr) return false;
-        out->emplace<bool>(*a >= *b);
-        return true;
-      };
-      return make_fast_kernel(fast, [x, limit, out]() -> status {
-        out->emplace<bool>(x->as<i64>() >= limit->as<i64>());
-        return ok();
-      });
-    }));
-    // Without the promise: the fast path gives the stop blob an int64.
-    add(operator_schema("TestSetStopInt").inputs(0).outputs(1).factory([](op_context& ctx) -> factory_result {
-      blob* out = &ctx.output_blob(0);
-      auto fast = [out]() noexcept {
-        out->emplace<i64>(1);
-        return true;
-      };
-      return make_fast_kernel(fast, [out]() -> status {
-        out->emplace<i64>(1);
-        return ok();
-      });
-    }));
+    REQUIRE(reg.add(operator_schema("TestCheckInPlace").inputs(2).outputs(1).factory(check_factory<true>)));
+    REQUIRE(reg.add(operator_schema("TestCheckAnew").inputs(2).outputs(1).factory(check_factory<false>)));
+    REQUIRE(reg.add(operator_schema("TestSetStopInt").inputs(0).outputs(1).factory(set_stop_int_factory)));
     return true;
   }();
   (void)done;
