@@ -48,7 +48,7 @@ namespace taskgroup {
 
 /// The ABI version of op libraries this taskgroup loads, baked into every
 /// library built with `TASKGROUP_OP_LIBRARY` against these headers.
-inline constexpr std::uint32_t op_library_abi_version = 1;
+inline constexpr std::uint32_t op_library_abi_version = 2;
 
 /// The name of the entry point's symbol.
 inline constexpr const char* op_library_entry_symbol = "taskgroup_op_library";

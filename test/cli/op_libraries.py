@@ -54,7 +54,7 @@ refused(["run", "--load", text, plan], "a file that is not a shared object", f'o
 refused(["run", "--load", bad["no_entry"], plan], "a library without the entry point",
         f'op library "{bad["no_entry"]}": not a taskgroup op library (no taskgroup_op_library entry point')
 refused(["run", "--load", bad["wrong_abi"], plan], "a library of another ABI version",
-        f'op library "{bad["wrong_abi"]}": built for op library ABI version 99, this taskgroup loads version 1')
+        f'op library "{bad["wrong_abi"]}": built for op library ABI version 99, this taskgroup loads version 2')
 refused(["run", "--load", bad["clash"], plan], "a library registering a built-in's type",
         f'op library "{bad["clash"]}": operator type "Add" is already registered')
 refused(["run", "--load", lib, "--load", lib, plan], "the same library twice",

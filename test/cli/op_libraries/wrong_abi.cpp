@@ -4,13 +4,18 @@
 // abort the test if it ran).
 #include <taskgroup/op_library.hpp>
 
+#include <cstdint>
 #include <cstdlib>
 
 namespace {
+// The version test/cli/op_libraries.py expects in the loader's message.
+constexpr std::uint32_t other_version = 99;
+static_assert(other_version != taskgroup::op_library_abi_version);
+
 taskgroup::status never_called(taskgroup::operator_registry& /*registry*/) noexcept { std::abort(); }
 }  // namespace
 
 extern "C" __attribute__((visibility("default"))) const taskgroup::op_library_entry* taskgroup_op_library() {
-  static const taskgroup::op_library_entry entry{taskgroup::op_library_abi_version + 98, &never_called};
+  static const taskgroup::op_library_entry entry{other_version, &never_called};
   return &entry;
 }
