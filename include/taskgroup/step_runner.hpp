@@ -6,7 +6,9 @@
 // - Nets run in order; synchronous ops inline, only async ops suspend. The
 //   stop blob is checked after every net, every sequential substep and
 //   every concurrent iteration; a true stop blob ends the step that owns it
-//   with success.
+//   with success. A check after a net that provably left the blob alone
+//   (one op whose fast path ran under `fast_writes::own_blobs_in_place`
+//   and does not name the blob) is skipped: it could say nothing new.
 // - Concurrent substeps and instances are a when_all over coroutines on
 //   the same strand with a barrier per iteration; with `create_workspace`
 //   each execution (so each instance) gets its own child workspace.
