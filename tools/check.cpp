@@ -220,7 +220,8 @@ std::string summarize_group(const task_group& group, std::string_view path) {
 
   std::string body_text;
   for (std::size_t i = 0; i < nodes.size(); ++i) summarize_node(group, nodes[i], by_node[i], total, body_text);
-  out += plural(nodes.size(), "node", "nodes") + " (" + join(nodes) + "), " +
+  // The totals line names the first nodes only; each has its section below.
+  out += plural(nodes.size(), "node", "nodes") + " (" + join(nodes, 10) + "), " +
          plural(group.tasks().size(), "task", "tasks") + ", " + plural(total.steps, "step", "steps") + ", " +
          plural(total.net_count(), "net", "nets") + " (" + plural(total.op_count(), "op", "ops") + ")\n";
   out += body_text;

@@ -185,12 +185,14 @@ std::string escape_controls(std::string_view s) {
   return out;
 }
 
-std::string join(const std::vector<std::string>& v) {
+std::string join(const std::vector<std::string>& v, std::size_t most) {
   std::string out;
-  for (std::size_t i = 0; i < v.size(); ++i) {
+  const std::size_t shown = std::min(v.size(), most);
+  for (std::size_t i = 0; i < shown; ++i) {
     if (i > 0) out += ", ";
     out += v[i];
   }
+  if (shown < v.size()) out += ", ... (" + std::to_string(v.size() - shown) + " more)";
   return out;
 }
 

@@ -8,14 +8,17 @@
 
 #include <boost/json/value.hpp>
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 #include <vector>
 
 namespace taskgroup::cli {
 
-/// `a, b, c`: a list joined with ", " (summaries, graph labels).
-std::string join(const std::vector<std::string>& v);
+/// `a, b, c`: a list joined with ", " (summaries, graph labels). With
+/// `most`, a longer list shows its first `most` items and then `... (k
+/// more)`: a summary line of 10^5 names helps nobody.
+std::string join(const std::vector<std::string>& v, std::size_t most = SIZE_MAX);
 
 /// `s` with its control characters shown as escapes, for text that a
 /// person reads (the outputs table, graph labels): `\n`, `\t` and `\r`,

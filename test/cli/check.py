@@ -33,6 +33,15 @@ p = cli.run("check", cli.plan("types.json"))
 cli.check("outputs: i, d, whole, b, s, li, ld, lb, ls, empty, q, [x, y]" in p.stdout, "list outputs in brackets",
           p.stdout)
 
+# The totals line names ten nodes at most, then says how many it left out.
+for n in range(9, 13):
+    plan = {"taskgroup_plan": 1, "nets": [{"name": "w", "ops": []}],
+            "tasks": [{"name": f"t{i}", "node": f"n{i}", "step": {"name": "s", "nets": ["w"]}} for i in range(n)]}
+    p = cli.run("check", cli.temp(f"nodes{n}.json", json.dumps(plan)))
+    names = ", ".join(f"n{i}" for i in range(min(n, 10))) + (f", ... ({n - 10} more)" if n > 10 else "")
+    want = f"{n} nodes ({names}), {n} tasks, {n} steps, 1 net (0 ops)"
+    cli.check(p.stdout.splitlines()[1:3] == ["workspace type: private", want], f"{n} nodes: totals line", p.stdout)
+
 bad = cli.temp("bad.json", '{"taskgroup_plan": 1, "nets": [{"name": "n", "ops": [{"type": "Ad"}]}]}')
 p = cli.run("check", bad)
 cli.check_exit(p, USAGE, "check on a plan with an unknown op")
