@@ -118,24 +118,23 @@ int ops_command(const plan_args& a, bool json) {
   return exit_ok;
 }
 
-// When the first word of the command line names no subcommand: the
-// message saying so, with the subcommands (CLI11 would say that one is
-// required).
+// When the command line names no subcommand: the message saying so, with
+// the subcommands (CLI11 would only say that one is required).
 std::optional<std::string> unknown_command(const CLI::App& app, int argc, char** argv) {
   if (!app.get_subcommands().empty()) return std::nullopt;  // one was found: CLI11's own message
   const std::function<bool(const CLI::App*)> every = [](const CLI::App*) { return true; };
   const auto commands = app.get_subcommands(every);
+  std::string names;
+  for (const auto* c : commands) names += (names.empty() ? "" : ", ") + c->get_name();
   for (int i = 1; i < argc; ++i) {
     const std::string word = argv[i];
     if (word.starts_with("-")) continue;  // --help is the only option before the command
-    std::string names;
     for (const auto* c : commands) {
       if (c->get_name() == word) return std::nullopt;
-      names += (names.empty() ? "" : ", ") + c->get_name();
     }
     return "unknown command " + tg::quote(word) + "; expected one of: " + names;
   }
-  return std::nullopt;
+  return "no command given; expected one of: " + names + " (taskgroup --help describes them)";
 }
 
 }  // namespace
@@ -213,7 +212,10 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    if (auto unknown = unknown_command(app, argc, argv)) return print_error(*unknown, exit_usage);
+    // (--help is a ParseError that succeeds.)
+    if (e.get_exit_code() != 0) {
+      if (auto unknown = unknown_command(app, argc, argv)) return print_error(*unknown, exit_usage);
+    }
     const int code = app.exit(e);
     return code == 0 ? exit_ok : exit_usage;
   }

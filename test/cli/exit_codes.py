@@ -69,6 +69,15 @@ for args in [[], ["frobnicate"], ["run"], ["run", cli.shipped("seed.json"), "--p
     cli.check_exit(p, USAGE, f"usage error {args}")
     cli.check(p.stderr.startswith("taskgroup: ") and p.stdout == "", f"usage error {args}: message on stderr",
               (p.stdout, p.stderr))
+# No command at all, or only an option that is not --help: says so, with the commands.
+for args in [[], ["--json"]]:
+    p = cli.run(*args)
+    cli.check(p.stderr == "taskgroup: no command given; expected one of: run, check, graph, fmt, ops "
+              "(taskgroup --help describes them)\n", f"{args}: no command, the commands named", p.stderr)
+p = cli.run("--help")
+cli.check_exit(p, OK, "--help")
+cli.check(p.stdout.startswith("Runs, checks and draws taskgroup plan files") and "SUBCOMMAND" in p.stdout,
+          "--help: the usage on stdout", p.stdout)
 # A word that names no command says so, with the commands.
 p = cli.run("bogus", cli.shipped("seed.json"))
 cli.check_exit(p, USAGE, "an unknown command")
