@@ -1262,6 +1262,21 @@ TEST_CASE("the io_context may be destroyed before its session, with runs queued 
   CHECK_FALSE(completed);
 }
 
+TEST_CASE("a session owning its pool may be destroyed from a run's completion handler", "[session][lifetime]") {
+  // Joining the pool there would wait for the calling thread itself.
+  task_group g;
+  REQUIRE(g.add(task("t", step("s").add_net(sleepy("nap", "n", 1))), node("n1")));
+  auto* session = new local_session(2);  // NOLINT(cppcoreguidelines-owning-memory): deleted by its own handler
+  std::promise<boost::system::error_code> deleted;
+  session->async_run(g, {}, [&](boost::system::error_code ec, run_report) {
+    delete session;  // NOLINT(cppcoreguidelines-owning-memory)
+    deleted.set_value(ec);
+  });
+  auto done = deleted.get_future();
+  REQUIRE(done.wait_for(30s) == std::future_status::ready);
+  CHECK_FALSE(done.get());
+}
+
 TEST_CASE("a thread pool may be destroyed before a session on its executor, with a run in flight",
           "[session][lifetime]") {
   auto c = std::make_shared<stuck_counters>();

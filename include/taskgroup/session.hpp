@@ -110,6 +110,10 @@ class TASKGROUP_API local_session {
   /// A session owning a thread pool of `threads` threads (>= 1).
   explicit local_session(std::size_t threads);
   /// Closes the session; with an owned pool, waits for runs in flight.
+  /// Destroyed on a thread of its owned pool (e.g. from a run's
+  /// completion handler), it cannot wait for that thread: it returns at
+  /// once, and a thread of its own joins the pool once the runs in flight
+  /// and the calling handler have ended.
   /// On an executor of its caller's: runs queued but not started (e.g.
   /// `async_run` called, the io_context not yet run) complete with
   /// `errc::session_closed` when the executor runs them; runs in flight go

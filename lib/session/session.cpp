@@ -26,6 +26,8 @@
 #include <mutex>
 #include <optional>
 #include <string_view>
+#include <system_error>
+#include <thread>
 #include <unordered_map>
 
 namespace taskgroup {
@@ -147,7 +149,22 @@ local_session::local_session(std::size_t threads) : impl_(std::make_shared<impl>
 
 local_session::~local_session() {
   close();
-  if (impl_->pool) impl_->pool->join();
+  if (!impl_->pool) return;
+  if (!impl_->pool->get_executor().running_in_this_thread()) {
+    impl_->pool->join();
+    return;
+  }
+  // Destroyed on a thread of its own pool (from a run's completion
+  // handler): joining here would wait for this very thread. A thread of
+  // its own joins the pool once this handler and the runs in flight have
+  // ended, then drops the state (and the pool with it).
+  try {
+    std::thread([state = std::move(impl_)] { state->pool->join(); }).detach();
+  } catch (const std::system_error&) {
+    // No thread to be had: the state is left alive rather than joined from
+    // inside, which would never return.
+    (void)new std::shared_ptr<impl>(std::move(impl_));  // NOLINT(cppcoreguidelines-owning-memory)
+  }
 }
 
 void local_session::close() {
