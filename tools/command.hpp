@@ -5,7 +5,9 @@
 
 #include <signal.h>
 
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <string>
 
 namespace taskgroup::cli {
@@ -15,6 +17,7 @@ enum exit_status : int {
   exit_run_failed = 1,
   exit_usage = 2,
   exit_timeout = 3,
+  exit_unwritten = 4,  // the results could not be written (stdout, the --trace file)
 };
 
 /// Prints `taskgroup: <message>` on stderr (after what stdout holds) and
@@ -42,10 +45,27 @@ inline void drop_where_signals() {
   sigaction(SIGQUIT, &sa, nullptr);
 }
 
-/// Writes `text` to stdout as is.
+/// The errno of the first write to stdout that failed (0: none).
+inline int& stdout_failure() {
+  static int first = 0;
+  return first;
+}
+
+/// Writes `text` to stdout as is; a failure is kept for `checked_output`.
 inline void print_out(const std::string& text) {
-  std::fwrite(text.data(), 1, text.size(), stdout);
-  std::fflush(stdout);
+  if (std::fwrite(text.data(), 1, text.size(), stdout) != text.size() || std::fflush(stdout) != 0) {
+    if (stdout_failure() == 0) stdout_failure() = errno != 0 ? errno : EIO;
+  }
+}
+
+/// `code`, once stdout has been flushed; when something written to it was
+/// lost (a full disk, a closed pipe with SIGPIPE ignored), says so and
+/// turns a success into `exit_unwritten` (a failure keeps its own status).
+inline int checked_output(int code) {
+  if (std::fflush(stdout) != 0 && stdout_failure() == 0) stdout_failure() = errno != 0 ? errno : EIO;
+  if (stdout_failure() == 0) return code;
+  print_error(std::string("cannot write the results to standard output: ") + std::strerror(stdout_failure()), code);
+  return code == exit_ok ? exit_unwritten : code;
 }
 
 }  // namespace taskgroup::cli

@@ -220,19 +220,24 @@ int main(int argc, char** argv) {
     return code == 0 ? exit_ok : exit_usage;
   }
 
+  int code = exit_usage;
   try {
     if (run->parsed()) {
       if (timeout->count() > 0) ra.timeout_s = timeout_s;
       if (poll_max->count() > 0) ra.poll_max_us = poll_max_us;
       if (grace->count() > 0) ra.grace_s = grace_s;
-      return tg::cli::run_command(ra);
+      code = tg::cli::run_command(ra);
+    } else if (check->parsed()) {
+      code = check_command(check_args);
+    } else if (graph->parsed()) {
+      code = graph_command(graph_args);
+    } else if (fmt->parsed()) {
+      code = fmt_command(fmt_args);
+    } else if (ops->parsed()) {
+      code = ops_command(ops_args, ops_json);
     }
-    if (check->parsed()) return check_command(check_args);
-    if (graph->parsed()) return graph_command(graph_args);
-    if (fmt->parsed()) return fmt_command(fmt_args);
-    if (ops->parsed()) return ops_command(ops_args, ops_json);
   } catch (const std::exception& e) {
-    return print_error(e.what(), exit_run_failed);
+    code = print_error(e.what(), exit_run_failed);
   }
-  return exit_usage;
+  return tg::cli::checked_output(code);
 }

@@ -388,9 +388,12 @@ int run_command(const run_args& a) {
   {
     plan_run this_run(a, client, s.trace_file.is_open());
     this_run.run(s.group, std::move(s.options), on_mpi);
-    code = this_run.write_trace(s.trace_file)
-               ? this_run.exit_code()
-               : report_error(client, "cannot write trace file " + quote(a.trace), exit_run_failed);
+    code = this_run.exit_code();
+    if (!this_run.write_trace(s.trace_file)) {
+      // A failed run keeps its own status.
+      const int unwritten = report_error(client, "cannot write trace file " + quote(a.trace), exit_unwritten);
+      if (code == exit_ok) code = unwritten;
+    }
   }
   drop_where_signals();  // the run's handler is gone
   return code;

