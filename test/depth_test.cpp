@@ -2,6 +2,7 @@
 // no recursion proportional to their depth, and the depth limit is
 // enforced with an error naming it.
 #include <taskgroup/execution_step.hpp>
+#include <taskgroup/plan.hpp>
 #include <taskgroup/session.hpp>
 
 #include "detail/test_hooks.hpp"
@@ -113,12 +114,52 @@ TEST_CASE("a tree of max_step_depth levels runs wherever a session places it; on
     INFO((r ? std::string() : r.error().message));
     REQUIRE(r);
     CHECK(session.node_workspace("local")->read<i64>("x").value() == p.runs);
-    task_group deeper(workspace_type::global);
-    p.put(deeper, chain(max_step_depth + 1, incr("inc", "x")));
-    auto refused = session.run_blocking(deeper);
-    REQUIRE_FALSE(refused);
-    CHECK(refused.error().code == errc::invalid_step);
-    CHECK_THAT(refused.error().message, Catch::Contains("max_step_depth (1000 levels"));
+    // One level more, or a hundred (past the levels a session composes):
+    // the error names the first step past the limit, in the tree given.
+    for (std::size_t extra : {1, 100}) {
+      INFO(extra << " levels more");
+      task_group deeper(workspace_type::global);
+      p.put(deeper, chain(max_step_depth + extra, incr("inc", "x")));
+      auto refused = session.run_blocking(deeper);
+      REQUIRE_FALSE(refused);
+      CHECK(refused.error().code == errc::invalid_step);
+      CHECK_THAT(refused.error().message,
+                 Catch::Contains("/level 1001\": deeper than max_step_depth (1000 levels of nested steps)"));
+    }
+  }
+}
+
+TEST_CASE("write_plan writes a tree of max_step_depth levels in text linear in its depth, and refuses a deeper one",
+          "[step][depth][plan]") {
+  // Indentation stops growing past 64 levels: 1,000 levels took 10 MB
+  // when every line was indented to its depth.
+  std::vector<std::size_t> sizes;
+  for (std::size_t levels : {std::size_t{250}, std::size_t{500}, max_step_depth}) {
+    INFO(levels << " levels");
+    task_group g;
+    REQUIRE(g.add(task("t", chain(levels, incr("inc", "x")))));
+    auto text = write_plan(g);
+    REQUIRE(text);
+    CHECK(text.value().size() < levels * 700);
+    sizes.push_back(text.value().size());
+    auto back = read_plan(std::string_view(text.value()));
+    REQUIRE(back);
+    auto again = write_plan(back.value());
+    REQUIRE(again);
+    CHECK(again.value() == text.value());
+  }
+  // Linear: the 500 levels from 500 to 1,000 cost what twice the 250 from
+  // 250 to 500 do (each past the indentation's 64 levels).
+  CHECK(sizes[2] - sizes[1] <= 2 * (sizes[1] - sizes[0]) + 1024);
+  for (std::size_t levels : {max_step_depth + 1, std::size_t{30'000}}) {
+    INFO(levels << " levels");
+    task_group g;
+    REQUIRE(g.add(task("t", chain(levels, incr("inc", "x")))));
+    auto text = write_plan(g);
+    REQUIRE_FALSE(text);
+    CHECK(text.error().code == errc::invalid_step);
+    CHECK(text.error().message ==
+          "task \"local/t\": step \"level 1/.../level 1001\": deeper than max_step_depth (1000 levels of nested steps)");
   }
 }
 

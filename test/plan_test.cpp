@@ -8,6 +8,8 @@
 #include <boost/json.hpp>
 #include <catch2/catch.hpp>
 
+#include <chrono>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -425,4 +427,74 @@ TEST_CASE("write_plan refuses what read_plan would refuse: control characters in
   auto bad_name = written("t\xFF", "x", "v");
   REQUIRE_FALSE(bad_name);
   CHECK_THAT(bad_name.error().message, Catch::StartsWith("/tasks/0/name: a string that is not valid UTF-8"));
+}
+
+TEST_CASE("write_plan writes no group that would not run: each fault is the run's, named alike", "[plan]") {
+  // A group read back from a plan runs as the group written, so a group
+  // that cannot run is not written (it used to be, and read_plan refused
+  // the text, or read a rejected control helper as an empty step that
+  // ran as a success).
+  using namespace std::chrono_literals;
+  const net n = incr("inc", "x");
+  struct faulty {
+    const char* what;
+    std::function<void(task_group&)> build;
+  };
+  const std::vector<faulty> cases{
+      {"timeout 0", [&](task_group& g) { REQUIRE(g.add(task("t", step("s").add_net(n).timeout(0ms)))); }},
+      {"num_iter -1", [&](task_group& g) { REQUIRE(g.add(task("t", step("s").add_net(n).iterations(-1)))); }},
+      {"run_every 0",
+       [&](task_group& g) {
+         REQUIRE(g.add(
+             task("t", step("p").add_substep(step("r").add_net(n).run_every(0ms)).add_substep(step("q").add_net(n)))));
+       }},
+      {"loop without a stop", [&](task_group& g) { REQUIRE(g.add(task("t", loop("L", body(n))))); }},
+      {"loop over an unnamed count blob", [&](task_group& g) { REQUIRE(g.add(task("t", loop("L", "", body(n))))); }},
+      {"stop in do_parallel",
+       [&](task_group& g) {
+         REQUIRE(g.add(task("t", do_parallel("p", {n, stop()}))));
+       }},
+      {"if_ with an empty condition net", [&](task_group& g) { REQUIRE(g.add(task("t", if_("i", net("empty"), n)))); }},
+      {"while_ over an unnamed blob", [&](task_group& g) { REQUIRE(g.add(task("t", while_("w", "", n)))); }},
+      {"a step marked invalid", [&](task_group& g) { REQUIRE(g.add(task("t", step("e").mark_invalid("broken")))); }},
+      {"a nested rejected helper",
+       [&](task_group& g) { REQUIRE(g.add(task("t", step("s").add_net(n).add_substep(loop("L", body(n)))))); }},
+      {"a report step rejected",
+       [&](task_group& g) { REQUIRE(g.add(task("t", step("s").add_net(n)).report(loop("L", body(n)), 10ms))); }},
+      {"a group report interval of -1 ms",
+       [&](task_group& g) {
+         REQUIRE(g.add(task("t", step("s").add_net(n))));
+         g.report_step(step("r").add_net(n), node(), -1ms);
+       }},
+  };
+  for (const auto& c : cases) {
+    INFO(c.what);
+    task_group g(workspace_type::global);
+    c.build(g);
+    auto text = write_plan(g);
+    REQUIRE_FALSE(text);
+    local_session session(1);
+    session.node_workspace("local")->set<i64>("x", 0);
+    auto ran = session.run_blocking(g);
+    REQUIRE_FALSE(ran);
+    CHECK(ran.error().code == text.error().code);
+    // The same fault: the writer's message less its task prefix ends the run's.
+    std::string fault = text.error().message;
+    const std::string writer_prefix = "task \"local/t\": ";
+    if (fault.starts_with(writer_prefix)) fault.erase(0, writer_prefix.size());
+    INFO("written: " << text.error().message << "\nrun: " << ran.error().message);
+    CHECK(ran.error().message.ends_with(fault));
+    CHECK(session.node_workspace("local")->read<i64>("x").value() == 0);  // nothing ran
+  }
+}
+
+TEST_CASE("write_plan refuses text longer than max_plan_size, which read_plan would refuse", "[plan]") {
+  task_group g;
+  net big("big");
+  big.op("ConstantFill", {}, {"s"}, {{"value", std::string(max_plan_size, 'x')}});
+  REQUIRE(g.add(task("t", step("s").add_net(big))));
+  auto text = write_plan(g);
+  REQUIRE_FALSE(text);
+  CHECK(text.error().code == errc::not_serializable);
+  CHECK_THAT(text.error().message, Catch::Contains("more than 268435456 (taskgroup::max_plan_size, 256 MiB)"));
 }

@@ -56,10 +56,17 @@ inline constexpr std::size_t max_plan_size = std::size_t{256} << 20;
 /// or text that `read_plan` would refuse, at its JSON pointer: a name with
 /// a control character (`/tasks/0/name: a name cannot hold control
 /// characters, got "a\u0001b"`), a string that is not valid UTF-8;
-/// `errc::duplicate_net` for two different nets sharing a name.
+/// `errc::duplicate_net` for two different nets sharing a name. A group
+/// that would not run is not written: the errors of `task::validate`, of
+/// each step tree's `execution_step::validate` (a builder's misuse, a
+/// limit, a tree deeper than `max_step_depth`), prefixed with the task or
+/// report step, and a group report step's (an interval out of range, a
+/// node with no task).
 TASKGROUP_API result<boost::json::value> plan_to_json(const task_group& group);
 
-/// `group` as JSON text, pretty-printed. Errors: those of `plan_to_json`.
+/// `group` as JSON text, pretty-printed (see `pretty_json`). Errors: those
+/// of `plan_to_json`; `errc::not_serializable` when the text would be
+/// longer than `max_plan_size`. What it writes, `read_plan` reads back.
 TASKGROUP_API result<std::string> write_plan(const task_group& group);
 
 /// A group from a JSON plan (a new, unused group). Every op is checked
@@ -131,8 +138,9 @@ TASKGROUP_API result<feeds::entry> read_feed(std::string_view name, const boost:
 /// (`line 1, column 7: syntax error`).
 TASKGROUP_API result<boost::json::value> parse_json(std::string_view text);
 
-/// Pretty-prints JSON (two-space indent), as `write_plan` does, without
-/// recursion. A non-finite double, which JSON cannot hold, prints as null.
+/// Pretty-prints JSON (two spaces per level, up to 64 levels: deeper lines
+/// are indented as the 64th, so the text stays linear in a tree's depth),
+/// as `write_plan` does, without recursion. A non-finite double, which JSON cannot hold, prints as null.
 TASKGROUP_API std::string pretty_json(const boost::json::value& v);
 
 }  // namespace taskgroup

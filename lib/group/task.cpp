@@ -349,12 +349,20 @@ result<execution_step> task::get_step() const {
     x = execution_step(name + ":parallel").add_substep(child).concurrent_instances(data_->instances);
   }
   execution_step composed = wrap(name, "", x, task_inits, task_exits);
-  if (composed.empty()) composed = execution_step(name);
+  if (composed.empty()) {
+    // An empty user step may carry a builder's misuse (a rejected control
+    // helper is an empty step marked invalid): reported, not replaced.
+    TASKGROUP_TRY(composed.validate());
+    composed = execution_step(name);
+  }
   // The levels composed here do not count against max_step_depth: only
-  // when the whole is deeper may a tree given be too deep on its own.
+  // when the whole is deeper may a tree given be too deep on its own. A
+  // fault is named in the part given (the whole's path runs through the
+  // composed levels, and its depth error through the first step past
+  // their allowance, not past the limit).
   std::size_t deepest = 0;
-  TASKGROUP_TRY(detail::step_validation::composed(composed, &deepest));
-  if (deepest > max_step_depth) {
+  const status whole = detail::step_validation::composed(composed, &deepest);
+  if (!whole || deepest > max_step_depth) {
     if (data_->user) {
       TASKGROUP_TRY(data_->user->validate());
     }
@@ -370,6 +378,7 @@ result<execution_step> task::get_step() const {
     TASKGROUP_TRY(bodies_fit(task_exits, name + ":exit"));
     TASKGROUP_TRY(bodies_fit(inst_inits, name + ":instance:init"));
     TASKGROUP_TRY(bodies_fit(inst_exits, name + ":instance:exit"));
+    TASKGROUP_TRY(whole);
   }
   data_->composed = composed;
   return composed;

@@ -57,6 +57,17 @@ void print_one_line(std::ostream& os, const json::value& v) {
 
 }  // namespace
 
+namespace {
+
+// Indentation stops growing past this nesting: a tree of 1,000 step levels
+// would otherwise spend most of its text on spaces (its size quadratic in
+// the depth).
+constexpr std::size_t max_indent_depth = 64;
+
+std::string indent(std::size_t depth) { return std::string(std::min(depth, max_indent_depth) * 2, ' '); }
+
+}  // namespace
+
 std::string pretty_text(const json::value& root) {
   std::ostringstream os;
   struct frame {
@@ -80,12 +91,12 @@ std::string pretty_text(const json::value& root) {
     const std::size_t i = stack.back().next++;
     const std::size_t n = v->is_object() ? v->get_object().size() : v->get_array().size();
     if (i == n) {
-      os << "\n" << std::string((depth - 1) * 2, ' ') << (v->is_object() ? "}" : "]");
+      os << "\n" << indent(depth - 1) << (v->is_object() ? "}" : "]");
       stack.pop_back();
       continue;
     }
     if (i != 0) os << ",\n";
-    os << std::string(depth * 2, ' ');
+    os << indent(depth);
     if (v->is_object()) {
       const auto& kv = *(v->get_object().begin() + static_cast<std::ptrdiff_t>(i));
       os << json::serialize(json::string(kv.key())) << ": ";

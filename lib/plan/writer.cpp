@@ -1,6 +1,8 @@
 // Writing plans: a task group as JSON, in the format's canonical form.
 #include "internal.hpp"
 
+#include "../detail/task_access.hpp"
+
 namespace taskgroup {
 
 namespace json = boost::json;
@@ -49,7 +51,11 @@ class writer {
     return ok();
   }
 
+  // A tree that would not run is not written (its misuse, a limit, a
+  // depth past max_step_depth): `read_plan` would refuse it, or read a
+  // different tree.
   result<json::value> step(const execution_step& s, const std::string& where) {
+    if (status st = s.validate(); !st) return error{st.error().code, where + st.error().message};
     return write_step_tree(s, [&](const net& n) { return add_net(n, where); });
   }
 
@@ -91,6 +97,7 @@ void append(json::array& to, json::value& from) {
 }
 
 result<json::value> task_json(writer& w, const task& t, json::array& local_init, json::array& local_exit) {
+  TASKGROUP_TRY(t.validate());
   const std::string where = "task " + quote(t.name()) + ": ";
   json::object o;
   o["name"] = t.name().substr(t.node_name().size() + 1);
@@ -219,6 +226,7 @@ status check_strings(const json::value& root) {
 }  // namespace
 
 result<json::value> plan_to_json(const task_group& group) {
+  TASKGROUP_TRY(detail::group_access::misuse(group));
   writer w;
   json::object plan;
   plan["taskgroup_plan"] = plan_format_version;
@@ -245,7 +253,10 @@ result<json::value> plan_to_json(const task_group& group) {
   plan["tasks"] = std::move(tasks);
 
   json::array reports;
+  std::set<std::string_view> task_nodes;
+  for (const auto& t : group.tasks()) task_nodes.insert(t.node_name());
   for (const auto& r : group.report_steps()) {
+    TASKGROUP_TRY(detail::group_access::check_report(r, task_nodes.count(r.node) != 0));
     TASKGROUP_TRY(auto v, w.step(r.step, "report step " + quote(r.step.name()) + ": "));
     reports.emplace_back(json::object{{"node", r.node}, {"interval_ms", r.interval.count()}, {"step", std::move(v)}});
   }
@@ -276,7 +287,13 @@ std::string pretty_json(const json::value& v) { return pretty_text(v); }
 result<std::string> write_plan(const task_group& group) {
   TASKGROUP_TRY(auto v, plan_to_json(group));
   const flat_value doc(std::move(v));
-  return pretty_text(doc.v);
+  std::string text = pretty_text(doc.v);
+  if (text.size() > max_plan_size) {
+    return fail(errc::not_serializable, "the plan would be " + std::to_string(text.size()) + " bytes, more than " +
+                                            std::to_string(max_plan_size) +
+                                            " (taskgroup::max_plan_size, 256 MiB), which read_plan refuses");
+  }
+  return text;
 }
 
 }  // namespace taskgroup

@@ -6,9 +6,11 @@ namespace taskgroup::detail {
 
 namespace asio = boost::asio;
 
-error task_error(const compiled_task& ct, const error& e) {
-  return {e.code, "task " + quote(*ct.name) + " (node " + quote(*ct.node) + "): " + e.message};
+error task_error(std::string_view task, std::string_view node, const error& e) {
+  return {e.code, "task " + quote(task) + " (node " + quote(node) + "): " + e.message};
 }
+
+error task_error(const compiled_task& ct, const error& e) { return task_error(*ct.name, *ct.node, e); }
 
 void fill_report(task_report& out, const compiled_task& ct, const task_record& r, fetched_outputs* outputs) {
   out.name = *ct.name;

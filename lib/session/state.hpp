@@ -120,7 +120,10 @@ class task_events final : public step_observer {
   std::string node_;
 };
 
-// The error `e` of task `ct`, named with its node.
+// The error `e` of task `task` (its full name), named with its node: how
+// every error of a task begins, found at compile time or while it runs.
+error task_error(std::string_view task, std::string_view node, const error& e);
+// The same for a compiled task.
 error task_error(const compiled_task& ct, const error& e);
 
 // A task's report while the run is in flight: a fifth of a task_report's
