@@ -203,8 +203,8 @@ TEST_CASE("a run's workspace is a child of the node's: node state is shared on p
   local_session session(1);
   // Kept by the node across runs: every run sees it.
   session.node_workspace("local")->set("shared_factor", i64{7});
-  // A blob the node keeps under an output's name is where the runs write
-  // (shared on purpose); the run's value is still its own copy.
+  // A blob the node keeps under an output's name is shadowed by the run's
+  // own output: the runs neither read nor write it.
   session.node_workspace("local")->set("y", i64{-1});
   for (i64 x = 1; x <= 3; ++x) {
     auto r = session.run_blocking(g, {.feeds = feeds().set("local", "x", x)});
@@ -212,9 +212,53 @@ TEST_CASE("a run's workspace is a child of the node's: node state is shared on p
     CHECK(y.get(r.value()).value() == 7 * x);
   }
   auto ws = session.node_workspace("local");
-  CHECK(ws->read<i64>("y").value() == 21);
+  CHECK(ws->read<i64>("y").value() == -1);
   CHECK_FALSE(ws->has("x"));
   CHECK_FALSE(ws->has("scratch"));
+}
+
+TEST_CASE("overlapping runs never share an output, even one named as a blob the node keeps", "[serving]") {
+  // Run A writes its output before run B and ends after B has written
+  // its own: A's report must hold A's value (it held B's when the output
+  // was the node's blob, written in place by both).
+  const bool kept_by_global_group = GENERATE(false, true);
+  INFO((kept_by_global_group ? "the node's blob left by a GLOBAL group" : "the node's blob set by hand"));
+  task_group g;
+  REQUIRE(g.input<i64>("n", node("n0")));
+  REQUIRE(g.input<i64>("ms_write", node("n0")));
+  REQUIRE(g.input<i64>("ms_other", node("n0")));
+  net w("w");
+  w.op("Sleep", {"ms_write"}, {}).op("Copy", {"n"}, {"result"});
+  net o("o");
+  o.op("Sleep", {"ms_other"}, {});
+  task writer("writer", step("sw").add_net(w));
+  auto result = writer.output<i64>("result");
+  REQUIRE(g.add(writer, node("n0")));
+  REQUIRE(g.add(task("other", step("so").add_net(o)), node("n0")));
+  asio::io_context io;
+  local_session session(io.get_executor());
+  if (kept_by_global_group) {
+    task_group global(workspace_type::global);
+    net c("c");
+    c.op("ConstantFill", {}, {"result"}, {{"value", i64{-1}}});
+    REQUIRE(global.add(task("init", step("si").add_net(c)), node("n0")));
+    auto ran = session.async_run(global, {}, asio::use_future);
+    io.run();
+    io.restart();
+    (void)ran.get();
+  } else {
+    session.node_workspace("n0")->set("result", i64{-1});
+  }
+  auto a = session.async_run(
+      g, {.feeds = feeds().set("n0", "n", i64{1}).set("n0", "ms_write", i64{10}).set("n0", "ms_other", i64{100})},
+      asio::use_future);
+  auto b = session.async_run(
+      g, {.feeds = feeds().set("n0", "n", i64{2}).set("n0", "ms_write", i64{50}).set("n0", "ms_other", i64{0})},
+      asio::use_future);
+  io.run();
+  CHECK(result.get(a.get()).value() == 1);
+  CHECK(result.get(b.get()).value() == 2);
+  CHECK(session.node_workspace("n0")->read<i64>("result").value() == -1);
 }
 
 TEST_CASE("runs of a GLOBAL group take turns on its node", "[serving]") {
@@ -575,4 +619,52 @@ TEST_CASE("terminal and partial cancellation stop a run; total is ignored", "[se
   CHECK(c->cancelled == 2);
   REQUIRE(got->tasks.size() == 2);
   for (const auto& t : got->tasks) CHECK(t.status == task_status::cancelled);
+}
+
+TEST_CASE("a run cancelled before it begins runs nothing, on every path to its start", "[serving][cancel]") {
+  // The cancellation reaches the coordinator after the run's begin, which
+  // was posted first: the run must still start no task (it ran them all).
+  const auto type = GENERATE(asio::cancellation_type::terminal, asio::cancellation_type::partial);
+  const bool global = GENERATE(false, true);
+  const bool waits = GENERATE(false, true);  // a Sleep after the effect: the frame-free driver's wait
+  INFO("cancellation type " << static_cast<int>(type) << (global ? ", GLOBAL" : ", PRIVATE")
+                            << (waits ? ", waits" : ", synchronous"));
+  task_group g(global ? workspace_type::global : workspace_type::private_);
+  std::vector<task_output<i64>> outs;
+  for (int k = 0; k < 4; ++k) {
+    const std::string y = "y" + std::to_string(k);
+    net n("work" + std::to_string(k));
+    n.op("ConstantFill", {}, {y}, {{"value", i64{k}}});
+    if (waits) n.op("Sleep", {}, {}, {{"ms", i64{1}}});
+    task t("t" + std::to_string(k), step("s").add_net(n));
+    outs.push_back(t.output<i64>(y));
+    REQUIRE(g.add(t, node("n" + std::to_string(k % 2))));
+  }
+  asio::io_context io;
+  local_session session(io.get_executor());
+  asio::cancellation_signal sig;
+  std::optional<run_report> got;
+  boost::system::error_code code;
+  session.async_run(g, {}, asio::bind_cancellation_slot(sig.slot(), [&](boost::system::error_code ec, run_report r) {
+                      code = ec;
+                      got = std::move(r);
+                    }));
+  sig.emit(type);  // the io_context has not run: nothing has begun
+  io.run();
+  REQUIRE(got);
+  CHECK(code == errc::cancelled);
+  REQUIRE(got->tasks.size() == 4);
+  for (const auto& t : got->tasks) {
+    INFO(t.name);
+    CHECK(t.status == task_status::not_run);
+    CHECK_FALSE(t.began);
+  }
+  for (int k = 0; k < 4; ++k)
+    CHECK_FALSE(session.node_workspace("n" + std::to_string(k % 2))->has("y" + std::to_string(k)));
+  // The session serves the next run as usual.
+  auto next = session.async_run(g, {}, asio::use_future);
+  io.restart();
+  io.run();
+  const run_report r = next.get();
+  for (int k = 0; k < 4; ++k) CHECK(outs[static_cast<std::size_t>(k)].get(r).value() == k);
 }

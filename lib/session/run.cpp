@@ -141,7 +141,10 @@ void start_nodes(const std::shared_ptr<run_state>& rs) {
   const run_options& opt = rs->options;
   rs->nodes_rule = join_rule(opt.policy == run_policy::gather ? join_mode::gather : join_mode::fail_fast);
   rs->nodes_started = true;
-  if (rs->cancelled_outside) return finish(rs);  // before any node started
+  // Cancelled before any node started (perhaps before its cancellation
+  // has reached the coordinator): nothing runs.
+  if (rs->cancel_asked.load(std::memory_order_acquire)) rs->cancelled_outside = true;
+  if (rs->cancelled_outside) return finish(rs);
   if (opt.timeout) {
     rs->deadline.emplace(rs->coord, *opt.timeout);
     rs->deadline->async_wait([rs](const boost::system::error_code& ec) { deadline_fired(rs, ec); });
@@ -176,6 +179,9 @@ void follow_cancellation(const std::shared_ptr<run_state>& rs) {
     if ((type & (asio::cancellation_type::terminal | asio::cancellation_type::partial)) ==
         asio::cancellation_type::none)
       return;
+    std::shared_ptr<run_state> asked = weak.lock();
+    if (!asked) return;
+    asked->cancel_asked.store(true, std::memory_order_release);
     asio::dispatch(coord, [weak] {
       if (std::shared_ptr<run_state> run = weak.lock()) cancel_run(run);
     });

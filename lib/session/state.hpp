@@ -20,6 +20,7 @@
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/strand.hpp>
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <map>
@@ -229,6 +230,10 @@ struct run_state {
   std::optional<boost::asio::steady_timer> deadline;  // run_options::timeout
   std::optional<error> expired;                       // the deadline's error, once it fired
   bool cancelled_outside = false;                     // terminal or partial cancellation from the caller
+  // Set by the caller's cancellation slot as it is emitted, on the
+  // emitting thread: the cancellation reaches the coordinator after the
+  // run's `begin` (posted first), which must then start no node.
+  std::atomic<bool> cancel_asked{false};
   bool nodes_started = false;
 
   // Aligned with group->nodes (touched by each node's strand).
