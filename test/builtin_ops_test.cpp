@@ -951,6 +951,10 @@ TEST_CASE("Sleep's input must hold a duration in range when the op runs", "[buil
   require_error(run_net(inst), errc::bad_argument,
                 "net \"n\" op #0 (Sleep): input #0 \"delay\": the duration must be between 0 and 1e12 "
                 "milliseconds, got -1");
+  ws->set<i64>("delay", std::numeric_limits<i64>::max());
+  require_error(run_net(inst), errc::bad_argument,
+                "net \"n\" op #0 (Sleep): input #0 \"delay\": the duration must be between 0 and 1e12 "
+                "milliseconds, got 9223372036854775807");
   ws->set<double>("delay", std::nan(""));
   require_error(run_net(inst), errc::bad_argument,
                 "net \"n\" op #0 (Sleep): input #0 \"delay\": the duration must be between 0 and 1e12 "
@@ -1198,6 +1202,13 @@ TEST_CASE("Sleep rejects a negative or absurd duration at instantiation", "[buil
                 "net \"n\" op #0 (Sleep): argument \"ms\" must be between 0 and 1e12 milliseconds, got nan");
   require_error(ws->create_net(one("Sleep", {}, {}, {{"ms", 1e300}})), errc::bad_argument,
                 "net \"n\" op #0 (Sleep): argument \"ms\" must be between 0 and 1e12 milliseconds, got 1e+300");
+  // An int64 is named as given, not as its nearest double.
+  require_error(ws->create_net(one("Sleep", {}, {}, {{"ms", std::numeric_limits<i64>::max()}})), errc::bad_argument,
+                "net \"n\" op #0 (Sleep): argument \"ms\" must be between 0 and 1e12 milliseconds, got "
+                "9223372036854775807");
+  require_error(ws->create_net(one("Sleep", {}, {}, {{"ms", i64{1'000'000'000'001}}})), errc::bad_argument,
+                "net \"n\" op #0 (Sleep): argument \"ms\" must be between 0 and 1e12 milliseconds, got "
+                "1000000000001");
 }
 
 TEST_CASE("Fail fails with errc::op_failed and its message", "[builtin_ops]") {

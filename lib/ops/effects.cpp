@@ -43,12 +43,20 @@ kernel_result print_factory(op_context& ctx) {
 constexpr double max_sleep_ms = 1e12;
 
 // The one range rule of a Sleep's duration, given by its argument or read
-// from its input; `what` names where the value came from.
-result<std::chrono::steady_clock::duration> sleep_duration(double ms, const std::string& what) {
+// from its input; `what` names where the value came from, `given` the
+// value as given (an int64 past 2^53 is not its double).
+result<std::chrono::steady_clock::duration> sleep_duration(double ms, const std::string& what,
+                                                           const std::string& given) {
   if (!(ms >= 0 && ms <= max_sleep_ms)) {  // also rejects NaN
-    return fail(errc::bad_argument, what + " must be between 0 and 1e12 milliseconds, got " + number_text(ms));
+    return fail(errc::bad_argument, what + " must be between 0 and 1e12 milliseconds, got " + given);
   }
   return std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double, std::milli>(ms));
+}
+result<std::chrono::steady_clock::duration> sleep_duration(double ms, const std::string& what) {
+  return sleep_duration(ms, what, number_text(ms));
+}
+result<std::chrono::steady_clock::duration> sleep_duration(std::int64_t ms, const std::string& what) {
+  return sleep_duration(static_cast<double>(ms), what, std::to_string(ms));
 }
 
 // What a pending Sleep waits for (op_kernel::waiting_for). The time left
@@ -109,15 +117,9 @@ class sleep_input_kernel final : public op_kernel {
  private:
   [[nodiscard]] result<std::chrono::steady_clock::duration> duration() const {
     const blob& b = ctx_->input_blob(0);
-    double ms = 0;
-    if (const auto* i = b.try_get<std::int64_t>()) {
-      ms = static_cast<double>(*i);
-    } else if (const auto* d = b.try_get<double>()) {
-      ms = *d;
-    } else {
-      return input_type_error(*ctx_, 0, "int64 or double milliseconds");
-    }
-    return sleep_duration(ms, input_where(*ctx_, 0) + "the duration");
+    if (const auto* i = b.try_get<std::int64_t>()) return sleep_duration(*i, input_where(*ctx_, 0) + "the duration");
+    if (const auto* d = b.try_get<double>()) return sleep_duration(*d, input_where(*ctx_, 0) + "the duration");
+    return input_type_error(*ctx_, 0, "int64 or double milliseconds");
   }
 
   const op_context* ctx_;
@@ -134,17 +136,17 @@ kernel_result sleep_factory(op_context& ctx) {
   if (ms == nullptr) {
     return fail(errc::bad_argument, "missing argument " + quote("ms") + " (or input #0, a blob holding the duration)");
   }
-  double value = 0;
+  result<std::chrono::steady_clock::duration> d = error(errc::bad_argument, "");
   if (const auto* i = std::get_if<std::int64_t>(ms)) {
-    value = static_cast<double>(*i);
-  } else if (const auto* d = std::get_if<double>(ms)) {
-    value = *d;
+    d = sleep_duration(*i, "argument " + quote("ms"));
+  } else if (const auto* v = std::get_if<double>(ms)) {
+    d = sleep_duration(*v, "argument " + quote("ms"));
   } else {
     return fail(errc::bad_argument,
                 "argument " + quote("ms") + ": expected int64 or double, got " + std::string(to_string(kind_of(*ms))));
   }
-  TASKGROUP_TRY(std::chrono::steady_clock::duration d, sleep_duration(value, "argument " + quote("ms")));
-  return std::unique_ptr<op_kernel>(std::make_unique<sleep_kernel>(d));
+  if (!d) return d.error();
+  return std::unique_ptr<op_kernel>(std::make_unique<sleep_kernel>(d.value()));
 }
 
 kernel_result fail_factory(op_context& ctx) {
