@@ -1294,3 +1294,30 @@ TEST_CASE("a thread pool may be destroyed before a session on its executor, with
   CHECK(session->run_blocking(g).error().code == errc::session_closed);
   session.reset();
 }
+
+TEST_CASE("a task that fails at once ends its node's report steps and the run, under either policy",
+          "[session][cancel]") {
+  // The task failed inline while the join of the tasks and the report
+  // steps was still spawning them: the report step, spawned after the
+  // cancellation, waited out its hour-long interval.
+  using namespace std::chrono_literals;
+  const auto policy = GENERATE(run_policy::join, run_policy::gather);
+  const bool task_level = GENERATE(false, true);  // the task's own report step, or the group's
+  INFO((policy == run_policy::join ? "join" : "gather") << (task_level ? ", task report" : ", group report"));
+  task_group g;
+  task t("t", step("s").add_net(failing("bad", "boom")));
+  if (task_level) t.report(step("r").add_net(incr("tick", "ticks")), 1h);
+  REQUIRE(g.add(t, node("n0")));
+  if (!task_level) g.report_step(step("r").add_net(incr("tick", "ticks")), node("n0"), 1h);
+  local_session session(1);
+  auto r = session.run_blocking(g, {.policy = policy, .timeout = 60s});  // the guard: a timeout is the bug
+  if (policy == run_policy::join) {
+    REQUIRE_FALSE(r);
+    CHECK(r.error().code == errc::op_failed);
+    CHECK_THAT(r.error().message, Catch::Contains("boom"));
+  } else {
+    REQUIRE(r);
+    REQUIRE(r.value().tasks.size() == 1);
+    CHECK(r.value().tasks[0].status == task_status::failed);
+  }
+}

@@ -102,6 +102,9 @@ class join_rule {
 
   /// The join is cancelling its running children.
   void cancelling() noexcept { cancel_sent_ = true; }
+  /// True once the round's children are being cancelled: a child spawned
+  /// after that is cancelled as it starts.
+  [[nodiscard]] bool cancel_sent() const noexcept { return cancel_sent_; }
   /// The parent asked the join to stop (its children are then cancelled).
   void cancelled_from_outside() noexcept { cancelled_from_outside_ = true; }
 
@@ -372,6 +375,10 @@ class spawn_join final : public join_core<spawn_join> {
         if (relay->early && !relay->finished) relay->signal.emit(*relay->early);
       });
     }
+    // The round was cancelled while it spawned (an earlier child failed at
+    // once, inline): this child is cancelled too, or it would run on (a
+    // report step beside failed tasks waited out its interval).
+    if (rule_.cancel_sent() && children_[k].state == running) signal(k).emit(boost::asio::cancellation_type::terminal);
   }
 
   void child_done(std::size_t k, std::exception_ptr e, status st) {
