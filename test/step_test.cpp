@@ -632,14 +632,16 @@ TEST_CASE("run_every on the top-level step is ignored", "[step][report]") {
 
 // --- cancellation and deadlines ----------------------------------------------
 
-TEST_CASE("an expired timeout is a timeout error naming the step", "[step][cancel]") {
+TEST_CASE("an expired timeout is a timeout error naming the step and where it waited", "[step][cancel]") {
   auto ws = workspace::make("w");
   auto c = std::make_shared<stuck_counters>();
   auto s = step("outer").add_substep(step("slow").add_net(stuck("stuck", c)).timeout(10ms));
   auto st = run_tree(s, ws);
   REQUIRE_FALSE(st);
   CHECK(st.error().code == errc::timeout);
-  CHECK(st.error().message == "outer/slow: timed out after 10 ms");
+  CHECK(
+      st.error().message ==
+      "outer/slow: timed out after 10 ms; waiting then in outer/slow/net \"stuck\" op #0 (Stuck): stuck op cancelled");
   CHECK(c->cancelled == 1);
 }
 

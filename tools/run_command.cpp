@@ -181,10 +181,19 @@ int failed_run_status(const run_report& report, int signal_number, bool json, bo
   if (e.code == errc::invalid_feed) return report_error(client, e.message, exit_usage);
   if (json && client) print_out(json_text(outputs_json(report)));
   if (signal_number != 0 && e.is_cancelled()) {
-    return report_error(client, std::string("run cancelled by ") + (signal_number == SIGINT ? "SIGINT" : "SIGTERM"),
-                        128 + signal_number);
+    // The run's own words, the signal named: "run cancelled by SIGINT;
+    // still running then: <where each task waited>".
+    const std::string by = std::string("run cancelled by ") + (signal_number == SIGINT ? "SIGINT" : "SIGTERM");
+    constexpr std::string_view own = "run cancelled";
+    const std::string message = e.message.starts_with(own) ? by + e.message.substr(own.size()) : by + ": " + e.message;
+    return report_error(client, message, 128 + signal_number);
   }
-  if (e.code == errc::timeout) return report_error(client, e.message, exit_timeout);
+  // Status 3 is the run's own deadline; a task that failed on its step's
+  // deadline is a failed task (its error is then the run's).
+  const bool task_timed_out = std::any_of(report.tasks.begin(), report.tasks.end(), [&](const task_report& t) {
+    return t.status == task_status::failed && t.failure && t.failure->message == e.message;
+  });
+  if (e.code == errc::timeout && !task_timed_out) return report_error(client, e.message, exit_timeout);
   return report_error(client, e.message, exit_run_failed);
 }
 

@@ -98,16 +98,29 @@ struct runner {  // internal: every member is used by the entry points below
     co_return st;
   }
 
-  // The execution's iterations raced against its deadline.
+  // The execution's iterations raced against its deadline. When the
+  // deadline wins, its error says where the iterations were cut short
+  // (the op they waited on), as a run's deadline does for its tasks.
   asio::awaitable<status> timed(step_machine& m, const std::shared_ptr<workspace>& ws, const step_path* path,
                                 std::chrono::milliseconds limit) {
-    co_return co_await guarded(detail::join(
+    status body = ok();
+    status st = co_await guarded(detail::join(
         ex_, 2,
         [&](std::size_t i) -> asio::awaitable<status> {
-          if (i == 0) return iterate_beside_reports(m, ws, path);
+          if (i == 0) return kept(iterate_beside_reports(m, ws, path), body);
           return deadline(limit, path);
         },
         detail::join_mode::race));
+    if (!st && st.error().code == errc::timeout && !body && body.error().is_cancelled()) {
+      co_return error(errc::timeout, st.error().message + "; waiting then in " + body.error().message);
+    }
+    co_return st;
+  }
+
+  // `work`'s status, also kept in `out`.
+  static asio::awaitable<status> kept(asio::awaitable<status> work, status& out) {
+    out = co_await std::move(work);
+    co_return out;
   }
 
   asio::awaitable<status> deadline(std::chrono::milliseconds limit, const step_path* path) {

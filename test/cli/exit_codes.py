@@ -133,6 +133,15 @@ if os.path.exists("/dev/full"):
         cli.check("taskgroup: cannot write the results to standard output: No space left on device\n" in p.stderr,
                   f"{args} > /dev/full: says so", p.stderr)
 
+# A task's own step deadline is a failed task (exit 1), not the run's
+# timeout (3), and its error says where the step was waiting.
+p = cli.run("run", "-q", cli.plan("step_timeout.json"))
+cli.check_exit(p, RUN_FAILED, "a step's own timeout")
+cli.check(p.stderr == 'taskgroup: task "local/c" (node "local"): outer/inner: timed out after 300 ms; waiting then in '
+          'outer/inner/net "take" op #0 (Dequeue): input #0 "q": cancelled while waiting for an item: the queue is '
+          'empty (0 of 2, open); no producer left: no task of this node that has not ended can enqueue or close\n',
+          "a step's own timeout: where it waited", p.stderr)
+
 # Timeout: exit 3, quickly, with the timeout named.
 start = time.monotonic()
 p = cli.run("run", cli.plan("long_sleep.json"), "--timeout", "0.05", timeout=30)

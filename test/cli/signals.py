@@ -66,7 +66,10 @@ def interrupt(sig, expected, *extra):
     err = seen + err.decode()
     cli.check(proc.returncode == expected, f"{sig.name}: exit status {expected}", (proc.returncode, err))
     cli.check(elapsed < 5, f"{sig.name}: ends within seconds", f"{elapsed:.2f} s")
-    cli.check(f"taskgroup: run cancelled by {sig.name}" in err, f"{sig.name}: says so", err)
+    cli.check(f"taskgroup: run cancelled by {sig.name}; still running then: " in err, f"{sig.name}: says so", err)
+    cli.check('task "local/sleeper" (node "local"): sleep/net "long_sleep" op #0 (Sleep): wait cancelled ' in err and
+              'task "n1/counter" (node "n1"): count/net "tick" op #1 (Sleep)' in err,
+              f"{sig.name}: says where each task waited", err)
     cli.check("task local/sleeper finished (cancelled" in err and "task n1/counter finished (cancelled" in err,
               f"{sig.name}: every task was cancelled (not killed)", err)
     if "--json" in extra:
