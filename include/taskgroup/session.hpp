@@ -10,9 +10,10 @@
 // tasks run in a child of the run's workspace, dropped when the task
 // ends. A blob the node workspace already has (state the node keeps
 // across runs) is read and written in place, by every run on the node, on
-// purpose; a feed or a declared output of the run shadows it (outputs
-// never cross runs: a task's output is made empty in the run's workspace,
-// and the node's blob of that name is neither read nor written). A node
+// purpose, even when it is a declared output (the run's report still gets
+// its own copy of the value, taken when the run's part on the node ends:
+// runs that overlap there see each other's writes, so a per-run output
+// wants a name the node does not keep); a feed always shadows it. A node
 // with a GLOBAL task is the exception: there the run's workspace is the
 // node workspace itself (GLOBAL blobs accumulate across runs), and runs of
 // groups with GLOBAL tasks on that node take turns, in arrival order. A

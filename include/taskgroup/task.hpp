@@ -148,7 +148,10 @@ class task_output {
   }
 
   /// The value that the run whose report is `report` produced, whatever
-  /// other runs of the group did meanwhile. Errors: `errc::output_not_set`
+  /// other runs of the group did meanwhile (but for an output named as a
+  /// blob that its node keeps, which the node's runs share on purpose: its
+  /// value when the run's part on the node ended; see `local_session`).
+  /// Errors: `errc::output_not_set`
   /// when `report` is not of a run of this task's group (another group's,
   /// even with the same task and blob names, or one no session made: "the
   /// report is not of a run of the task's group"), that run did not

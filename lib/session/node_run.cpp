@@ -114,20 +114,13 @@ void set_up(const std::shared_ptr<run_state>& rs, std::size_t i, status turn) {
   workspace& ws = *rs->workspaces[i];
   // Every declared output lives in the run's workspace, made before any
   // task starts, so private tasks write through to it and it survives
-  // them. It shadows a blob the node keeps under that name: outputs never
-  // cross runs, and runs of a PRIVATE group overlap. (On a GLOBAL node
-  // the run's workspace is the node's, held in turn.)
+  // them; unless the node keeps a blob of that name: then the run writes
+  // that one (state shared by the node's runs on purpose).
   for (std::size_t k : cn.tasks) {
     const compiled_task& ct = rs->group->tasks[k];
     if (!ct.has_outputs) continue;  // without touching the task
     for (const auto& out : task_access::outputs(ct.t)) {
-      for (const auto& name : out->blobs) {
-        if (cn.global) {
-          ws.create(name);
-        } else {
-          ws.create_local(name);
-        }
-      }
+      for (const auto& name : out->blobs) ws.create(name);
     }
   }
   if (status st = place_feeds(*rs, i); !st) return end_node(rs, i, node_error(cn, st.error()));
