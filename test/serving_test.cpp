@@ -77,6 +77,21 @@ feeds feeds_for(int nodes, i64 base) {
   return f;
 }
 
+// A run of a group whose cancellation slot is `sig`'s: its completion
+// lands in `got` and `code`.
+struct cancellable_run {
+  asio::cancellation_signal sig;
+  std::optional<run_report> got;
+  boost::system::error_code code;
+  void start(local_session& session, const task_group& g) {
+    session.async_run(g, {},
+                      asio::bind_cancellation_slot(sig.slot(), [this](boost::system::error_code ec, run_report r) {
+                        code = ec;
+                        got = std::move(r);
+                      }));
+  }
+};
+
 // Collects completions from the pool's threads.
 struct completions {
   std::mutex mutex;
@@ -553,13 +568,9 @@ TEST_CASE("terminal and partial cancellation stop a run; total is ignored", "[se
   REQUIRE(g.add(task("b", step("s").add_net(test::stuck("y", c))), node("n2")));
   asio::io_context io;
   local_session session(io.get_executor());
-  asio::cancellation_signal sig;
-  std::optional<run_report> got;
-  boost::system::error_code code;
-  session.async_run(g, {}, asio::bind_cancellation_slot(sig.slot(), [&](boost::system::error_code ec, run_report r) {
-                      code = ec;
-                      got = std::move(r);
-                    }));
+  cancellable_run run;
+  run.start(session, g);
+  auto& [sig, got, code] = run;
   io.poll();
   REQUIRE(c->started == 2);
   sig.emit(type);
@@ -598,13 +609,9 @@ TEST_CASE("a run cancelled before it begins runs nothing, on every path to its s
   }
   asio::io_context io;
   local_session session(io.get_executor());
-  asio::cancellation_signal sig;
-  std::optional<run_report> got;
-  boost::system::error_code code;
-  session.async_run(g, {}, asio::bind_cancellation_slot(sig.slot(), [&](boost::system::error_code ec, run_report r) {
-                      code = ec;
-                      got = std::move(r);
-                    }));
+  cancellable_run run;
+  run.start(session, g);
+  auto& [sig, got, code] = run;
   sig.emit(type);  // the io_context has not run: nothing has begun
   io.run();
   REQUIRE(got);
