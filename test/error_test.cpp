@@ -127,3 +127,25 @@ TEST_CASE("a step child throwing Asio's operation_aborted fails the step with er
     CHECK(st.error().code == errc::cancelled);
   }
 }
+
+TEST_CASE("a quoted name shows its control characters as \\u00XX, every one of them", "[error]") {
+  // Every byte: the C0 controls and DEL escaped, the rest (UTF-8 included) kept.
+  for (int b = 0; b < 256; ++b) {
+    const char c = static_cast<char>(b);
+    const std::string q = quote(std::string("a") + c + "b");
+    INFO("byte " << b);
+    if (b < 0x20 || b == 0x7F) {
+      static constexpr char hex[] = "0123456789ABCDEF";
+      CHECK(q == std::string("\"a\\u00") + hex[b >> 4] + hex[b & 15] + "b\"");
+    } else {
+      CHECK(q == std::string("\"a") + c + "b\"");
+    }
+  }
+  // A NUL no longer ends the message that holds the name.
+  auto ws = workspace::make("w");
+  net n("n");
+  n.op("Print", {"x"}, {}, {{std::string("pre\0fix", 7), std::string("x")}});
+  auto made = ws->create_net(n);
+  REQUIRE_FALSE(made);
+  CHECK(made.error().message == "net \"n\" op #0 (Print): unknown argument \"pre\\u0000fix\"");
+}

@@ -25,6 +25,10 @@ std::string number_text(double d) {
   return buf;
 }
 
+// A text value in quotes, as is: the label's own escaping shows its
+// control characters (quote() would turn them into escapes first).
+std::string quoted_text(const std::string& v) { return "\"" + v + "\""; }
+
 std::string arg_text(const argument& a) {
   return std::visit(
       [](const auto& v) -> std::string {
@@ -36,7 +40,7 @@ std::string arg_text(const argument& a) {
         } else if constexpr (std::is_same_v<T, bool>) {
           return v ? "true" : "false";
         } else if constexpr (std::is_same_v<T, std::string>) {
-          return quote(v);
+          return quoted_text(v);
         } else {
           std::string out = "[";
           bool first = true;
@@ -49,7 +53,7 @@ std::string arg_text(const argument& a) {
             } else if constexpr (std::is_same_v<E, double>) {
               out += number_text(x);
             } else if constexpr (std::is_same_v<E, std::string>) {
-              out += quote(x);
+              out += quoted_text(x);
             } else {
               out += x ? "true" : "false";
             }

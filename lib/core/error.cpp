@@ -61,10 +61,23 @@ bool error::is_cancelled() const noexcept {
 void outcome_throw_as_system_error_with_payload(const error& e) { throw system_error(e); }
 
 std::string quote(std::string_view name) {
+  // Control characters (U+0000 to U+001F, U+007F) as \u00XX: a message
+  // never ends a line, stops at a NUL or sends a terminal a control
+  // sequence because of a name in it.
+  static constexpr char hex[] = "0123456789ABCDEF";
   std::string s;
   s.reserve(name.size() + 2);
   s.push_back('"');
-  s.append(name);
+  for (char c : name) {
+    const auto u = static_cast<unsigned char>(c);
+    if (u < 0x20 || u == 0x7F) {
+      s += "\\u00";
+      s.push_back(hex[u >> 4]);
+      s.push_back(hex[u & 15]);
+    } else {
+      s.push_back(c);
+    }
+  }
   s.push_back('"');
   return s;
 }

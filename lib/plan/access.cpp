@@ -11,20 +11,9 @@
 namespace taskgroup::plan_detail {
 
 std::string printable(std::string_view s) {
-  static constexpr char hex[] = "0123456789ABCDEF";
-  std::string out;
-  out.reserve(s.size());
-  for (char c : s) {
-    const auto u = static_cast<unsigned char>(c);
-    if (u < 0x20 || u == 0x7F) {
-      out += "\\u00";
-      out += hex[u >> 4];
-      out += hex[u & 15];
-    } else {
-      out += c;
-    }
-  }
-  return out;
+  // quote's escapes, without its quotes (one rule for names in messages).
+  std::string q = quote(s);
+  return q.substr(1, q.size() - 2);
 }
 
 std::string pointer::str() const {
