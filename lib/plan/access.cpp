@@ -86,7 +86,7 @@ std::string name_fault(std::string_view s) {
     return u < 0x20 || u == 0x7F;
   });
   if (it == s.end()) return {};
-  return "a name cannot hold control characters, got " + quote(printable(s));
+  return "a name cannot hold control characters, got " + quote(s);
 }
 
 result<std::string> get_name(const json::value& v, const pointer& ptr) {
@@ -132,9 +132,7 @@ result<std::int64_t> get_instances(const json::value& v, const pointer& ptr) {
   return n;
 }
 
-error unknown_key(const pointer& ptr, std::string_view k) {
-  return bad(child(ptr, k), "unknown key " + quote(printable(k)));
-}
+error unknown_key(const pointer& ptr, std::string_view k) { return bad(child(ptr, k), "unknown key " + quote(k)); }
 
 status known_keys(const json::object& o, const pointer& ptr, std::span<const std::string_view> keys) {
   for (const auto& [k, v] : o) {

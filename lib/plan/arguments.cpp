@@ -114,7 +114,7 @@ result<argument> typed(const json::object& o, const pointer& ptr) {
     if (type == "list<bool>") return list_of<bool>(*arr, vp, get_bool);
     return list_of<std::string>(*arr, vp, get_string);
   }
-  return bad(child(ptr, "type"), "unknown argument type " + quote(printable(type)));
+  return bad(child(ptr, "type"), "unknown argument type " + quote(type));
 }
 
 // A plain list: the first element fixes its type; every other must match.

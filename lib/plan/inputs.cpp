@@ -88,13 +88,13 @@ result<feed_target> feed_target_of(std::string_view name, const task_group& grou
     std::string names;
     for (std::size_t i = 0; i < spelled.size(); ++i) {
       if (i > 0) names += i + 1 == spelled.size() ? " and " : ", ";
-      names += "node " + quote(printable(spelled[i]->node)) + ", blob " + quote(printable(spelled[i]->blob));
+      names += "node " + quote(spelled[i]->node) + ", blob " + quote(spelled[i]->blob);
     }
-    return fail(errc::invalid_plan, "feed " + quote(printable(name)) + " is ambiguous: it names " + names);
+    return fail(errc::invalid_plan, "feed " + quote(name) + " is ambiguous: it names " + names);
   }
   const auto slash = name.find('/');
   if (slash == std::string_view::npos || slash == 0 || slash + 1 == name.size()) {
-    return fail(errc::invalid_plan, "a feed is named \"node/blob\", got " + quote(printable(name)));
+    return fail(errc::invalid_plan, "a feed is named \"node/blob\", got " + quote(name));
   }
   return feed_target{std::string(name.substr(0, slash)), std::string(name.substr(slash + 1))};
 }
@@ -135,8 +135,7 @@ status read_inputs(task_group& g, const json::value& v, const pointer& ptr, cons
         if (it.name == name) type = &it;
       }
       if (type == nullptr) {
-        return bad(child(ip, "type"),
-                   "unknown input type " + quote(printable(name)) + " (one of " + type_names() + ")");
+        return bad(child(ip, "type"), "unknown input type " + quote(name) + " (one of " + type_names() + ")");
       }
     }
     if (!task_nodes.count(node_name)) return bad(ip, "input on node " + quote(node_name) + ", which has no task");

@@ -130,7 +130,7 @@ class strict_handler {
       if (parts) key = key_.append(key);
       if (!keys_[depth_ - 1].insert(key)) {
         at_key = true;
-        return stop(ec, "duplicate key " + quote(printable(key)));
+        return stop(ec, "duplicate key " + quote(key));
       }
       key_.clear();
       if (build_ == build::nothing && level_ == 1) locate(key, s, parts);

@@ -58,7 +58,7 @@ class reader {
       TASKGROUP_TRY(def.offload, get_bool(*x, child(opp, "offload")));
     }
     auto schema = registry_.find(def.type);
-    if (!schema) return bad(opp, "unknown operator type " + quote(printable(def.type)));
+    if (!schema) return bad(opp, "unknown operator type " + quote(def.type));
     if (auto st = schema->validate(def); !st) {
       // Point at the argument when the message names one.
       const pointer args_at = child(opp, "args");
@@ -123,7 +123,7 @@ class reader {
     TASKGROUP_TRY(auto s, get_string(v, ptr));
     if (s == "global") return workspace_type::global;
     if (s == "private") return workspace_type::private_;
-    return bad(ptr, "expected \"global\" or \"private\", got " + quote(printable(s)));
+    return bad(ptr, "expected \"global\" or \"private\", got " + quote(s));
   }
 
   // The node named at `o["node"]` ("local" when absent).

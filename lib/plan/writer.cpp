@@ -188,7 +188,7 @@ status check_strings(const json::value& root) {
   };
   auto utf8_fault = [](std::string_view text) -> std::string {
     if (invalid_utf8_at(text) == std::string_view::npos) return {};
-    return "a string that is not valid UTF-8 cannot be written to a plan (" + quote(printable(text)) + ")";
+    return "a string that is not valid UTF-8 cannot be written to a plan (" + quote(text) + ")";
   };
   while (!stack.empty()) {
     frame& f = stack.back();

@@ -30,6 +30,13 @@ bool may_feed(const program_step& n) {
   return std::any_of(n.children.begin(), n.children.end(), [](const program_step& c) { return may_feed(c); });
 }
 
+// Task `t`'s composed step, compiled into `compiled`.
+status compile_task(const task& t, compiled_step& compiled) {
+  TASKGROUP_TRY(auto composed, t.get_step());
+  const execution_step* counted = t.user_step() ? &*t.user_step() : nullptr;
+  return compile_into(compiled, composed, counted);
+}
+
 }  // namespace
 
 result<std::shared_ptr<const compiled_group>> compile_group(const task_group& g) {
@@ -52,14 +59,8 @@ result<std::shared_ptr<const compiled_group>> compile_group(const task_group& g)
   std::vector<std::size_t> node_of_task;
   node_of_task.reserve(g.tasks().size());
   for (const auto& t : g.tasks()) {
-    auto composed_or = t.get_step();
-    if (!composed_or) return task_error(t.name(), t.node_name(), composed_or.error());
-    const execution_step& composed = composed_or.value();
-    const execution_step* counted = t.user_step() ? &*t.user_step() : nullptr;
     detail::compiled_step& compiled = detail::compiled_at(out->steps.get(), out->tasks.size());
-    if (status st = detail::compile_into(compiled, composed, counted); !st) {
-      return task_error(t.name(), t.node_name(), st.error());
-    }
+    if (status st = compile_task(t, compiled); !st) return task_error(t.name(), t.node_name(), st.error());
     const bool priv = t.type().value_or(workspace_type::private_) == workspace_type::private_;
     node_of_task.push_back(index_of(t.node_name()));
     out->tasks.push_back(compiled_task{t, nullptr, &detail::task_access::full_name(t), 0, priv,
