@@ -1001,7 +1001,7 @@ TEST_CASE("Sleep cancelled from outside completes with errc::cancelled", "[built
 }
 
 // The Sleeps of one execution context share one queue and one Asio timer
-// (lib/core/sleep_queue.cpp): what follows checks its ordering, cancellation,
+// (lib/ops/sleep_queue.cpp): what follows checks its ordering, cancellation,
 // threads and teardown.
 
 // A net of one Sleep of `ms`, bound in its own workspace.

@@ -33,7 +33,7 @@
 
 #include <taskgroup/error.hpp>
 
-#include "errors.hpp"
+#include "detail/errors.hpp"
 
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/associated_cancellation_slot.hpp>

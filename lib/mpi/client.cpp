@@ -1,15 +1,15 @@
 // taskgroup: rank 0's part of a run of the MPI protocol: it starts the run
 // on every rank, gathers their STATUS and ends the run with CTRL
 // (docs/mpi-protocol.md).
-#include "fingerprint.hpp"
-#include "liveness.hpp"
-#include "recycling.hpp"
-#include "run.hpp"
-#include "transport.hpp"
-#include "wire.hpp"
+#include "mpi/fingerprint.hpp"
+#include "mpi/liveness.hpp"
+#include "mpi/recycling.hpp"
+#include "mpi/run.hpp"
+#include "mpi/transport.hpp"
+#include "mpi/wire.hpp"
 
-#include "../detail/limits.hpp"
-#include "../detail/report.hpp"
+#include "model/limits.hpp"
+#include "session/report.hpp"
 
 #include <boost/asio/this_coro.hpp>
 

@@ -1,6 +1,6 @@
 // taskgroup: the description of a group that the ranks of an MPI session
 // compare before a run.
-#include "fingerprint.hpp"
+#include "mpi/fingerprint.hpp"
 
 #include <algorithm>
 #include <utility>

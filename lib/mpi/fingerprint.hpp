@@ -3,7 +3,7 @@
 // every rank must agree on.
 #pragma once
 
-#include "state.hpp"
+#include "mpi/state.hpp"
 
 #include <taskgroup/error.hpp>
 #include <taskgroup/task_group.hpp>

@@ -6,7 +6,7 @@
 // polling loop: no thread and no extra wake-up of its own.
 #pragma once
 
-#include "state.hpp"
+#include "mpi/state.hpp"
 
 #include <taskgroup/error.hpp>
 

@@ -1,7 +1,7 @@
 // taskgroup: the recycled storage of the large values rank 0 receives.
-#include "recycling.hpp"
+#include "mpi/recycling.hpp"
 
-#include "../detail/task_access.hpp"
+#include "model/task_access.hpp"
 
 namespace taskgroup::detail::mpi {
 

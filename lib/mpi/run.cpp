@@ -1,5 +1,5 @@
 // taskgroup: the local part of a run of the MPI protocol.
-#include "run.hpp"
+#include "mpi/run.hpp"
 
 #include <boost/asio/bind_cancellation_slot.hpp>
 #include <boost/asio/bind_executor.hpp>

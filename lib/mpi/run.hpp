@@ -3,7 +3,7 @@
 // that drive it, rank 0's (client.cpp) and the other ranks' (worker.cpp).
 #pragma once
 
-#include "state.hpp"
+#include "mpi/state.hpp"
 
 #include <taskgroup/run_report.hpp>
 #include <taskgroup/session.hpp>

@@ -3,15 +3,15 @@
 // client.cpp, the others' in worker.cpp; docs/mpi-protocol.md).
 #include <taskgroup/mpi_session.hpp>
 
-#include "../detail/cancellation.hpp"
-#include "../detail/errors.hpp"
-#include "../detail/limits.hpp"
-#include "../detail/report.hpp"
-#include "../detail/task_access.hpp"
-#include "recycling.hpp"
-#include "run.hpp"
-#include "state.hpp"
-#include "transport.hpp"
+#include "mpi/cancellation.hpp"
+#include "detail/errors.hpp"
+#include "model/limits.hpp"
+#include "session/report.hpp"
+#include "model/task_access.hpp"
+#include "mpi/recycling.hpp"
+#include "mpi/run.hpp"
+#include "mpi/state.hpp"
+#include "mpi/transport.hpp"
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>

@@ -8,8 +8,8 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/strand.hpp>
 
-#include "../detail/strands.hpp"
-#include "../detail/task_access.hpp"
+#include "session/strands.hpp"
+#include "model/task_access.hpp"
 
 #include <atomic>
 #include <chrono>

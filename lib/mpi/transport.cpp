@@ -1,9 +1,9 @@
 // taskgroup: the MPI session's transport: nonblocking sends and receives,
 // detached values, the pace of polling, and the end of a job that lost a rank.
-#include "transport.hpp"
+#include "mpi/transport.hpp"
 
-#include "recycling.hpp"
-#include "wire.hpp"
+#include "mpi/recycling.hpp"
+#include "mpi/wire.hpp"
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/defer.hpp>

@@ -5,8 +5,8 @@
 // is sent or received.
 #pragma once
 
-#include "run.hpp"
-#include "state.hpp"
+#include "mpi/run.hpp"
+#include "mpi/state.hpp"
 
 #include <taskgroup/blob.hpp>
 

@@ -1,7 +1,7 @@
 // taskgroup: the encodings of the MPI session's protocol messages
 // (docs/mpi-protocol.md): START with its feeds, STATUS, CTRL and the errors
 // they carry.
-#include "wire.hpp"
+#include "mpi/wire.hpp"
 
 #include <cstring>
 

@@ -1,12 +1,12 @@
 // taskgroup: the part of a run of the MPI protocol on ranks other than 0:
 // START, this rank's tasks, STATUS, then CTRL (docs/mpi-protocol.md).
-#include "fingerprint.hpp"
-#include "liveness.hpp"
-#include "run.hpp"
-#include "transport.hpp"
-#include "wire.hpp"
+#include "mpi/fingerprint.hpp"
+#include "mpi/liveness.hpp"
+#include "mpi/run.hpp"
+#include "mpi/transport.hpp"
+#include "mpi/wire.hpp"
 
-#include "../detail/report.hpp"
+#include "session/report.hpp"
 
 #include <boost/asio/this_coro.hpp>
 

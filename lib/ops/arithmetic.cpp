@@ -4,7 +4,7 @@
 // Integer arithmetic wraps around (two's complement, as Caffe2 / numpy int64
 // tensors do) instead of overflowing: Add, Sub, Mul, Negate, and Div of
 // INT64_MIN by -1 never trap and never invoke undefined behaviour.
-#include "builtins.hpp"
+#include "ops/builtins.hpp"
 
 #include <cmath>
 #include <cstdint>

@@ -1,7 +1,7 @@
 // taskgroup: the registration of the built-in operators, and the
 // process-wide registry that holds them. Defined here, beside the
 // built-ins, so that the registry itself (registry.cpp) knows none of them.
-#include "builtins.hpp"
+#include "ops/builtins.hpp"
 
 #include <algorithm>
 #include <string>

@@ -1,5 +1,5 @@
 // taskgroup: the built-in CPU-bound operator, Hash, offloaded.
-#include "builtins.hpp"
+#include "ops/builtins.hpp"
 
 #include <cstdint>
 #include <string>

@@ -1,6 +1,6 @@
 // taskgroup: the built-in counters (CreateCounter, CountDown, ResetCounter,
 // Iter, AtomicIter). Counts wrap around as int64 arithmetic does.
-#include "builtins.hpp"
+#include "ops/builtins.hpp"
 
 #include <cstdint>
 #include <string>

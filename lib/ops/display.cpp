@@ -1,6 +1,6 @@
 // taskgroup: how the built-ins show values (to_display_string, Print) and
 // where Print's lines go (the print sink).
-#include "builtins.hpp"
+#include "ops/builtins.hpp"
 
 #include <taskgroup/queue.hpp>
 

@@ -1,5 +1,5 @@
 // taskgroup: the built-in Print, Sleep and Fail.
-#include "builtins.hpp"
+#include "ops/builtins.hpp"
 
 #include <chrono>
 #include <cstdint>

@@ -4,7 +4,7 @@
 
 #include <taskgroup/workspace.hpp>
 
-#include "detail/await_started.hpp"
+#include "ops/await_started.hpp"
 
 #include <boost/asio/associated_cancellation_slot.hpp>
 #include <boost/asio/async_result.hpp>

@@ -1,5 +1,5 @@
 // taskgroup: the error messages the built-in operators share.
-#include "builtins.hpp"
+#include "ops/builtins.hpp"
 
 #include <string>
 

@@ -2,11 +2,11 @@
 
 #include <taskgroup/workspace.hpp>
 
-#include "../detail/await_started.hpp"
-#include "../detail/errors.hpp"
-#include "../detail/net_run.hpp"
-#include "../detail/offload_gate.hpp"
-#include "offload.hpp"
+#include "ops/await_started.hpp"
+#include "detail/errors.hpp"
+#include "ops/net_run.hpp"
+#include "ops/offload_gate.hpp"
+#include "ops/offload.hpp"
 
 #include <boost/asio/this_coro.hpp>
 

@@ -6,7 +6,7 @@
 #include <taskgroup/workspace.hpp>
 
 #include "detail/errors.hpp"
-#include "detail/offload_gate.hpp"
+#include "ops/offload_gate.hpp"
 
 #include <boost/asio/execution/outstanding_work.hpp>
 #include <boost/asio/executor_work_guard.hpp>

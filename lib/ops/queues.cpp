@@ -1,8 +1,8 @@
 // taskgroup: the built-in queue operators (CreateQueue, Enqueue, Dequeue,
 // CloseQueue); Enqueue and Dequeue are asynchronous.
-#include "queues.hpp"
+#include "ops/queues.hpp"
 
-#include "builtins.hpp"
+#include "ops/builtins.hpp"
 
 #include <taskgroup/net.hpp>
 #include <taskgroup/queue.hpp>

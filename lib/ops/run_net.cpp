@@ -1,8 +1,8 @@
 // taskgroup: RunNet, which runs a named net of the node: a remote net
 // (task_group::add_remote_net) or any net made with workspace::create_net.
-#include "builtins.hpp"
+#include "ops/builtins.hpp"
 
-#include "detail/net_run.hpp"
+#include "ops/net_run.hpp"
 
 #include <taskgroup/net.hpp>
 #include <taskgroup/workspace.hpp>

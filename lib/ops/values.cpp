@@ -2,7 +2,7 @@
 // vector operators (Append, Size, Sum, Get) and Concat.
 //
 // Sum of int64 values wraps around, as int64 arithmetic does.
-#include "builtins.hpp"
+#include "ops/builtins.hpp"
 
 #include <cstdint>
 #include <memory>

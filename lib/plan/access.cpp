@@ -1,8 +1,8 @@
 // JSON pointers and typed access to plan values, each failure naming the
 // pointer of the fault.
-#include "internal.hpp"
+#include "plan/internal.hpp"
 
-#include "../detail/limits.hpp"
+#include "model/limits.hpp"
 
 #include <boost/container/small_vector.hpp>
 

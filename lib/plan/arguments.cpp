@@ -1,6 +1,6 @@
 // Op arguments and node options in plans: plain JSON where its typing is
 // enough, {"type": ..., "value": ...} where it is not.
-#include "internal.hpp"
+#include "plan/internal.hpp"
 
 #include <cmath>
 

@@ -1,6 +1,6 @@
 // Reading a plan or inputs file into memory, bounded by max_plan_size
 // whatever the file is.
-#include "internal.hpp"
+#include "plan/internal.hpp"
 
 #include <algorithm>
 #include <cerrno>

@@ -2,7 +2,7 @@
 // `read_feeds_file` and `read_feed`: the command's --inputs and --input):
 // one table of the input types a plan can name, used by the reader, the
 // writer and the feed reader, and one rule for what a feed's name names.
-#include "internal.hpp"
+#include "plan/internal.hpp"
 
 #include <taskgroup/blob.hpp>
 

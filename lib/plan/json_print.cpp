@@ -1,6 +1,6 @@
 // Plan text out: a pretty printer, and level-by-level destruction for
 // documents of the default storage (those the writer makes).
-#include "internal.hpp"
+#include "plan/internal.hpp"
 
 #include <algorithm>
 #include <charconv>

@@ -1,6 +1,6 @@
 // Plan text in: a strict JSON parser (a Boost.JSON basic_parser whose handler
 // refuses what the plan format does not allow), whole or streamed.
-#include "internal.hpp"
+#include "plan/internal.hpp"
 
 #include <boost/json/basic_parser_impl.hpp>
 

@@ -1,5 +1,5 @@
 // A plan's top-level members, from a document or from text.
-#include "internal.hpp"
+#include "plan/internal.hpp"
 
 #include <algorithm>
 #include <deque>

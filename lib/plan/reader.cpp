@@ -1,5 +1,5 @@
 // Reading plans: JSON to a task group, every fault named by its JSON pointer.
-#include "internal.hpp"
+#include "plan/internal.hpp"
 
 #include <algorithm>
 #include <filesystem>

@@ -1,9 +1,9 @@
 // Step trees in plans. One table of step fields serves the writer, the
 // reader and the check for unknown keys; the trees are walked with explicit
 // stacks, so that a tree of max_step_depth levels needs no deep recursion.
-#include "internal.hpp"
+#include "plan/internal.hpp"
 
-#include "../detail/limits.hpp"
+#include "model/limits.hpp"
 
 #include <algorithm>
 #include <array>

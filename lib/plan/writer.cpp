@@ -1,7 +1,7 @@
 // Writing plans: a task group as JSON, in the format's canonical form.
-#include "internal.hpp"
+#include "plan/internal.hpp"
 
-#include "../detail/task_access.hpp"
+#include "model/task_access.hpp"
 
 namespace taskgroup {
 

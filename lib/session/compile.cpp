@@ -1,8 +1,8 @@
-#include "state.hpp"
+#include "session/state.hpp"
 
-#include "../detail/limits.hpp"
-#include "../ops/queues.hpp"
-#include "../step/program.hpp"
+#include "model/limits.hpp"
+#include "ops/queues.hpp"
+#include "step/program.hpp"
 
 #include <algorithm>
 #include <map>

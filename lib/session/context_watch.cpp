@@ -1,7 +1,7 @@
 // The list an execution context keeps of the objects that must hear of its
-// end (detail/context_watch.hpp): an Asio service of the context, destroyed
+// end (session/context_watch.hpp): an Asio service of the context, destroyed
 // after every handler of the context is gone.
-#include "../detail/context_watch.hpp"
+#include "session/context_watch.hpp"
 
 #include <boost/asio/execution/context.hpp>
 #include <boost/asio/execution_context.hpp>

@@ -1,7 +1,7 @@
 // A node's part in a run: its stages, one after another on its strand.
-#include "node_tasks.hpp"
+#include "session/node_tasks.hpp"
 
-#include "../detail/errors.hpp"
+#include "detail/errors.hpp"
 
 #include <boost/asio/bind_cancellation_slot.hpp>
 #include <boost/asio/co_spawn.hpp>

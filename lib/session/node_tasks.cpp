@@ -1,8 +1,8 @@
-#include "node_tasks.hpp"
+#include "session/node_tasks.hpp"
 
-#include "../detail/errors.hpp"
-#include "../detail/test_hooks.hpp"
-#include "../detail/workspace_reuse.hpp"
+#include "detail/errors.hpp"
+#include "detail/test_hooks.hpp"
+#include "session/workspace_reuse.hpp"
 
 #include <boost/asio/bind_cancellation_slot.hpp>
 #include <boost/asio/co_spawn.hpp>

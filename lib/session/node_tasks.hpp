@@ -1,7 +1,7 @@
 // Internal: the tasks of one node in one run, and their join.
 #pragma once
 
-#include "state.hpp"
+#include "session/state.hpp"
 
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/cancellation_signal.hpp>

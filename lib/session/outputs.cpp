@@ -1,6 +1,6 @@
 // A run's data in and out: feeds checked and placed, outputs fetched into
 // the run's own report, the output handles filled from it.
-#include "state.hpp"
+#include "session/state.hpp"
 
 #include <taskgroup/codec.hpp>
 

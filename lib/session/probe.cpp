@@ -1,8 +1,8 @@
 // run_probe: where a run's tasks stand while it runs, asked of each node
 // on its strand.
-#include "state.hpp"
+#include "session/state.hpp"
 
-#include "../detail/errors.hpp"
+#include "detail/errors.hpp"
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>

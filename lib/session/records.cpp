@@ -1,6 +1,6 @@
-#include "state.hpp"
+#include "session/state.hpp"
 
-#include "../detail/workspace_reuse.hpp"
+#include "session/workspace_reuse.hpp"
 
 namespace taskgroup::detail {
 

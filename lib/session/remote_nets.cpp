@@ -1,6 +1,6 @@
 // taskgroup: a group's remote nets, made in their nodes' workspaces before
 // a run's tasks start (task_group::add_remote_net).
-#include "state.hpp"
+#include "session/state.hpp"
 
 #include <taskgroup/net.hpp>
 

@@ -1,9 +1,9 @@
 // A run as a whole, on the session's coordinator strand: its nodes started
 // and joined, its deadline, cancellation from outside, its report.
-#include "run.hpp"
+#include "session/run.hpp"
 
-#include "../detail/errors.hpp"
-#include "../detail/report.hpp"
+#include "detail/errors.hpp"
+#include "session/report.hpp"
 
 #include <boost/asio/dispatch.hpp>
 #include <boost/asio/post.hpp>

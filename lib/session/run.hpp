@@ -2,7 +2,7 @@
 // local session's begin, in session.cpp, compiles and checks it first).
 #pragma once
 
-#include "state.hpp"
+#include "session/state.hpp"
 
 #include <memory>
 

@@ -2,14 +2,14 @@
 
 #include <taskgroup/codec.hpp>
 
-#include "../detail/context_watch.hpp"
-#include "../detail/limits.hpp"
-#include "../detail/report.hpp"
-#include "../detail/strands.hpp"
-#include "../detail/task_access.hpp"
-#include "../detail/task_misuse.hpp"
-#include "../detail/test_hooks.hpp"
-#include "run.hpp"
+#include "detail/test_hooks.hpp"
+#include "model/limits.hpp"
+#include "model/task_access.hpp"
+#include "model/task_misuse.hpp"
+#include "session/context_watch.hpp"
+#include "session/report.hpp"
+#include "session/run.hpp"
+#include "session/strands.hpp"
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/async_result.hpp>
@@ -310,16 +310,6 @@ status check_output_codecs(const task_group& group, const codec_registry& codecs
     }
   }
   return ok();
-}
-
-asio::awaitable<result<run_report>> task_group::run(run_options options) {
-  local_session session(co_await asio::this_coro::executor);
-  co_return co_await session.run(*this, options);
-}
-
-detail::driver_hooks& detail::test_driver_hooks() noexcept {
-  static driver_hooks hooks;
-  return hooks;
 }
 
 }  // namespace taskgroup

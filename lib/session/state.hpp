@@ -9,10 +9,10 @@
 #include <taskgroup/task_group.hpp>
 #include <taskgroup/workspace.hpp>
 
-#include "../detail/join.hpp"
-#include "../detail/runner.hpp"
-#include "../detail/task_access.hpp"
-#include "turns.hpp"
+#include "detail/join.hpp"
+#include "step/runner.hpp"
+#include "model/task_access.hpp"
+#include "session/turns.hpp"
 
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/awaitable.hpp>

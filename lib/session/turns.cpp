@@ -1,4 +1,4 @@
-#include "turns.hpp"
+#include "session/turns.hpp"
 
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/as_tuple.hpp>

@@ -1,8 +1,8 @@
 #include "step/machine.hpp"
 
 #include "detail/join.hpp"
-#include "detail/net_run.hpp"
-#include "detail/runner.hpp"
+#include "ops/net_run.hpp"
+#include "step/runner.hpp"
 #include "ops/queues.hpp"
 
 #include <taskgroup/step_runner.hpp>

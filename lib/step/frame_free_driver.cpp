@@ -7,8 +7,8 @@
 // nested own workspace: bounded work between suspensions), observed or not.
 #include "step/machine.hpp"
 
-#include "detail/net_run.hpp"
-#include "detail/runner.hpp"
+#include "ops/net_run.hpp"
+#include "step/runner.hpp"
 
 #include <boost/asio/cancellation_signal.hpp>
 #include <boost/container/small_vector.hpp>

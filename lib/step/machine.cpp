@@ -1,6 +1,6 @@
 #include "step/machine.hpp"
 
-#include "detail/net_run.hpp"
+#include "ops/net_run.hpp"
 
 #include <boost/container/small_vector.hpp>
 

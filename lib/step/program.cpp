@@ -1,6 +1,6 @@
 #include "step/program.hpp"
 
-#include "detail/runner.hpp"
+#include "step/runner.hpp"
 
 #include <algorithm>
 #include <limits>

@@ -5,7 +5,7 @@
 // helpers of control.hpp, setup work, report steps). `build` turns a spec
 // into a real `task_group` through the public API; `intent` computes what
 // the spec means for the user's counters straight from the spec (what each
-// helper is documented to do), independently of how lib/step/control.cpp assembles
+// helper is documented to do), independently of how lib/model/control.cpp assembles
 // its steps. Specs are values, so the property test can shrink them.
 //
 // Blobs. Every node starts with int64 counters c0..c2, int64 constants

@@ -1,6 +1,6 @@
 #include "model/model.hpp"
 
-#include "detail/task_access.hpp"
+#include "model/task_access.hpp"
 
 #include <taskgroup/control.hpp>
 

@@ -1,9 +1,9 @@
 #include <taskgroup/execution_step.hpp>
 
-#include "../detail/limits.hpp"
-#include "../detail/on_demand.hpp"
-#include "../detail/step_access.hpp"
-#include "../detail/test_hooks.hpp"
+#include "detail/test_hooks.hpp"
+#include "model/limits.hpp"
+#include "model/on_demand.hpp"
+#include "model/step_access.hpp"
 
 #include <map>
 #include <memory>
@@ -180,11 +180,6 @@ void execution_step::freeze() const noexcept {
   // it to that through the count).
   data_->frozen = true;
   ++detail::test_step_hooks().frozen;
-}
-
-detail::step_hooks& detail::test_step_hooks() noexcept {
-  thread_local step_hooks hooks;
-  return hooks;
 }
 
 namespace {

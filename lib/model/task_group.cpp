@@ -1,9 +1,9 @@
 #include <taskgroup/task_group.hpp>
 
-#include "../detail/limits.hpp"
-#include "../detail/step_access.hpp"
-#include "../detail/task_access.hpp"
-#include "../detail/task_misuse.hpp"
+#include "model/limits.hpp"
+#include "model/step_access.hpp"
+#include "model/task_access.hpp"
+#include "model/task_misuse.hpp"
 
 #include <boost/unordered/unordered_flat_set.hpp>
 
@@ -13,39 +13,6 @@
 #include <unordered_set>
 
 namespace taskgroup {
-
-std::string_view to_string(task_status s) noexcept {
-  switch (s) {
-    case task_status::succeeded: return "succeeded";
-    case task_status::failed: return "failed";
-    case task_status::cancelled: return "cancelled";
-    case task_status::not_run: return "not run";
-  }
-  return "unknown";
-}
-
-bool run_report::of(const task_group& g) const noexcept {
-  return detail::group_access::ran(*this, detail::group_access::identity(g));
-}
-
-bool run_report::ok() const noexcept {
-  return std::all_of(tasks.begin(), tasks.end(),
-                     [](const task_report& t) { return t.status == task_status::succeeded; });
-}
-
-const task_report* run_report::find(std::string_view name) const noexcept {
-  for (const auto& t : tasks) {
-    if (t.name == name) return &t;
-  }
-  return nullptr;
-}
-
-std::optional<error> run_report::first_failure() const {
-  for (const auto& t : tasks) {
-    if (t.failure) return t.failure;
-  }
-  return std::nullopt;
-}
 
 namespace {
 

@@ -2,7 +2,7 @@
 
 #include <taskgroup/net.hpp>
 
-#include "../detail/offload_gate.hpp"
+#include "ops/offload_gate.hpp"
 
 #include <algorithm>
 

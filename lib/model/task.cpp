@@ -1,10 +1,10 @@
 #include <taskgroup/task.hpp>
 
-#include "../detail/limits.hpp"
-#include "../detail/on_demand.hpp"
-#include "../detail/step_access.hpp"
-#include "../detail/task_access.hpp"
-#include "../detail/task_misuse.hpp"
+#include "model/limits.hpp"
+#include "model/on_demand.hpp"
+#include "model/step_access.hpp"
+#include "model/task_access.hpp"
+#include "model/task_misuse.hpp"
 
 #include <algorithm>
 #include <atomic>
