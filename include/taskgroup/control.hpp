@@ -1,10 +1,11 @@
 // taskgroup: control flow built from execution steps.
 //
 // The helpers of Caffe2's control.py and net_builder, as functions that
-// take the body as an argument (spec §0: no builder contexts). Each
-// returns an ordinary `execution_step` built from `should_stop_blob`,
-// `only_once` and small nets of built-in operators, so the result can be
-// nested, run, and written to a plan file.
+// take the body as an argument: there are no builder contexts
+// (docs/semantics.md, "Control-flow helpers"). Each returns an ordinary
+// `execution_step` built from `should_stop_blob`, `only_once` and small
+// nets of built-in operators, so the result can be nested, run, and written
+// to a plan file.
 //
 // A body is a net, a step, or a list of nets, steps and stop markers
 // (`stop_if`, `stop`). A stop marker ends the innermost helper that owns

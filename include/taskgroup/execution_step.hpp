@@ -1,7 +1,7 @@
 // taskgroup: execution steps, the trees that tasks run.
 //
 // An `execution_step` holds nets or substeps (never both) and the fields of
-// Caffe2's ExecutionStep (spec §1.3):
+// Caffe2's ExecutionStep (docs/semantics.md, "Execution steps"):
 //
 // | builder call | Caffe2 field | meaning |
 // |---|---|---|

@@ -6,9 +6,10 @@
 // that turns a definition bound in a workspace into a runnable kernel.
 // Kernels are synchronous (a plain call, run inline by the net runner) or
 // asynchronous (an `asio::awaitable`, awaited by the net runner). Only the
-// asynchronous ones suspend (DESIGN "Ops are not coroutines"). A
-// synchronous kernel marked CPU-bound (`operator_schema::offload`) runs on
-// a compute executor while its task waits off the node strand.
+// asynchronous ones suspend: ops are not coroutines, so a net of
+// synchronous ops costs about a loop of virtual calls. A synchronous kernel
+// marked CPU-bound (`operator_schema::offload`) runs on a compute executor
+// while its task waits off the node strand.
 //
 // Threading: `op_def`, `arguments` and `operator_schema` are value types
 // (reentrant). `operator_registry` is thread-safe. An `op_context` and its

@@ -64,7 +64,7 @@ class task_group;
 /// given to `set_blob` is shared with its giver until the run copies it,
 /// when its node starts: leave it unchanged until the run has ended. A
 /// GLOBAL node's feeds leave its workspace when the run's part there ends
-/// (README, "Serving: one group, many concurrent runs").
+/// (docs/serving.md, "GLOBAL groups").
 ///
 /// Errors (the run's, `errc::invalid_feed`, before anything runs): an
 /// input the group does not declare, a value of another type than a
@@ -158,8 +158,8 @@ class TASKGROUP_API run_probe {
   /// "n"): consume/net "take" op #0 (Dequeue): input #0 "jobs": waiting for
   /// an item: the queue is empty (0 of 4, open)` (`op_kernel::waiting_for`),
   /// which adds `; no producer left: ...` when no task of its node that has
-  /// not ended can enqueue or close (README, "Errors"). A task with
-  /// concurrent substeps may have several lines; one that waits on no op
+  /// not ended can enqueue or close (docs/errors.md, "No producer left").
+  /// A task with concurrent substeps may have several lines; one that waits on no op
   /// (between two, or on a step's deadline, join or report timer) says
   /// `<step>: running, not waiting on an op`. Empty when no run follows
   /// this probe. The nodes are asked at once, each on its strand, so lines

@@ -159,9 +159,10 @@ class TASKGROUP_API local_session {
   /// completes with `errc::cancelled` once all have unwound; the report
   /// says what ran). Total cancellation is not supported: a run that has
   /// started has had effects (blobs written), so it is ignored. An
-  /// allocation failure while the run starts completes it with an error,
-  /// or its `std::bad_alloc` leaves the event loop's `run()` and the run
-  /// completes when the loop runs again (README, "Errors").
+  /// allocation failure while the run starts completes it with an error, or
+  /// its `std::bad_alloc` leaves the event loop's `run()` and the run
+  /// completes when the loop runs again (docs/errors.md, "Memory
+  /// exhaustion").
   ///
   /// The initiation holds the session's state, not `this`: a run queued
   /// when the session is destroyed starts later and fails cleanly.

@@ -1,7 +1,7 @@
 // taskgroup: running an execution step tree in a workspace.
 //
-// `run_step` executes a step tree as Caffe2's plan executor did (spec
-// §1.4), with coroutines instead of threads (spec §0):
+// `run_step` executes a step tree as Caffe2's plan executor did, with
+// coroutines instead of threads (docs/semantics.md, "Execution steps"):
 //
 // - Nets run in order; synchronous ops inline, only async ops suspend. The
 //   stop blob is checked after every net, every sequential substep and

@@ -1,13 +1,14 @@
 // taskgroup: tasks, their outputs and their setup work.
 //
 // A task is an execution step placed on a node, with declared outputs,
-// a workspace type, a number of concurrent instances and setup work (spec
-// §1.6). When a group compiles it, the task's step tree is composed as in
-// Caffe2, from outside in:
+// a workspace type, a number of concurrent instances and setup work
+// (docs/semantics.md, "Tasks"). When a group compiles it, the task's step
+// tree is composed as in Caffe2, from outside in (docs/semantics.md, "Task
+// composition"):
 //
 //   <task>            = [<task>:init] + X + [<task>:exit]      (if init/exit work exists)
 //   X                 = <task>:parallel, num_instances copies of I (if num_instances > 1)
-//   I                 = <task>:instance, in its own workspace:
+//   I                 = <task>:instance (in its own workspace when num_instances > 1):
 //                       [<task>:instance:init] + B + [<task>:instance:exit]
 //                       (if instance setup exists; else B, and with
 //                       instances B in a <task>:instance wrapper)

@@ -1,11 +1,11 @@
 // taskgroup: task groups, the unit a session runs.
 //
 // A group gathers tasks that start together; it finishes when the last one
-// does (spec §1.8). Rules: a group becomes used when a session compiles it
-// (or `tasks_by_node` / `to_task` is called); adding to a used group is an
-// error. Workspace types must agree: a task without a type takes the
-// group's (or PRIVATE); a group without one takes its first task's; a
-// PRIVATE and a GLOBAL task cannot share a group.
+// does (docs/semantics.md, "Task groups"). Rules: a group becomes used when
+// a session compiles it (or `tasks_by_node` / `to_task` is called); adding
+// to a used group is an error. Workspace types must agree: a task without a
+// type takes the group's (or PRIVATE); a group without one takes its first
+// task's; a PRIVATE and a GLOBAL task cannot share a group.
 //
 // Per node, a run is: local init -> (all the node's tasks concurrently,
 // with the node's group report steps every interval) -> one final run of

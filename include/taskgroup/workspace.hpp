@@ -1,10 +1,10 @@
 // taskgroup: workspaces, the stores of named blobs and instantiated nets.
 //
-// Semantics follow Caffe2 (spec §1.1): lookup goes local blobs, then
-// forwarded aliases, then the parent chain; `create` returns the visible
-// blob (even the parent's) and only creates a local one when the name is
-// visible nowhere; `create_local` always creates locally and shadows;
-// `remove` removes local blobs only. Nets are never inherited.
+// Semantics follow Caffe2 (docs/semantics.md, "Workspaces"): lookup goes
+// local blobs, then forwarded aliases, then the parent chain; `create`
+// returns the visible blob (even the parent's) and only creates a local one
+// when the name is visible nowhere; `create_local` always creates locally
+// and shadows; `remove` removes local blobs only. Nets are never inherited.
 //
 // Threading: strand-bound. A workspace has no lock; every coroutine that
 // touches it runs on its node's strand (one strand per node in a session).
