@@ -40,7 +40,7 @@ struct entry : bi::set_base_hook<bi::optimize_size<true>, bi::link_mode<bi::norm
 };
 
 // What a pending Sleep holds (with the allocator's header): the figure the
-// header and the README give.
+// header and docs/builtin-ops.md give.
 static_assert(sizeof(entry) <= 56);
 
 // An entry's key: its deadline, then its address (unique while queued).

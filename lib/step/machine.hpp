@@ -1,5 +1,5 @@
 // Internal: the step machine. Caffe2's rules for one execution of a step
-// (spec §1.3, §1.4) are decided here and nowhere else: when an iteration
+// (docs/semantics.md, "Execution steps") are decided here and nowhere else: when an iteration
 // starts (num_iter, only_once), the stop check after each net, each
 // sequential child and each concurrent iteration, what an iteration start
 // counts, when a long loop yields, when the run's stop request is seen,
@@ -114,7 +114,7 @@ struct step_context {
 
 /// The children of `n` run concurrently, with a barrier at the end of each
 /// iteration: concurrent_substeps with at least two recurring children,
-/// or more than one instance (§1.4.4).
+/// or more than one instance (docs/semantics.md, "Sequential and concurrent iterations").
 [[nodiscard]] inline bool runs_concurrently(const program_step& n) noexcept {
   return (n.concurrent && n.recurring_size() >= 2) || n.instances() > 1;
 }
@@ -340,7 +340,7 @@ class step_machine {
   }
 
   // How many iterations may still start, iteration i_ the first of them
-  // (§1.4.3): up to num_iter; in stop-blob mode any number, but only
+  // (docs/semantics.md, "Iterations"): up to num_iter; in stop-blob mode any number, but only
   // iteration 0 with only_once.
   [[nodiscard]] std::uint64_t starts_left() const noexcept {
     if (stop_mode_) {
@@ -378,8 +378,8 @@ class step_machine {
   }
 
   // A net, child or concurrent iteration has ended well: the stop check
-  // after it (§1.3: after every net, sequential child, concurrent
-  // iteration).
+  // after it (docs/semantics.md, "Stop blob checks": after every net,
+  // sequential child, concurrent iteration).
   stop_verdict after_unit() noexcept {
     ++unit_;
     return verdict_of(b_->stop);
