@@ -143,7 +143,7 @@ std::ostream& operator<<(std::ostream& o, const outcome& r) {
            << r.iterations << " net runs " << r.net_runs;
 }
 
-// One iteration, one net, one op at a time (spec §1.3, §1.4.3).
+// One iteration, one net, one op at a time (docs/semantics.md, "Iterations").
 outcome simulate(const loop_spec& s) {
   outcome r;
   std::optional<bool> stop;  // not written yet: go on

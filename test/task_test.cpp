@@ -24,7 +24,7 @@ net add(const std::string& name, const std::string& a, const std::string& b, con
   return n;
 }
 
-// Counts step nets in a tree (Caffe2's plan net count, §3 scenario 11).
+// Counts step nets in a tree (Caffe2's plan net count: "scenario 11" below).
 std::size_t count_nets(const execution_step& s) {
   std::size_t n = s.nets().size();
   for (const auto& c : s.substeps()) n += count_nets(c);

@@ -31,7 +31,7 @@ std::string event::str() const {
   return s;
 }
 
-// A workspace: local blobs and a parent (§1.1).
+// A workspace: local blobs and a parent (docs/semantics.md, "Workspaces").
 struct ws {
   std::shared_ptr<ws> parent;
   std::map<std::string, std::shared_ptr<value>> blobs;
@@ -201,7 +201,7 @@ class runner {
     return exec(s, w, &b);
   }
 
-  // A group or task report step's run (§1.4.5: once, after its siblings).
+  // A group or task report step's run (docs/semantics.md, "Report steps": once, after its siblings).
   err report(const execution_step& r, std::shared_ptr<ws> w, bstep* b) {
     emit(event::type::report_begin, r.name());
     err e = exec(r, std::move(w), b);
@@ -210,7 +210,7 @@ class runner {
   }
 
  private:
-  // Tri-state stop check (§1.3): stop, go on, or an error.
+  // Tri-state stop check (docs/semantics.md, "Stop blob checks"): stop, go on, or an error.
   static err stop_check(const bstep& b, bool& stop) {
     stop = false;
     if (!b.stop || b.stop->t == value::type::none) return std::nullopt;
@@ -243,7 +243,8 @@ class runner {
       ++it;
       if (concurrent) {
         if (!rec.empty()) unordered();
-        // S x N workers, worker k runs recurring substep k mod S (§1.4.4).
+        // S x N workers, worker k runs recurring substep k mod S
+        // (docs/semantics.md, "Sequential and concurrent iterations").
         for (std::size_t k = 0; k < rec.size() * n; ++k) {
           const std::size_t idx = rec[k % rec.size()];
           if (err e = exec(s.substeps()[idx], w, &b.kids[idx])) return e;
@@ -291,7 +292,7 @@ execution_step wrap(const std::string& name, execution_step inner, const std::ve
 
 value read(const std::shared_ptr<value>& v) { return v ? *v : value{}; }
 
-// A report step as its task's body holds it (§1.6): the step itself with
+// A report step as its task's body holds it (docs/semantics.md, "Task composition"): the step itself with
 // the interval, built anew so that the user's step stays as it was.
 execution_step reporting(const execution_step& r, std::chrono::milliseconds every) {
   execution_step out(r.name());

@@ -3,27 +3,27 @@
 // `model::session` runs a `task_group` the plain way: synchronously and
 // recursively, with no Asio, reading the group only through the public
 // accessors (task_group::tasks, task::user_step/setups/reports/instances,
-// execution_step and net accessors). It follows the spec, not the library:
-//   - workspaces (§1.1): name -> value with a parent chain; a net is bound
+// execution_step and net accessors). It follows the rules of docs/semantics.md, not the library's code:
+//   - workspaces ("Workspaces"): name -> value with a parent chain; a net is bound
 //     when its step's workspace is set up (the task's start, or each start of
 //     a create_workspace step): an input must resolve, an output resolves to
 //     the visible blob or becomes a new local one;
-//   - steps (§1.3, §1.4): num_iter (0 runs nothing), stop blob checked after
+//   - steps ("Execution steps"): num_iter (0 runs nothing), stop blob checked after
 //     every net, every sequential substep, every concurrent iteration;
 //     only_once; concurrent substeps and instances (run one after another
 //     here: the generator makes their result independent of the order);
 //     report substeps with a long interval run exactly once, after the
-//     parent's iterations (§1.4.5);
-//   - tasks (§1.6): [<t>:init] + <t>:parallel (instances, each in a child
+//     parent's iterations ("Report steps");
+//   - tasks ("Task composition"): [<t>:init] + <t>:parallel (instances, each in a child
 //     workspace) of [<t>:instance:init] + <t>:body ([reports..., step]) +
 //     [<t>:instance:exit] + [<t>:exit]; iterations of the task's own step
 //     summed over its executions;
-//   - groups (§0, §1.8): node workspaces live as long as the session; a
+//   - groups ("Task groups", "Sessions"): node workspaces live as long as the session; a
 //     PRIVATE task runs in a child made at its start; declared outputs are
 //     made in the node workspace first and read when the node's tasks and
 //     group report steps end (session.hpp), before local exit.
-// Decisions where the spec is silent: a stop blob without a value does not
-// stop (the library's documented behaviour); an op writing a blob of
+// Rules that Caffe2 did not have: a stop blob without a value does not
+// stop ("Stop blob checks"); an op writing a blob of
 // another type replaces its value. Operators: ConstantFill, Copy, Add, Sub,
 // GE, LT, EQ, Not, Or, And over int64 and bool scalars (builtin_ops.cpp).
 #pragma once
@@ -111,7 +111,7 @@ class session {
   /// The local blobs of node `node`'s workspace.
   [[nodiscard]] std::map<std::string, value> blobs(const std::string& node) const;
 
-  /// The step tree the model runs for `t` (§1.6).
+  /// The step tree the model runs for `t` (docs/semantics.md, "Task composition").
   static execution_step compose(const task& t);
 
  private:
