@@ -1,11 +1,11 @@
-// Workload 1m (issue 4): memory per pending task.
+// Workload 1m: memory per pending task.
 //
 // 100,000 tasks started at once, each blocked on a long timer; the figure is
 // the growth of the process's peak RSS (VmHWM, reset through
 // /proc/self/clear_refs just before the run starts) until every task is
 // pending, divided by the number of tasks. Each repetition runs in a fresh
 // process (`taskgroup_bench --probe ...`), so the allocator starts empty.
-// The issue's target: at most 1 KiB per pending task.
+// Target: at most 1 KiB per pending task.
 #include "common/registry.hpp"
 
 namespace {

@@ -1,8 +1,8 @@
-// Workload 1 (performance.md §5.1, issue 4): scheduling overhead per task.
+// Workload 1: scheduling overhead per task.
 //
 // A task group of N trivial tasks on one node, run by a local_session on a
-// single-threaded io_context: spawn every task and join them all. Target
-// (issue 16): per-task cost at most 0.35x raw Asio's (co_spawn of
+// single-threaded io_context: spawn every task and join them all. Target:
+// per-task cost at most 0.35x raw Asio's (co_spawn of
 // awaitable<void> into a ranged parallel_group, wait_for_all), at 10k and
 // at 100k tasks.
 #include "w1_spawn_join/w1_spawn_join.hpp"

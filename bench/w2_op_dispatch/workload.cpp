@@ -1,4 +1,4 @@
-// Workload 2 (performance.md §5): CPU-light op dispatch.
+// Workload 2: CPU-light op dispatch.
 //
 // A net of 1,000 trivial Add ops on int64 blobs (acc = acc + one), bound
 // once in a workspace and run synchronously 1,000 times, against a plain

@@ -1,7 +1,7 @@
-// Workload 3 (performance.md §5.3, issue 4): I/O-bound fan-out.
+// Workload 3: I/O-bound fan-out.
 //
 // 10,000 tasks, each awaiting a 1 ms timer, all started at once and joined;
-// the figure is the wall time of the whole run. The issue's targets: at
+// the figure is the wall time of the whole run. Targets: at
 // most 1.3x raw Asio, and at least 30x faster than a thread per task.
 #include "w3_timers/w3_timers.hpp"
 

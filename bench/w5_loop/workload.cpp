@@ -1,8 +1,8 @@
-// Workload 5 (performance.md §5): loops and stop conditions. A step looping
+// Workload 5: loops and stop conditions. A step looping
 // 1,000,000 times over a one-op net, counted (iterations(n)) and driven by
 // a stop blob (nets [GE(iter, limit) -> stop, Add(iter, one) -> iter]).
 // Targets: at most 2.5x a plain loop calling the same virtual op(s) in the
-// same run (issue 16), and at most 50 ns per iteration.
+// same run, and at most 50 ns per iteration.
 #include "common/registry.hpp"
 
 namespace {

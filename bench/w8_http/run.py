@@ -16,7 +16,7 @@ load on each, checking every answer; then the server gets SIGTERM and must
 exit 0. Prints each round's requests/s and the server's CPU time per
 timed request (from /proc, read while the driver holds between its warm-up
 and its timed phase), the medians, ours / asio of the median rps against
-the target (>= 0.7, issue 17) and ours / guards.
+the target (>= 0.7) and ours / guards.
 
 --quick: one round of 2,000 requests after 200 of warm-up, the target not
 checked (the smoke form run by `meson test --benchmark`). --check: exit 1

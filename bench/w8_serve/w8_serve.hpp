@@ -1,4 +1,4 @@
-// Workload 8 (issue 17): serving. Shared by the contenders: the shape of
+// Workload 8: serving. Shared by the contenders: the shape of
 // the served group (16 tasks on 4 nodes, as examples/06_http_server.cpp),
 // the arithmetic each task does, what each run is fed and must return, a
 // countdown the benchmark thread waits on while a batch of runs is in

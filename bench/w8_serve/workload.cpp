@@ -1,4 +1,4 @@
-// Workload 8 (issue 17): serving one compiled group.
+// Workload 8: serving one compiled group.
 //
 // w8_serve: the HTTP example's group (16 tasks on 4 nodes, each reading
 // its node's fed int64 `n` and writing a declared output), built once and
