@@ -1,8 +1,8 @@
 // taskgroup command: op libraries (--load) and the listing of registered
 // operators (`taskgroup ops`).
 //
-// The JSON shape of `taskgroup ops --json` (stable; README, "Listing the
-// operators"):
+// The JSON shape of `taskgroup ops --json` (stable; docs/command.md,
+// "Listing the operators"):
 //
 //   {"operators": [            // every registered type, sorted by type
 //     {"type": "Repeat",
