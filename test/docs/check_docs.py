@@ -12,8 +12,9 @@ there is any (0 otherwise). The findings:
 - a reference to an issue by number ("issue 12", "issue #12");
 - a mention of a `shared/` or `notes/` folder, or of a design document
   ("DESIGN"), none of which the repository holds;
-- a mention of a `.md` file, or of a file under one of the repository's
-  top-level folders (`lib/step/machine.hpp`), that does not exist, looked
+- a mention of a `.md` file anywhere, or of a file under one of the
+  repository's top-level folders (`lib/step/machine.hpp`) in prose
+  (Markdown, and the comments of code), that does not exist, looked
   up from the mentioning file's folder and from the root (a bare file name
   may also be any tracked file of that name; `$dir/lib/x.hpp` and
   addresses are not mentions); with `#anchor`, the anchor must be a
@@ -168,6 +169,36 @@ class Tree:
         return self._headings[rel]
 
 
+C_LIKE = (".cpp", ".hpp", ".h", ".in")
+
+
+def prose_start(rel, line):
+    """Where the prose of `line` starts: all of it in Markdown, its comment
+    in code (`//` in C++, `#` elsewhere; outside string literals), or past
+    its end when it has none. File paths in code itself (a test's made-up
+    tree, a path built at run time) are not mentions."""
+    if rel.endswith((".md", ".txt")) and not rel.endswith("meson_options.txt"):
+        return 0
+    if rel.endswith(".json"):
+        return len(line)
+    marker = "//" if rel.endswith(C_LIKE) else "#"
+    quote = None
+    i = 0
+    while i < len(line):
+        ch = line[i]
+        if quote:
+            if ch == "\\":
+                i += 1
+            elif ch == quote:
+                quote = None
+        elif ch in "\"'":
+            quote = ch
+        elif line.startswith(marker, i):
+            return i
+        i += 1
+    return len(line)
+
+
 def resolve(tree, rel_file, target):
     """The root-relative path `target` names from `rel_file` (or from the
     root), or None. A bare file name names the tracked file of that name
@@ -234,8 +265,9 @@ def check_file(tree, rel, text, findings):
             if title_key(m.group(1)) not in tree.headings("README.md")[1]:
                 found(lineno, f"README, \"{m.group(1)}\": no such heading in README.md")
 
+        prose_from = prose_start(rel, plain)
         for m in PATH_MENTION_RE.finditer(plain):
-            if any(a <= m.start() < b for a, b in md_spans):
+            if m.start() < prose_from or any(a <= m.start() < b for a, b in md_spans):
                 continue
             target = m.group(1)
             if target.split("/", 1)[0] not in tree.tops or target.endswith(".md"):
@@ -310,8 +342,9 @@ def self_test():
                      "// Bad: ../shared/spec/semantics.md and notes/perf.md.\n"
                      "// Bad: DESIGN \"Ops\".\n"
                      "// Bad: docs/gone.md and docs/sem.md#gone and lib/gone.cpp.\n"
-                     "// Bad: (docs/sem.md, \"No such rule\") and README, \"Nowhere\".\n",
-        "scripts/run": "#!/bin/sh\n# Bad: performance.md\n",
+                     "// Bad: (docs/sem.md, \"No such rule\") and README, \"Nowhere\".\n"
+                     "const char* made_up = \"lib/made_up.cpp\";  // Bad: lib/gone2.cpp, in a comment\n",
+        "scripts/run": "#!/bin/sh\n# Bad: performance.md\nwrite 'test/made_up.py' \"lib/made_up.cpp\"  # Bad: test/gone.py\n",
         "test/x.cpp": "int x;\n",
         "bench/data.bin": f"{sign} not text, not checked\n",
         "build-x/out.md": f"{sign} a build folder, not checked\n",
@@ -339,7 +372,9 @@ def self_test():
         ("lib/a.hpp", 7, "\"lib/gone.cpp\" does not exist"),
         ("lib/a.hpp", 8, "\"No such rule\""),
         ("lib/a.hpp", 8, "README, \"Nowhere\""),
+        ("lib/a.hpp", 9, "\"lib/gone2.cpp\" does not exist"),
         ("scripts/run", 2, "\"performance.md\" does not exist"),
+        ("scripts/run", 3, "\"test/gone.py\" does not exist"),
     ]
     modes = ["walk"]
     if shutil.which("git"):
