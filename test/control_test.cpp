@@ -226,7 +226,7 @@ TEST_CASE("do_parallel runs its items concurrently", "[control]") {
     return n;
   };
   auto s = do_parallel("p", {sleepy("a", "a_done"), sleepy("b", "b_done")});
-  CHECK(s.has_concurrent_substeps());
+  CHECK(s.concurrent_substeps());
   CHECK(s.substeps().size() == 2);
   REQUIRE(run_tree(s, ws));
   CHECK(ws->read<i64>("a_done").value() == 1);

@@ -120,7 +120,7 @@ TEST_CASE("a step child throwing Asio's operation_aborted fails the step with er
     execution_step plan = execution_step("plan")
                               .substeps({execution_step("a").add_net(aborting_net(async, "a")),
                                          execution_step("b").add_net(aborting_net(async, "b"))})
-                              .concurrent_substeps();
+                              .concurrent_substeps(true);
     status st = test::run(run_step(plan, ws));
     REQUIRE_FALSE(st);
     INFO(st.error().message);

@@ -193,7 +193,7 @@ execution_step shaped(const std::string& name, net n, bool concurrent) {
   net idle(name + "_idle");
   idle.op("Sleep", {}, {}, {{"ms", i64{0}}});
   return step(name)
-      .concurrent_substeps()
+      .concurrent_substeps(true)
       .add_substep(step(name + "_a").add_net(std::move(n)))
       .add_substep(step(name + "_b").add_net(idle));
 }
@@ -297,7 +297,7 @@ TEST_CASE("a shared net's offloaded op: concurrent substeps of one workspace tak
   net n("count");
   n.op("Count", {}, {});
   task t("t", step("t")
-                  .concurrent_substeps()
+                  .concurrent_substeps(true)
                   .add_substep(step("c1").add_net(n))
                   .add_substep(step("c2").add_net(n))
                   .add_substep(step("c3").add_net(n)));

@@ -169,7 +169,7 @@ TEST_CASE("doubles of any magnitude are written and read back exactly", "[plan]"
     REQUIRE(g.add(task("t", step("s").add_net(fill_double("d", d)))));
     auto text = write_plan(g).value();
     auto back = read_plan(text).value();
-    const double arg = back.tasks().at(0).user_step()->nets().at(0).ops().at(0).args.get<double>("value").value();
+    const double arg = back.tasks().at(0).step()->nets().at(0).ops().at(0).args.get<double>("value").value();
     CHECK(std::signbit(arg) == std::signbit(d));
     CHECK(arg == d);
     CHECK(write_plan(back).value() == text);

@@ -1,5 +1,7 @@
 #include <taskgroup/plan.hpp>
 
+#include "model/step_access.hpp"
+
 #include <taskgroup/builtin_ops.hpp>
 #include <taskgroup/session.hpp>
 
@@ -86,23 +88,23 @@ TEST_CASE("a group written to JSON and read back runs identically", "[plan]") {
 TEST_CASE("a plan keeps every step field", "[plan]") {
   task_group g;
   auto s = step("all")
-               .add_substep(step("a").add_net(fill_int("a", "x", 1)).create_workspace())
-               .add_substep(step("b").add_net(fill_bool("b", "stop", true)).should_stop_blob("stop").only_once())
+               .add_substep(step("a").add_net(fill_int("a", "x", 1)).create_workspace(true))
+               .add_substep(step("b").add_net(fill_bool("b", "stop", true)).should_stop_blob("stop").only_once(true))
                .add_substep(step("r").add_net(fill_int("r", "z", 1)).run_every(std::chrono::milliseconds(7)))
-               .concurrent_substeps()
+               .concurrent_substeps(true)
                .concurrent_instances(2)
                .timeout(std::chrono::milliseconds(900));
   REQUIRE(g.add(task("t", s)));
   auto j = plan_to_json(g).value();
   auto back = read_plan(j).value();
-  const auto& rs = *back.tasks().at(0).user_step();
-  CHECK(rs.has_concurrent_substeps());
-  CHECK(rs.num_concurrent_instances() == 2);
-  CHECK(rs.deadline() == std::chrono::milliseconds(900));
-  CHECK(rs.substeps().at(0).creates_workspace());
-  CHECK(rs.substeps().at(1).stop_blob() == "stop");
-  CHECK(rs.substeps().at(1).is_only_once());
-  CHECK(rs.substeps().at(2).report_interval() == std::chrono::milliseconds(7));
+  const auto& rs = *back.tasks().at(0).step();
+  CHECK(rs.concurrent_substeps());
+  CHECK(rs.concurrent_instances() == 2);
+  CHECK(rs.timeout() == std::chrono::milliseconds(900));
+  CHECK(rs.substeps().at(0).create_workspace());
+  CHECK(rs.substeps().at(1).should_stop_blob() == "stop");
+  CHECK(rs.substeps().at(1).only_once());
+  CHECK(rs.substeps().at(2).run_every() == std::chrono::milliseconds(7));
   CHECK(write_plan(back).value() == write_plan(g).value());
 }
 
@@ -248,7 +250,7 @@ TEST_CASE("typed arguments keep empty lists and whole doubles", "[plan]") {
   n.op("ConstantFill", {}, {"d"}, {{"value", 3.0}}).op("ConstantFill", {}, {"l"}, {{"value", std::vector<double>{}}});
   REQUIRE(g.add(task("t", step("s").add_net(n))));
   auto back = read_plan(plan_to_json(g).value()).value();
-  const auto& ops = back.tasks()[0].user_step()->nets()[0].ops();
+  const auto& ops = back.tasks()[0].step()->nets()[0].ops();
   CHECK(kind_of(*ops[0].args.find("value")) == argument_kind::float64);
   CHECK(kind_of(*ops[1].args.find("value")) == argument_kind::float64_list);
 }
@@ -382,7 +384,9 @@ TEST_CASE("read_feed reads one feed; its errors, and parse_json's, are placed in
   CHECK(error_of("p/q/x", "[1, 2,]") == "parse: line 1, column 7: syntax error");
   CHECK(error_of("p/q/x", R"({"a": 1, "a": 2})") == R"(parse: line 1, column 10: duplicate key "a")");
   CHECK(error_of("p/q/x", "1e999") == "parse: line 1, column 1: number out of range (not a finite double): 1e999");
-  CHECK(error_of("p/q/x", "\xEF\xBB\xBF" "1") ==
+  CHECK(error_of("p/q/x",
+                 "\xEF\xBB\xBF"
+                 "1") ==
         "parse: line 1, column 1: a byte order mark (BOM) starts the text; JSON text is UTF-8 without one");
   CHECK(error_of("p/q/x", "null") == "/: an argument is a bool, number, string or list, got null");
   CHECK_THAT(error_of("p/q/x", "[1, true]"), Catch::StartsWith("/1: expected an integer like the list's first"));
@@ -456,7 +460,12 @@ TEST_CASE("write_plan writes no group that would not run: each fault is the run'
        }},
       {"if_ with an empty condition net", [&](task_group& g) { REQUIRE(g.add(task("t", if_("i", net("empty"), n)))); }},
       {"while_ over an unnamed blob", [&](task_group& g) { REQUIRE(g.add(task("t", while_("w", "", n)))); }},
-      {"a step marked invalid", [&](task_group& g) { REQUIRE(g.add(task("t", step("e").mark_invalid("broken")))); }},
+      {"a step marked invalid",
+       [&](task_group& g) {
+         execution_step e("e");
+         detail::step_access::mark_invalid(e, "broken");
+         REQUIRE(g.add(task("t", e)));
+       }},
       {"a nested rejected helper",
        [&](task_group& g) { REQUIRE(g.add(task("t", step("s").add_net(n).add_substep(loop("L", body(n)))))); }},
       {"a report step rejected",

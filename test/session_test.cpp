@@ -537,7 +537,7 @@ TEST_CASE("tasks run without suspending behave as the coroutine runner does", "[
                                 .add_substep(step("inner")
                                                  .nets({incr("inc", "s"), stop_when("s", 1), incr("after", "s")})
                                                  .should_stop_blob("stop")
-                                                 .only_once())
+                                                 .only_once(true))
                                 .add_substep(step("next").add_net(incr("next", "n"))))));
   }
   SECTION("failures name the step path, the net and the op") {
@@ -551,10 +551,10 @@ TEST_CASE("tasks run without suspending behave as the coroutine runner does", "[
   SECTION("a stop blob of the wrong type") {
     net str("str");
     str.op("ConstantFill", {}, {"stop"}, {{"value", std::string("yes")}});
-    REQUIRE(g.add(task("t", step("t").nets({str}).should_stop_blob("stop").only_once())));
+    REQUIRE(g.add(task("t", step("t").nets({str}).should_stop_blob("stop").only_once(true))));
   }
   SECTION("a step with its own workspace") {
-    REQUIRE(g.add(task("t", step("t").add_net(incr("inc", "x")).iterations(2).create_workspace())));
+    REQUIRE(g.add(task("t", step("t").add_net(incr("inc", "x")).iterations(2).create_workspace(true))));
   }
   check_same_outcomes(g);
 }
@@ -799,7 +799,7 @@ TEST_CASE("tasks that wait on callback-form ops behave as the coroutine runner d
                                 .add_substep(step("inner")
                                                  .nets({sleepy("nap", "s", 0), stop_when("s", 2), incr("after", "s")})
                                                  .should_stop_blob("stop")
-                                                 .only_once())
+                                                 .only_once(true))
                                 .add_substep(step("next").add_net(sleepy("nap", "n", 0))))));
   }
   SECTION("a failure after a sleep names the path, the net and the op") {
@@ -811,7 +811,7 @@ TEST_CASE("tasks that wait on callback-form ops behave as the coroutine runner d
                                   .add_substep(step("second").add_net(late)))));
   }
   SECTION("a root step with its own workspace") {
-    REQUIRE(g.add(task("t", step("t").add_net(sleepy("nap", "x", 0)).iterations(2).create_workspace())));
+    REQUIRE(g.add(task("t", step("t").add_net(sleepy("nap", "x", 0)).iterations(2).create_workspace(true))));
   }
   SECTION("ops with a callback form that end at once or through the executor") {
     auto runs = std::make_shared<int>(0);

@@ -273,7 +273,7 @@ execution_step build(const loop_spec& s) {
   st.nets(nets);
   if (s.stop_mode) {
     st.should_stop_blob("stop");
-    if (s.only_once) st.only_once();
+    if (s.only_once) st.only_once(true);
   } else {
     st.iterations(s.num_iter);
   }
@@ -303,11 +303,11 @@ outcome read(const workspace& ws, const status& st) {
 }
 
 // Counts the net events an observer sees.
-struct net_counter final : step_observer {
+struct net_counter final : run_observer {
   std::uint64_t begins = 0;
   std::uint64_t ends = 0;
-  void net_begin(std::string_view) override { ++begins; }
-  void net_end(std::string_view, const status&) override { ++ends; }
+  void net_begin(const event_source&, std::string_view) override { ++begins; }
+  void net_end(const event_source&, std::string_view, const status&) override { ++ends; }
 };
 
 outcome through_run_step(const loop_spec& s, bool observed) {

@@ -57,10 +57,10 @@ TEST_CASE("a step reads well as a builder and reports its fields", "[step]") {
   auto s = step("train").nets({a}).iterations(100).timeout(5s);
   CHECK(s.name() == "train");
   CHECK(s.nets().size() == 1);
-  CHECK(s.num_iter() == 100);
-  CHECK(s.deadline() == std::chrono::milliseconds(5000));
-  CHECK_FALSE(s.stop_blob());
-  CHECK(s.num_concurrent_instances() == 1);
+  CHECK(s.iterations() == 100);
+  CHECK(s.timeout() == std::chrono::milliseconds(5000));
+  CHECK_FALSE(s.should_stop_blob());
+  CHECK(s.concurrent_instances() == 1);
   CHECK(s.validate());
 }
 
@@ -83,7 +83,7 @@ TEST_CASE("every invalid combination of fields is rejected", "[step]") {
   net n = fill_int("n", "x", 1);
   check(step("s").add_net(n).add_substep(step("c").add_net(n)), "cannot have both nets and substeps");
   check(step("s").add_net(n).iterations(2).should_stop_blob("stop"), "cannot set both should_stop_blob and num_iter");
-  check(step("s").add_net(n).only_once(), "only_once is not supported without should_stop_blob");
+  check(step("s").add_net(n).only_once(true), "only_once is not supported without should_stop_blob");
   check(step("s").add_net(n).iterations(-1), "num_iter must be >= 0");
   check(step("s").add_net(n).concurrent_instances(0), "num_concurrent_instances must be >= 1");
   check(step("s").add_net(n).run_every(0ms), "run_every_ms must be > 0");
@@ -99,7 +99,7 @@ TEST_CASE("run_every may still be set on a frozen step", "[step]") {
   auto parent = step("parent").add_substep(child);
   child.run_every(10ms);
   CHECK(parent.validate());
-  CHECK(child.report_interval() == 10ms);
+  CHECK(child.run_every() == 10ms);
 }
 
 TEST_CASE("two different nets with the same name in one tree are an error", "[step]") {
@@ -116,7 +116,7 @@ TEST_CASE("two different nets with the same name in one tree are an error", "[st
 TEST_CASE("an invalid tree fails before anything runs", "[step]") {
   auto ws = workspace::make("w");
   auto s = step("s").substeps(
-      {step("a").add_net(fill_int("a", "x", 1)), step("b").add_net(fill_int("b", "y", 1)).only_once()});
+      {step("a").add_net(fill_int("a", "x", 1)), step("b").add_net(fill_int("b", "y", 1)).only_once(true)});
   CHECK(run_tree(s, ws).error().code == errc::invalid_step);
   CHECK_FALSE(ws->has("x"));
 }
@@ -172,7 +172,7 @@ TEST_CASE("only_once runs iteration 0 only", "[step]") {
   auto ws = workspace::make("w");
   ws->set("count", i64{0});
   ws->set("stop", false);
-  REQUIRE(run_tree(step("s").add_net(incr("inc", "count")).should_stop_blob("stop").only_once(), ws));
+  REQUIRE(run_tree(step("s").add_net(incr("inc", "count")).should_stop_blob("stop").only_once(true), ws));
   CHECK(ws->read<i64>("count").value() == 1);
 }
 
@@ -266,7 +266,7 @@ TEST_CASE("create_workspace gives every execution a fresh child workspace and fr
       })));
   net body("body");
   body.op("Probe", {}, {}).op("Iter", {}, {"shared"}).op("ConstantFill", {}, {"scratch"}, {{"value", i64{1}}});
-  auto s = step("outer").add_substep(step("inner").add_net(body).create_workspace()).iterations(3);
+  auto s = step("outer").add_substep(step("inner").add_net(body).create_workspace(true)).iterations(3);
   run_step_options o;
   o.registry = &reg;
   REQUIRE(run_tree(s, ws, o));
@@ -282,7 +282,7 @@ TEST_CASE("scenario 15: concurrent substeps times iterations", "[step][scenario]
     for (i64 n : {0, 1, 4}) {
       auto ws = workspace::make("w");
       ws->set("iter", i64{7});
-      auto s = step("s").concurrent_substeps().iterations(n);
+      auto s = step("s").concurrent_substeps(true).iterations(n);
       for (int j = 0; j < k; ++j) {
         net inc("inc" + std::to_string(j));
         inc.op("AtomicIter", {}, {"iter"});
@@ -308,7 +308,7 @@ TEST_CASE("concurrent substeps interleave at suspension points with a barrier pe
   };
   auto s = step("s")
                .substeps({step("a").add_net(worker("a", 1)), step("b").add_net(worker("b", 2))})
-               .concurrent_substeps()
+               .concurrent_substeps(true)
                .iterations(2);
   REQUIRE(run_tree(s, ws));
   auto log = ws->read<std::vector<i64>>("log").value();
@@ -328,7 +328,7 @@ TEST_CASE("concurrent instances each get their own child workspace", "[step]") {
   ws->set("total", i64{0});
   net body("body");
   body.op("ConstantFill", {}, {"mine"}, {{"value", i64{1}}}).op("Add", {"total", "mine"}, {"total"});
-  auto s = step("s").add_substep(step("inst").add_net(body).create_workspace()).concurrent_instances(8);
+  auto s = step("s").add_substep(step("inst").add_net(body).create_workspace(true)).concurrent_instances(8);
   REQUIRE(run_tree(s, ws));
   CHECK(ws->read<i64>("total").value() == 8);
   CHECK_FALSE(ws->has("mine"));
@@ -338,7 +338,7 @@ namespace {
 
 // An observer that only forces concurrent children through the spawning
 // runner (children run in turn only without an observer).
-class noop_observer final : public step_observer {};
+class noop_observer final : public run_observer {};
 
 // Concurrent children that cannot suspend: plain synchronous net steps
 // that end on their own, counted or `only_once` with a stop blob.
@@ -351,8 +351,8 @@ execution_step in_turn_tree() {
   once.op("Iter", {}, {"c"}).op("ConstantFill", {}, {"stop"}, {{"value", false}});
   return step("s")
       .substeps({step("tick").add_net(tick).iterations(3), step("twice").add_net(twice).add_net(twice).iterations(2),
-                 step("once").add_net(once).should_stop_blob("stop").only_once()})
-      .concurrent_substeps()
+                 step("once").add_net(once).should_stop_blob("stop").only_once(true)})
+      .concurrent_substeps(true)
       .iterations(5);
 }
 
@@ -396,7 +396,7 @@ TEST_CASE("in turn, the first failure is the error and the children after it do 
   auto s = step("plan")
                .substeps({step("before").add_net(incr("b", "before")),
                           step("thrower").add_net(failing("throw", "boom")), step("after").add_net(incr("a", "after"))})
-               .concurrent_substeps()
+               .concurrent_substeps(true)
                .iterations(3);
   auto st = run_tree(s, ws);
   REQUIRE_FALSE(st);
@@ -410,7 +410,7 @@ TEST_CASE("in turn, a long child yields to the strand and a cancellation there s
   auto make = [] {
     return step("s")
         .substeps({step("long").add_net(incr("l", "long")).iterations(1000), step("short").add_net(incr("s", "short"))})
-        .concurrent_substeps();
+        .concurrent_substeps(true);
   };
   auto fresh = [] {
     auto ws = workspace::make("w");
@@ -490,7 +490,7 @@ TEST_CASE("scenario 18: the first failure cancels a stuck async sibling once and
   auto s =
       step("plan")
           .substeps({step("stuck").add_net(stuck("stuck", c)), step("thrower").add_net(failing("throw", "test error"))})
-          .concurrent_substeps();
+          .concurrent_substeps(true);
   auto st = run_tree(s, ws);
   REQUIRE_FALSE(st);
   CHECK(st.error().code == errc::op_failed);
@@ -510,7 +510,7 @@ TEST_CASE("scenario 19: a sibling waiting on an empty queue is cancelled by the 
       {step("init").add_net(init),
        step("work")
            .substeps({step("consumer").add_net(consume), step("thrower").add_net(failing("throw", "test error"))})
-           .concurrent_substeps()});
+           .concurrent_substeps(true)});
   auto st = run_tree(s, ws);
   REQUIRE_FALSE(st);
   CHECK(st.error().message == "plan/work/thrower/net \"throw\" op #0 (Fail): test error");
@@ -536,7 +536,7 @@ TEST_CASE("scenario 21: an endless stop loop ends through the sibling's failure"
                      .add_substep(step("inner").add_net(incr("count", "inner_runs")).iterations(10))
                      .should_stop_blob("never");
   auto thrower = step("thrower").nets({fill_bool("noop", "noop_ran", true), failing("throw", "test error")});
-  auto st = run_tree(step("plan").substeps({endless, thrower}).concurrent_substeps(), ws);
+  auto st = run_tree(step("plan").substeps({endless, thrower}).concurrent_substeps(true), ws);
   REQUIRE_FALSE(st);
   CHECK_THAT(st.error().message, Catch::Contains("test error"));
   CHECK(ws->read<bool>("noop_ran").value());
@@ -618,7 +618,7 @@ TEST_CASE("a report step runs in its parent's workspace across iterations", "[st
   report.op("Add", {"seen", "local"}, {"seen"});
   auto parent = step("parent")
                     .substeps({step("work").add_net(body), step("report").add_net(report).run_every(10s)})
-                    .create_workspace();
+                    .create_workspace(true);
   REQUIRE(run_tree(step("top").add_substep(parent), ws));
   CHECK(ws->read<i64>("seen").value() == 1);  // read "local" from the parent's child workspace
 }
@@ -648,7 +648,7 @@ TEST_CASE("an expired timeout is a timeout error naming the step and where it wa
 namespace {
 
 // Records every event as one line: "kind name [iterations] [ok|code]".
-struct event_log final : step_observer {
+struct event_log final : run_observer {
   std::vector<std::string> lines;
   static std::string end(const status& st) {
     if (st) return "ok";
@@ -657,12 +657,12 @@ struct event_log final : step_observer {
     if (st.error().code == errc::blob_not_found) return "blob_not_found";
     return st.error().code.message();
   }
-  void step_begin(std::string_view s) override { lines.push_back("step_begin " + std::string(s)); }
-  void step_end(std::string_view s, std::uint64_t it, const status& st) override {
+  void step_begin(const event_source&, std::string_view s) override { lines.push_back("step_begin " + std::string(s)); }
+  void step_end(const event_source&, std::string_view s, std::uint64_t it, const status& st) override {
     lines.push_back("step_end " + std::string(s) + " " + std::to_string(it) + " " + end(st));
   }
-  void net_begin(std::string_view n) override { lines.push_back("net_begin " + std::string(n)); }
-  void net_end(std::string_view n, const status& st) override {
+  void net_begin(const event_source&, std::string_view n) override { lines.push_back("net_begin " + std::string(n)); }
+  void net_end(const event_source&, std::string_view n, const status& st) override {
     lines.push_back("net_end " + std::string(n) + " " + end(st));
   }
 };
@@ -688,9 +688,9 @@ TEST_CASE("an execution's events: a deadline ends it timed out, a binding failur
     event_log log;
     run_step_options o;
     o.observer = &log;
-    auto s =
-        step("outer").substeps({step("first").add_net(incr("inc", "x")),
-                                step("own").add_net(incr("inc2", "y")).should_stop_blob("nowhere").create_workspace()});
+    auto s = step("outer").substeps(
+        {step("first").add_net(incr("inc", "x")),
+         step("own").add_net(incr("inc2", "y")).should_stop_blob("nowhere").create_workspace(true)});
     auto st = run_tree(s, ws, o);
     REQUIRE_FALSE(st);
     INFO(st.error().message);
@@ -719,7 +719,7 @@ TEST_CASE("cancellation from outside stops the tree at every suspension point", 
     auto work = step("work")
                     .substeps({step("a").add_net(tick).iterations(3),
                                step("b").add_net(incr("count", "counts")).iterations(600)})
-                    .concurrent_substeps();
+                    .concurrent_substeps(true);
     return step("tree").substeps({work, step("report").add_net(report).run_every(1ms)});
   };
   bool completed = false;
@@ -751,7 +751,7 @@ TEST_CASE("abandoning the event loop at any point tears the tree down cleanly", 
     auto s = step("t")
                  .substeps({step("a").add_net(n).iterations(5), step("b").add_net(incr("i", "x")).iterations(3),
                             step("r").add_net(incr("r", "x")).run_every(1ms)})
-                 .concurrent_substeps();
+                 .concurrent_substeps(true);
     {
       asio::io_context io;
       asio::co_spawn(io, run_step(s, ws), [](std::exception_ptr, status) {});

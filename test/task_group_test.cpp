@@ -68,20 +68,20 @@ TEST_CASE("report steps and local setup added to a used group fail its later run
 TEST_CASE("workspace types: tasks take the group's, the group takes the first task's, no mixing", "[task_group]") {
   task_group typed(workspace_type::global);
   auto t = typed.add(task("t")).value();
-  CHECK(t.type() == workspace_type::global);
+  CHECK(t.workspace_type() == workspace_type::global);
 
   task_group untyped;
   auto first = untyped.add(task("a").workspace_type(workspace_type::global)).value();
-  CHECK(untyped.type() == workspace_type::global);
+  CHECK(untyped.workspace_type() == workspace_type::global);
   auto second = untyped.add(task("b")).value();
-  CHECK(second.type() == workspace_type::global);
+  CHECK(second.workspace_type() == workspace_type::global);
   auto clash = untyped.add(task("c").workspace_type(workspace_type::private_));
   REQUIRE_FALSE(clash);
   CHECK(clash.error().code == errc::invalid_task);
   CHECK_THAT(clash.error().message, Catch::Contains("Require global but already have private"));
 
   task_group defaulted;
-  CHECK(defaulted.add(task("d")).value().type() == workspace_type::private_);
+  CHECK(defaulted.add(task("d")).value().workspace_type() == workspace_type::private_);
 }
 
 TEST_CASE("used nodes are listed in order of first use and options merge first-wins", "[task_group][node]") {

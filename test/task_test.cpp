@@ -38,10 +38,10 @@ TEST_CASE("scenario 31: defaults are local/task on node local with no outputs", 
   CHECK(t.name() == "local/task");
   CHECK(t.node_name() == "local");
   CHECK(t.output_names().empty());
-  CHECK_FALSE(t.type());
-  CHECK(t.instances() == 1);
+  CHECK_FALSE(t.workspace_type());
+  CHECK(t.num_instances() == 1);
   task_group g;
-  CHECK_FALSE(g.type());
+  CHECK_FALSE(g.workspace_type());
   CHECK(node().name() == "local");
   CHECK(cluster().empty());
 }
@@ -138,17 +138,17 @@ TEST_CASE("scenario 11: the composed step has init, instances and exit around th
   REQUIRE(s.substeps().size() == 3);
   CHECK(s.substeps()[0].name() == "trainer/my_task:init");
   CHECK(s.substeps()[1].name() == "trainer/my_task:parallel");
-  CHECK(s.substeps()[1].num_concurrent_instances() == 2);
+  CHECK(s.substeps()[1].concurrent_instances() == 2);
   // I, once: the instance step holding its setup around B (the user's
   // step), in its own workspace.
   REQUIRE(s.substeps()[1].substeps().size() == 1);
   const execution_step& instance = s.substeps()[1].substeps()[0];
   CHECK(instance.name() == "trainer/my_task:instance");
-  CHECK(instance.creates_workspace());
+  CHECK(instance.create_workspace());
   REQUIRE(instance.substeps().size() == 3);
   CHECK(instance.substeps()[0].name() == "trainer/my_task:instance:init");
   CHECK(instance.substeps()[1].name() == "loop");
-  CHECK_FALSE(instance.substeps()[1].creates_workspace());  // the user's step is left as it was
+  CHECK_FALSE(instance.substeps()[1].create_workspace());  // the user's step is left as it was
   CHECK(instance.substeps()[2].name() == "trainer/my_task:instance:exit");
   CHECK(s.substeps()[2].name() == "trainer/my_task:exit");
   // 4 body nets (loop init, cond, copy, inc) + 4 setup nets; no dummy output.
@@ -316,14 +316,14 @@ TEST_CASE("a task's composed step names each level once, in errors and events al
   CHECK(body.name() == "local/t:body");
   REQUIRE(body.substeps().size() == 2);
   CHECK(body.substeps()[0].name() == "rep");
-  CHECK(body.substeps()[0].report_interval() == std::chrono::milliseconds(50));
+  CHECK(body.substeps()[0].run_every() == std::chrono::milliseconds(50));
   CHECK(body.substeps()[0].substeps().empty());
   CHECK(body.substeps()[0].nets().size() == 1);
-  CHECK_FALSE(rep.report_interval());  // the user's step keeps no interval
+  CHECK_FALSE(rep.run_every());  // the user's step keeps no interval
 
   struct events final : run_observer {
     std::vector<std::string> steps;
-    void step_begin(std::string_view, std::string_view, std::string_view step) override { steps.emplace_back(step); }
+    void step_begin(const event_source&, std::string_view step) override { steps.emplace_back(step); }
   } seen;
   local_session session(1);
   run_options o;
@@ -360,8 +360,7 @@ namespace {
 
 struct step_ends final : run_observer {
   std::vector<std::string> lines;  // one thread: local_session(1)
-  void step_end(std::string_view, std::string_view, std::string_view step, std::uint64_t iterations,
-                const status&) override {
+  void step_end(const event_source&, std::string_view step, std::uint64_t iterations, const status&) override {
     lines.push_back(std::string(step) + " " + std::to_string(iterations));
   }
 };

@@ -84,7 +84,7 @@ std::string plural(std::size_t n, const char* one, const char* many) {
 
 tally task_tally(const task& t) {
   tally out;
-  if (t.user_step()) out.add(*t.user_step());
+  if (t.step()) out.add(*t.step());
   for (const auto& [obj, scope] : t.setups()) {
     out.add(obj->setup());
     out.add(obj->exit());
@@ -133,14 +133,14 @@ void summarize_node(const task_group& group, const std::string& node_name, const
   for (std::size_t i = 0; i < items.tasks.size(); ++i) {
     const task& t = *items.tasks[i];
     const std::string name = t.name();
-    const auto type = t.type().value_or(group.type().value_or(workspace_type::private_));
+    const auto type = t.workspace_type().value_or(group.workspace_type().value_or(workspace_type::private_));
     tally tt = task_tally(t);
     total.add(tt);
     // Appended in place: 10^5 lines of temporaries were a tenth of a check.
     body_text += "  ";
     body_text += name;
     body_text.append(name_width - name.size(), ' ');
-    body_text += "  " + plural(static_cast<std::size_t>(t.instances()), "instance", "instances");
+    body_text += "  " + plural(static_cast<std::size_t>(t.num_instances()), "instance", "instances");
     body_text += ", ";
     body_text += to_string(type);
     body_text += " workspace, " + plural(tt.steps, "step", "steps") + ", " + plural(tt.net_count(), "net", "nets");
@@ -192,7 +192,7 @@ std::string summarize_group(const task_group& group, std::string_view path) {
   tally total;
 
   out += std::string(path) + ": valid plan (format " + std::to_string(plan_format_version) + ")\n";
-  if (group.type()) out += "workspace type: " + std::string(to_string(*group.type())) + "\n";
+  if (group.workspace_type()) out += "workspace type: " + std::string(to_string(*group.workspace_type())) + "\n";
 
   // Each node's items at its position in `nodes`, found through an open
   // addressing index of small entries: a hash node per entry was a cache

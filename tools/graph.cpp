@@ -125,16 +125,16 @@ class dot_writer {
   std::string step_vertex(const execution_step& s) {
     std::vector<std::string> lines{"step " + s.name()};
     std::vector<std::string> fields;
-    if (s.num_iter()) fields.push_back("num_iter " + std::to_string(*s.num_iter()));
-    if (s.stop_blob()) fields.push_back("stop when " + quote(*s.stop_blob()));
-    if (s.is_only_once()) fields.push_back("only once");
-    if (s.has_concurrent_substeps()) fields.push_back("concurrent substeps");
-    if (s.report_interval()) fields.push_back("every " + ms_text(*s.report_interval()));
-    if (s.creates_workspace()) fields.push_back("own workspace");
-    if (s.num_concurrent_instances() != 1) {
-      fields.push_back(std::to_string(s.num_concurrent_instances()) + " concurrent instances");
+    if (s.iterations()) fields.push_back("num_iter " + std::to_string(*s.iterations()));
+    if (s.should_stop_blob()) fields.push_back("stop when " + quote(*s.should_stop_blob()));
+    if (s.only_once()) fields.push_back("only once");
+    if (s.concurrent_substeps()) fields.push_back("concurrent substeps");
+    if (s.run_every()) fields.push_back("every " + ms_text(*s.run_every()));
+    if (s.create_workspace()) fields.push_back("own workspace");
+    if (s.concurrent_instances() != 1) {
+      fields.push_back(std::to_string(s.concurrent_instances()) + " concurrent instances");
     }
-    if (s.deadline()) fields.push_back("timeout " + ms_text(*s.deadline()));
+    if (s.timeout()) fields.push_back("timeout " + ms_text(*s.timeout()));
     for (auto& f : fields) lines.push_back(std::move(f));
     const std::string id = vertex(lines, "shape=box, style=rounded");
 
@@ -146,12 +146,12 @@ class dot_writer {
     }
     for (const auto& c : s.substeps()) {
       const std::string child = step_vertex(c);
-      if (c.report_interval()) {
+      if (c.run_every()) {
         edge(id, child, "report", "style=dashed");
         continue;
       }
       ++order;
-      if (s.has_concurrent_substeps()) {
+      if (s.concurrent_substeps()) {
         edge(id, child, "", "style=bold");
       } else {
         edge(id, child, numbered ? std::to_string(order) : std::string());
@@ -178,8 +178,8 @@ class dot_writer {
 
   void task_vertex(const std::string& anchor, const task& t, std::optional<workspace_type> group_type) {
     std::vector<std::string> lines{"task " + t.name()};
-    const auto type = t.type().value_or(group_type.value_or(workspace_type::private_));
-    lines.push_back(std::to_string(t.instances()) + (t.instances() == 1 ? " instance, " : " instances, ") +
+    const auto type = t.workspace_type().value_or(group_type.value_or(workspace_type::private_));
+    lines.push_back(std::to_string(t.num_instances()) + (t.num_instances() == 1 ? " instance, " : " instances, ") +
                     std::string(to_string(type)) + " workspace");
     std::vector<std::string> outs;
     for (const auto& st : t.declared_outputs()) {
@@ -193,7 +193,7 @@ class dot_writer {
       body_edges(id, obj->setup(), std::string(prefix) + "init");
       body_edges(id, obj->exit(), std::string(prefix) + "exit");
     }
-    if (t.user_step()) edge(id, step_vertex(*t.user_step()), "step");
+    if (t.step()) edge(id, step_vertex(*t.step()), "step");
     for (const auto& [s, every] : t.reports())
       edge(id, step_vertex(s), "report every " + ms_text(every), "style=dashed");
   }
@@ -244,7 +244,7 @@ std::string group_to_dot(const task_group& group, std::string_view title) {
       w.body_edges(anchor, obj->setup(), "local init");
     }
     for (const auto& t : group.tasks()) {
-      if (t.node_name() == node_name) w.task_vertex(anchor, t, group.type());
+      if (t.node_name() == node_name) w.task_vertex(anchor, t, group.workspace_type());
     }
     for (const auto& r : group.report_steps()) {
       if (r.node != node_name) continue;

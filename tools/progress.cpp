@@ -124,14 +124,14 @@ void progress::run_begin(const std::vector<std::pair<std::string, std::string>>&
   }
 }
 
-void progress::task_begin(std::string_view task, std::string_view node) {
+void progress::task_begin(const event_source& at) {
   if (mode_ == progress_mode::quiet) return;
   std::lock_guard lock(mutex_);
-  node_state& n = node_locked(node);
+  node_state& n = node_locked(at.node);
   ++n.running;
   ++totals_.running;
   if (!n.first_start) n.first_start = clock::now();
-  if (mode_ == progress_mode::plain) line_locked("task " + std::string(task) + " started");
+  if (mode_ == progress_mode::plain) line_locked("task " + std::string(at.task) + " started");
 }
 
 void progress::task_end(const task_report& report) {

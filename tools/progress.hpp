@@ -21,6 +21,7 @@
 // io_context's thread.
 #pragma once
 
+#include <taskgroup/run_observer.hpp>
 #include <taskgroup/run_report.hpp>
 
 #include <boost/asio/io_context.hpp>
@@ -61,7 +62,9 @@ class progress final : public run_observer {
   void note(std::string_view line);
 
   void run_begin(const std::vector<std::pair<std::string, std::string>>& tasks) override;
-  void task_begin(std::string_view task, std::string_view node) override;
+  /// Task events only: a run shown by its progress keeps every fast path.
+  [[nodiscard]] observe interests() const noexcept override { return observe::tasks; }
+  void task_begin(const event_source& at) override;
   void task_end(const task_report& report) override;
 
  private:

@@ -43,41 +43,57 @@ namespace asio = boost::asio;
 
 namespace {
 
-// Fans the session's events out to several observers.
+// Fans the session's events out to several observers, each told only of
+// the kinds it asked for; the run is asked for what any of them wants.
 class observers final : public run_observer {
  public:
-  void add(run_observer* o) { list_.push_back(o); }
-  void run_begin(const std::vector<std::pair<std::string, std::string>>& tasks) override {
-    for (auto* o : list_) o->run_begin(tasks);
+  void add(run_observer* o) {
+    list_.push_back({o, o->interests()});
+    kinds_ = kinds_ | list_.back().kinds;
   }
-  void task_begin(std::string_view task, std::string_view node) override {
-    for (auto* o : list_) o->task_begin(task, node);
+  [[nodiscard]] observe interests() const noexcept override { return kinds_; }
+  void run_begin(const std::vector<std::pair<std::string, std::string>>& tasks) override {
+    each(observe::tasks, [&](run_observer& o) { o.run_begin(tasks); });
+  }
+  void task_begin(const event_source& at) override {
+    each(observe::tasks, [&](run_observer& o) { o.task_begin(at); });
   }
   void task_end(const task_report& report) override {
-    for (auto* o : list_) o->task_end(report);
+    each(observe::tasks, [&](run_observer& o) { o.task_end(report); });
   }
-  void step_begin(std::string_view task, std::string_view node, std::string_view step) override {
-    for (auto* o : list_) o->step_begin(task, node, step);
+  void step_begin(const event_source& at, std::string_view step) override {
+    each(observe::steps, [&](run_observer& o) { o.step_begin(at, step); });
   }
-  void step_end(std::string_view task, std::string_view node, std::string_view step, std::uint64_t iterations,
+  void step_end(const event_source& at, std::string_view step, std::uint64_t iterations,
                 const status& result) override {
-    for (auto* o : list_) o->step_end(task, node, step, iterations, result);
+    each(observe::steps, [&](run_observer& o) { o.step_end(at, step, iterations, result); });
   }
-  void net_begin(std::string_view task, std::string_view node, std::string_view net) override {
-    for (auto* o : list_) o->net_begin(task, node, net);
+  void net_begin(const event_source& at, std::string_view net) override {
+    each(observe::nets, [&](run_observer& o) { o.net_begin(at, net); });
   }
-  void net_end(std::string_view task, std::string_view node, std::string_view net, const status& result) override {
-    for (auto* o : list_) o->net_end(task, node, net, result);
+  void net_end(const event_source& at, std::string_view net, const status& result) override {
+    each(observe::nets, [&](run_observer& o) { o.net_end(at, net, result); });
   }
-  void report_begin(std::string_view task, std::string_view node, std::string_view step) override {
-    for (auto* o : list_) o->report_begin(task, node, step);
+  void report_begin(const event_source& at, std::string_view step) override {
+    each(observe::reports, [&](run_observer& o) { o.report_begin(at, step); });
   }
-  void report_end(std::string_view task, std::string_view node, std::string_view step, const status& result) override {
-    for (auto* o : list_) o->report_end(task, node, step, result);
+  void report_end(const event_source& at, std::string_view step, const status& result) override {
+    each(observe::reports, [&](run_observer& o) { o.report_end(at, step, result); });
   }
 
  private:
-  std::vector<run_observer*> list_;
+  struct entry {
+    run_observer* o;
+    observe kinds;
+  };
+  template <class F>
+  void each(observe kind, F f) {
+    for (const entry& e : list_) {
+      if (wants(e.kinds, kind)) f(*e.o);
+    }
+  }
+  std::vector<entry> list_;
+  observe kinds_ = observe::none;
 };
 
 // The run's feeds from --inputs FILE and each --input node/blob=JSON.

@@ -85,7 +85,7 @@ void trace_recorder::end(kind k, std::string_view task, std::string_view node, s
   spans_.push_back(std::move(s));
 }
 
-void trace_recorder::task_begin(std::string_view task, std::string_view node) { begin(kind::task, task, node, task); }
+void trace_recorder::task_begin(const event_source& at) { begin(kind::task, at.task, at.node, at.task); }
 
 void trace_recorder::task_end(const task_report& report) {
   const std::int64_t t = now_ns();
@@ -102,25 +102,24 @@ void trace_recorder::task_end(const task_report& report) {
   spans_.push_back(std::move(s));
 }
 
-void trace_recorder::step_begin(std::string_view task, std::string_view node, std::string_view step) {
-  begin(kind::step, task, node, step);
+void trace_recorder::step_begin(const event_source& at, std::string_view step) {
+  begin(kind::step, at.task, at.node, step);
 }
-void trace_recorder::step_end(std::string_view task, std::string_view node, std::string_view step,
-                              std::uint64_t iterations, const status& result) {
-  end(kind::step, task, node, step, &result, static_cast<std::int64_t>(iterations));
+void trace_recorder::step_end(const event_source& at, std::string_view step, std::uint64_t iterations,
+                              const status& result) {
+  end(kind::step, at.task, at.node, step, &result, static_cast<std::int64_t>(iterations));
 }
-void trace_recorder::net_begin(std::string_view task, std::string_view node, std::string_view net) {
-  begin(kind::net, task, node, net);
+void trace_recorder::net_begin(const event_source& at, std::string_view net) {
+  begin(kind::net, at.task, at.node, net);
 }
-void trace_recorder::net_end(std::string_view task, std::string_view node, std::string_view net, const status& result) {
-  end(kind::net, task, node, net, &result, -1);
+void trace_recorder::net_end(const event_source& at, std::string_view net, const status& result) {
+  end(kind::net, at.task, at.node, net, &result, -1);
 }
-void trace_recorder::report_begin(std::string_view task, std::string_view node, std::string_view step) {
-  begin(kind::report, task, node, step);
+void trace_recorder::report_begin(const event_source& at, std::string_view step) {
+  begin(kind::report, at.task, at.node, step);
 }
-void trace_recorder::report_end(std::string_view task, std::string_view node, std::string_view step,
-                                const status& result) {
-  end(kind::report, task, node, step, &result, -1);
+void trace_recorder::report_end(const event_source& at, std::string_view step, const status& result) {
+  end(kind::report, at.task, at.node, step, &result, -1);
 }
 
 std::vector<trace_recorder::span> trace_recorder::spans_locked(std::int64_t now) const {

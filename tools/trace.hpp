@@ -23,6 +23,7 @@
 // an append).
 #pragma once
 
+#include <taskgroup/run_observer.hpp>
 #include <taskgroup/run_report.hpp>
 
 #include <boost/json/object.hpp>
@@ -47,15 +48,14 @@ class trace_recorder final : public run_observer {
   explicit trace_recorder(std::size_t max_spans = 2'000'000);
 
   void run_begin(const std::vector<std::pair<std::string, std::string>>& tasks) override;
-  void task_begin(std::string_view task, std::string_view node) override;
+  void task_begin(const event_source& at) override;
   void task_end(const task_report& report) override;
-  void step_begin(std::string_view task, std::string_view node, std::string_view step) override;
-  void step_end(std::string_view task, std::string_view node, std::string_view step, std::uint64_t iterations,
-                const status& result) override;
-  void net_begin(std::string_view task, std::string_view node, std::string_view net) override;
-  void net_end(std::string_view task, std::string_view node, std::string_view net, const status& result) override;
-  void report_begin(std::string_view task, std::string_view node, std::string_view step) override;
-  void report_end(std::string_view task, std::string_view node, std::string_view step, const status& result) override;
+  void step_begin(const event_source& at, std::string_view step) override;
+  void step_end(const event_source& at, std::string_view step, std::uint64_t iterations, const status& result) override;
+  void net_begin(const event_source& at, std::string_view net) override;
+  void net_end(const event_source& at, std::string_view net, const status& result) override;
+  void report_begin(const event_source& at, std::string_view step) override;
+  void report_end(const event_source& at, std::string_view step, const status& result) override;
 
   /// The trace so far. Spans still open are closed at the current time
   /// with args.unfinished = true.

@@ -27,7 +27,7 @@ void run(benchmark::State& state, std::size_t ops) {
     subs.push_back(taskgroup::step("sub" + std::to_string(k))
                        .add_net(tgbench::add_chain_net("sub" + std::to_string(k) + "/net", acc, "one", ops)));
   }
-  auto top = taskgroup::step("w2c").concurrent_substeps().iterations(static_cast<std::int64_t>(iterations));
+  auto top = taskgroup::step("w2c").concurrent_substeps(true).iterations(static_cast<std::int64_t>(iterations));
   top.substeps(std::move(subs));
 
   boost::asio::io_context io(1);

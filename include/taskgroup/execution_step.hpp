@@ -95,15 +95,15 @@ class TASKGROUP_API execution_step {
   /// The stop blob: a bool blob; the step loops until it is true.
   execution_step& should_stop_blob(std::string blob);
   /// With a stop blob only: run iteration 0 only.
-  execution_step& only_once(bool on = true);
+  execution_step& only_once(bool on);
   /// Run substeps concurrently (a barrier at the end of each iteration).
-  execution_step& concurrent_substeps(bool on = true);
+  execution_step& concurrent_substeps(bool on);
   /// Makes this step a report substep of its parent, run every `interval`
   /// while the parent runs and once more after it ends. Must be > 0 and at
   /// most `max_duration`.
   execution_step& run_every(std::chrono::milliseconds interval);
   /// Run every execution of this step in a fresh child workspace.
-  execution_step& create_workspace(bool on = true);
+  execution_step& create_workspace(bool on);
   /// Run `n` concurrent copies of the children (1 <= n <= max_instances,
   /// and `n` times the counts of the steps above it at most max_instances).
   execution_step& concurrent_instances(std::int64_t n);
@@ -112,33 +112,29 @@ class TASKGROUP_API execution_step {
   /// `max_duration`.
   execution_step& timeout(std::chrono::milliseconds d);
 
-  // --- observers ---------------------------------------------------------
+  // --- getters: each named after its setter ------------------------------
 
   [[nodiscard]] const std::string& name() const noexcept;
   [[nodiscard]] const std::vector<net>& nets() const noexcept;
   [[nodiscard]] const std::vector<execution_step>& substeps() const noexcept;
-  /// num_iter as set; absent means 1 without a stop blob, unbounded with one.
-  [[nodiscard]] std::optional<std::int64_t> num_iter() const noexcept;
-  [[nodiscard]] const std::optional<std::string>& stop_blob() const noexcept;
-  [[nodiscard]] bool is_only_once() const noexcept;
-  [[nodiscard]] bool has_concurrent_substeps() const noexcept;
-  [[nodiscard]] std::optional<std::chrono::milliseconds> report_interval() const noexcept;
-  [[nodiscard]] bool creates_workspace() const noexcept;
-  [[nodiscard]] std::int64_t num_concurrent_instances() const noexcept;
-  [[nodiscard]] std::optional<std::chrono::milliseconds> deadline() const noexcept;
+  /// The count set with `iterations` (Caffe2 num_iter); absent means 1
+  /// without a stop blob, unbounded with one.
+  [[nodiscard]] std::optional<std::int64_t> iterations() const noexcept;
+  [[nodiscard]] const std::optional<std::string>& should_stop_blob() const noexcept;
+  [[nodiscard]] bool only_once() const noexcept;
+  [[nodiscard]] bool concurrent_substeps() const noexcept;
+  /// The interval set with `run_every`, if any (a report substep).
+  [[nodiscard]] std::optional<std::chrono::milliseconds> run_every() const noexcept;
+  [[nodiscard]] bool create_workspace() const noexcept;
+  [[nodiscard]] std::int64_t concurrent_instances() const noexcept;
+  [[nodiscard]] std::optional<std::chrono::milliseconds> timeout() const noexcept;
 
   /// True when the step has neither nets nor substeps.
   [[nodiscard]] bool empty() const noexcept;
   /// True once the step has been added to a parent (or compiled).
   [[nodiscard]] bool frozen() const noexcept;
-  /// Freezes the step and its subtree (its substeps are frozen already).
-  void freeze() const noexcept;
   /// True when both handles refer to the same step.
   [[nodiscard]] bool same(const execution_step& other) const noexcept { return data_ == other.data_; }
-
-  /// Records a misuse that `validate` reports (used by builders such as
-  /// the control-flow helpers to reject a bad body without throwing).
-  execution_step& mark_invalid(std::string reason);
 
   /// Checks this step and its subtree: misuse recorded by builder calls
   /// (mutating a frozen step, both nets and substeps, num_iter with a stop
@@ -153,6 +149,11 @@ class TASKGROUP_API execution_step {
  private:
   friend struct detail::step_validation;
   friend struct detail::step_access;
+  // Freezes the step and its subtree (its substeps are frozen already).
+  void freeze() const noexcept;
+  // Records a misuse that `validate` reports (the control-flow helpers
+  // reject a bad body this way, without throwing).
+  execution_step& mark_invalid(std::string reason);
   // validate() within `max_depth` levels; `deepest`, when given, gets the
   // depth of the tree (validated or not).
   [[nodiscard]] status validate_within(std::size_t max_depth, std::size_t* deepest = nullptr) const;

@@ -55,9 +55,11 @@
 
 #include <taskgroup/export.hpp>
 
+#include <taskgroup/async.hpp>
 #include <taskgroup/codec.hpp>
 #include <taskgroup/detail/run_completion.hpp>
 #include <taskgroup/error.hpp>
+#include <taskgroup/run_options.hpp>
 #include <taskgroup/run_report.hpp>
 #include <taskgroup/session.hpp>
 #include <taskgroup/task_group.hpp>

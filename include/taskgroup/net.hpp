@@ -104,7 +104,8 @@ class TASKGROUP_API net {
 
 namespace detail {
 class fast_net_run;
-}
+struct net_access;
+}  // namespace detail
 
 /// A net bound in a workspace: every blob resolved, every kernel built.
 class TASKGROUP_API net_instance {
@@ -126,14 +127,6 @@ class TASKGROUP_API net_instance {
   /// may then have to wait for it, see `operator_schema::offload`). When
   /// false, `run_sync` may be used.
   [[nodiscard]] bool may_wait() const noexcept;
-  /// True when op `i` must wait before it runs: it writes a blob that a
-  /// running offloaded op reads, or it is an offloaded op whose previous
-  /// run has not ended.
-  [[nodiscard]] bool blocked(std::size_t i) const noexcept;
-  /// Completes `done` through `ex` after the node's next offloaded op ends
-  /// (then check `blocked` again), or with `errc::cancelled` when its slot
-  /// fires. Threading: on the strand, like `run`.
-  void wait_unblocked(const boost::asio::any_io_executor& ex, op_completion done) noexcept;
 
   /// Runs every op in order, inline. Requires `!may_wait()`. Returns the
   /// first failure, with the net, op index and type in its message.
@@ -149,20 +142,29 @@ class TASKGROUP_API net_instance {
   /// the net then completes with `errc::cancelled`.
   boost::asio::awaitable<status> run();
 
-  /// For runners that drive a net themselves (the frame-free task path):
-  /// runs the synchronous ops from op `i` inline until the end of the net,
-  /// the next asynchronous op or the next `blocked` one, and leaves `i`
-  /// there (`size()` at the end). Returns the first failure, as `run_sync`
-  /// does.
-  status run_from(std::size_t& i) noexcept;
-  /// The kernel of op `i` (`i < size()`).
-  [[nodiscard]] op_kernel& kernel(std::size_t i) const noexcept { return *ops_[i].kernel; }
-  /// `e` as the error of op `i`: `net "body" op #2 (Div): <message>`.
-  [[nodiscard]] error op_error(std::size_t i, const error& e) const;
-
  private:
   friend class detail::fast_net_run;
+  friend struct detail::net_access;
   struct fast_entry;
+
+  // What the step drivers use to drive a net themselves
+  // (detail::net_access). True when op `i` must wait before it runs: it
+  // writes a blob that a running offloaded op reads, or it is an offloaded
+  // op whose previous run has not ended.
+  [[nodiscard]] bool blocked(std::size_t i) const noexcept;
+  // Completes `done` through `ex` after the node's next offloaded op ends
+  // (then check `blocked` again), or with `errc::cancelled` when its slot
+  // fires. On the strand, like `run`.
+  void wait_unblocked(const boost::asio::any_io_executor& ex, op_completion done) noexcept;
+  // Runs the synchronous ops from op `i` inline until the end of the net,
+  // the next asynchronous op or the next `blocked` one, and leaves `i`
+  // there (`size()` at the end). Returns the first failure, as `run_sync`
+  // does.
+  status run_from(std::size_t& i) noexcept;
+  // The kernel of op `i` (`i < size()`).
+  [[nodiscard]] op_kernel& kernel(std::size_t i) const noexcept { return *ops_[i].kernel; }
+  // `e` as the error of op `i`: `net "body" op #2 (Div): <message>`.
+  [[nodiscard]] error op_error(std::size_t i, const error& e) const;
 
   explicit net_instance(const net& def);
   // The hot loop of `run_sync` over `sync_` (`first`, `n`), inline in the

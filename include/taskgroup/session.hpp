@@ -58,10 +58,14 @@
 
 #include <taskgroup/export.hpp>
 
+#include <taskgroup/async.hpp>
 #include <taskgroup/detail/run_completion.hpp>
 #include <taskgroup/detail/throwing_tokens.hpp>
 #include <taskgroup/error.hpp>
 #include <taskgroup/operator.hpp>
+#include <taskgroup/run_observer.hpp>
+#include <taskgroup/run_options.hpp>
+#include <taskgroup/run_probe.hpp>
 #include <taskgroup/run_report.hpp>
 #include <taskgroup/task_group.hpp>
 #include <taskgroup/workspace.hpp>

@@ -47,6 +47,7 @@
 #include <taskgroup/error.hpp>
 #include <taskgroup/execution_step.hpp>
 #include <taskgroup/operator.hpp>
+#include <taskgroup/run_observer.hpp>
 #include <taskgroup/workspace.hpp>
 
 #include <boost/asio/any_io_executor.hpp>
@@ -77,30 +78,6 @@ struct TASKGROUP_API step_stats {
   std::uint64_t report_runs = 0;
 };
 
-/// Receives the begin and end of step executions, net runs and report-step
-/// runs, e.g. to write a trace or show progress. Called on the strand that
-/// runs the step, inline (keep it cheap); an observer shared by several
-/// nodes must be thread-safe. Names are the step's or net's own name.
-///
-/// An execution begins once its nets are bound (in its own workspace, for
-/// `create_workspace`): a step whose binding fails fails with no event.
-/// It ends with its status (a deadline's `errc::timeout` included) after
-/// every event of its subtree. Every net run is told, in the order the
-/// nets run; a failing net's end carries the op's error without the step
-/// path. The events and their order do not depend on how the session runs
-/// the tree.
-class TASKGROUP_API step_observer {
- public:
-  virtual ~step_observer() = default;
-  virtual void step_begin(std::string_view /*step*/) {}
-  /// `iterations`: iterations the execution started.
-  virtual void step_end(std::string_view /*step*/, std::uint64_t /*iterations*/, const status& /*result*/) {}
-  virtual void net_begin(std::string_view /*net*/) {}
-  virtual void net_end(std::string_view /*net*/, const status& /*result*/) {}
-  virtual void report_begin(std::string_view /*step*/) {}
-  virtual void report_end(std::string_view /*step*/, const status& /*result*/) {}
-};
-
 /// Options of `run_step`.
 struct TASKGROUP_API run_step_options {
   /// Where operator types are found; null means `operator_registry::global()`.
@@ -109,8 +86,10 @@ struct TASKGROUP_API run_step_options {
   step_stats* stats = nullptr;
   /// Iterations of a loop between two yields to the executor (>= 1).
   std::uint32_t yield_every = 256;
-  /// Told of steps, nets and report runs when not null.
-  step_observer* observer = nullptr;
+  /// Told of steps, nets and report runs when not null, as it asks
+  /// (`run_observer::interests`, read once when the run starts), with an
+  /// empty `event_source`. Task events are not sent: there is no task.
+  run_observer* observer = nullptr;
 };
 
 /// Runs `step` in `ws`. Completes with success, or the first error with

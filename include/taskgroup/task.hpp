@@ -259,11 +259,14 @@ class TASKGROUP_API task {
   [[nodiscard]] std::string name() const;
   [[nodiscard]] const std::string& base_name() const noexcept;
   [[nodiscard]] const std::string& node_name() const noexcept;
-  [[nodiscard]] const taskgroup::node& get_node() const noexcept;
-  [[nodiscard]] std::int64_t instances() const noexcept;
-  [[nodiscard]] std::optional<taskgroup::workspace_type> type() const noexcept;
+  /// The node set with `node` (default `local`).
+  [[nodiscard]] const taskgroup::node& node() const noexcept;
+  /// The count set with `num_instances` (default 1).
+  [[nodiscard]] std::int64_t num_instances() const noexcept;
+  /// The type set with `workspace_type`, if any.
+  [[nodiscard]] std::optional<taskgroup::workspace_type> workspace_type() const noexcept;
   /// The task's own step (not composed), if set.
-  [[nodiscard]] const std::optional<execution_step>& user_step() const noexcept;
+  [[nodiscard]] const std::optional<execution_step>& step() const noexcept;
   /// Every declared output blob name, in declaration order.
   [[nodiscard]] std::vector<std::string> output_names() const;
   /// True once added to a group (then frozen).

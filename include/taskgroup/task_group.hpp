@@ -27,6 +27,7 @@
 #include <taskgroup/error.hpp>
 #include <taskgroup/execution_step.hpp>
 #include <taskgroup/node.hpp>
+#include <taskgroup/run_options.hpp>
 #include <taskgroup/run_report.hpp>
 #include <taskgroup/task.hpp>
 
@@ -80,7 +81,7 @@ struct TASKGROUP_API remote_net {
 class TASKGROUP_API task_group {
  public:
   /// An empty group; `type` fixes the workspace type of its tasks.
-  explicit task_group(std::optional<workspace_type> type = std::nullopt);
+  explicit task_group(std::optional<taskgroup::workspace_type> type = std::nullopt);
 
   /// Adds `t` (on its own node). Its full name becomes `<node>/<name>`,
   /// made unique in the group with `:1`, `:2`, ... Errors:
@@ -98,7 +99,8 @@ class TASKGROUP_API task_group {
   [[nodiscard]] std::vector<std::string> used_nodes() const;
   /// The cluster view (nodes with merged options).
   [[nodiscard]] const taskgroup::cluster& cluster() const noexcept;
-  [[nodiscard]] std::optional<workspace_type> type() const noexcept;
+  /// The workspace type given at construction, if any.
+  [[nodiscard]] std::optional<taskgroup::workspace_type> workspace_type() const noexcept;
   /// True once compiled by a session, or after `tasks_by_node`/`to_task`.
   [[nodiscard]] bool used() const noexcept;
 

@@ -1,6 +1,7 @@
 // taskgroup: the umbrella header. Includes every public header.
 #pragma once
 
+#include <taskgroup/async.hpp>
 #include <taskgroup/blob.hpp>
 #include <taskgroup/builtin_ops.hpp>
 #include <taskgroup/codec.hpp>
@@ -13,6 +14,9 @@
 #include <taskgroup/operator.hpp>
 #include <taskgroup/plan.hpp>
 #include <taskgroup/queue.hpp>
+#include <taskgroup/run_observer.hpp>
+#include <taskgroup/run_options.hpp>
+#include <taskgroup/run_probe.hpp>
 #include <taskgroup/run_report.hpp>
 #include <taskgroup/session.hpp>
 #include <taskgroup/step_runner.hpp>

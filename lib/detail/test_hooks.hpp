@@ -19,6 +19,13 @@ struct driver_hooks {
   std::atomic<bool> counting{false};
   std::atomic<std::uint64_t> frame_free_tasks{0};
   std::atomic<std::uint64_t> coroutine_tasks{0};
+  /// True counting: the synchronous loops of net steps entered (each
+  /// entry, and each resumption after a yield), by kind: the fast loop of
+  /// one-op nets (their ops' fast paths called directly), the loop over
+  /// nets of several ops, and the loop that tells an observer of each net.
+  std::atomic<std::uint64_t> one_op_loops{0};
+  std::atomic<std::uint64_t> net_loops{0};
+  std::atomic<std::uint64_t> observed_loops{0};
 };
 
 /// The process's hooks. Threading: atomics, safe from any thread.

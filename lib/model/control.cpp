@@ -1,5 +1,7 @@
 #include <taskgroup/control.hpp>
 
+#include "model/step_access.hpp"
+
 #include <cstdint>
 
 namespace taskgroup {
@@ -55,7 +57,7 @@ execution_step assemble(const std::string& label, const std::string& name, const
   for (const auto& it : items) {
     if (const auto* m = std::get_if<stop_marker>(&it)) {
       if (stop == nullptr) {
-        s.mark_invalid("stop_if/stop used in a body whose helper has no stop blob");
+        detail::step_access::mark_invalid(s, "stop_if/stop used in a body whose helper has no stop blob");
         return s;
       }
       const std::string net_name = name + "/stop_if:" + std::to_string(markers++);
@@ -64,7 +66,7 @@ execution_step assemble(const std::string& label, const std::string& name, const
         continue;
       }
       if (m->cond->blob().empty()) {
-        s.mark_invalid("Invalid condition net");
+        detail::step_access::mark_invalid(s, "Invalid condition net");
         return s;
       }
       eval_condition(expanded, *m->cond);
@@ -98,7 +100,7 @@ std::vector<item> concat(std::vector<item> a, const std::vector<item>& b) {
 
 execution_step invalid(std::string name, std::string why) {
   execution_step s(std::move(name));
-  s.mark_invalid(std::move(why));
+  detail::step_access::mark_invalid(s, std::move(why));
   return s;
 }
 
@@ -132,11 +134,11 @@ execution_step branch(const std::string& prefix, const std::string& label, const
   items.reserve(1 + (scoped ? 1 : b.items().size()));
   items.emplace_back(std::move(gate));
   if (scoped) {
-    items.emplace_back(assemble("scope", name + "/scope", b.items(), nullptr).create_workspace());
+    items.emplace_back(assemble("scope", name + "/scope", b.items(), nullptr).create_workspace(true));
   } else {
     items.insert(items.end(), b.items().begin(), b.items().end());
   }
-  return assemble(label, name, items, &stop).should_stop_blob(stop).only_once();
+  return assemble(label, name, items, &stop).should_stop_blob(stop).only_once(true);
 }
 
 execution_step make_if(const std::string& name, const std::string& label, const condition& cond, const body& then_body,
@@ -178,7 +180,7 @@ execution_step make_conditional_loop(std::string name, const condition& cond, co
   std::vector<item> body_items;
   if (scoped) {
     if (b.has_stop()) return invalid(name, "Stop blobs are not used with control operators");
-    body_items.emplace_back(assemble("scope", name + "/scope", b.items(), nullptr).create_workspace());
+    body_items.emplace_back(assemble("scope", name + "/scope", b.items(), nullptr).create_workspace(true));
   } else {
     body_items = b.items();
   }
@@ -217,7 +219,7 @@ execution_step& append_body(execution_step& s, const body& b) {
     } else if (const auto* st = std::get_if<execution_step>(&it)) {
       s.add_substep(*st);
     } else {
-      s.mark_invalid("stop_if/stop cannot be used here: no helper owns a stop blob");
+      detail::step_access::mark_invalid(s, "stop_if/stop cannot be used here: no helper owns a stop blob");
     }
   }
   return s;
@@ -238,7 +240,7 @@ execution_step do_parallel(std::string name, body b) {
       s.add_substep(std::get<execution_step>(it));
     }
   }
-  return s.concurrent_substeps();
+  return s.concurrent_substeps(true);
 }
 
 std::string loop_iter_blob(const std::string& name) { return name + "/iter"; }

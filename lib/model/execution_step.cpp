@@ -156,19 +156,21 @@ execution_step& execution_step::mark_invalid(std::string reason) {
 const std::string& execution_step::name() const noexcept { return data_->name; }
 const std::vector<net>& execution_step::nets() const noexcept { return data_->nets; }
 const std::vector<execution_step>& execution_step::substeps() const noexcept { return data_->substeps; }
-std::optional<std::int64_t> execution_step::num_iter() const noexcept {
+std::optional<std::int64_t> execution_step::iterations() const noexcept {
   if (!data_->has_num_iter) return std::nullopt;
   return data_->num_iter;
 }
-const std::optional<std::string>& execution_step::stop_blob() const noexcept { return data_->extra.view().stop_blob; }
-bool execution_step::is_only_once() const noexcept { return data_->only_once; }
-bool execution_step::has_concurrent_substeps() const noexcept { return data_->concurrent; }
-std::optional<std::chrono::milliseconds> execution_step::report_interval() const noexcept {
+const std::optional<std::string>& execution_step::should_stop_blob() const noexcept {
+  return data_->extra.view().stop_blob;
+}
+bool execution_step::only_once() const noexcept { return data_->only_once; }
+bool execution_step::concurrent_substeps() const noexcept { return data_->concurrent; }
+std::optional<std::chrono::milliseconds> execution_step::run_every() const noexcept {
   return data_->extra.view().run_every;
 }
-bool execution_step::creates_workspace() const noexcept { return data_->create_workspace; }
-std::int64_t execution_step::num_concurrent_instances() const noexcept { return data_->extra.view().instances; }
-std::optional<std::chrono::milliseconds> execution_step::deadline() const noexcept {
+bool execution_step::create_workspace() const noexcept { return data_->create_workspace; }
+std::int64_t execution_step::concurrent_instances() const noexcept { return data_->extra.view().instances; }
+std::optional<std::chrono::milliseconds> execution_step::timeout() const noexcept {
   return data_->extra.view().timeout;
 }
 bool execution_step::empty() const noexcept { return data_->nets.empty() && data_->substeps.empty(); }
@@ -188,19 +190,20 @@ status validate_one(const execution_step& s, const std::string& path, const std:
   auto bad = [&](const std::string& what) { return fail(errc::invalid_step, "step " + quote(path) + ": " + what); };
   if (misuse) return bad(*misuse);
   if (!s.nets().empty() && !s.substeps().empty()) return bad("cannot have both nets and substeps");
-  if (s.num_iter() && s.stop_blob()) return bad("cannot set both should_stop_blob and num_iter");
-  if (s.is_only_once() && !s.stop_blob()) return bad("only_once is not supported without should_stop_blob");
-  if (s.num_iter() && *s.num_iter() < 0) return bad("num_iter must be >= 0, got " + std::to_string(*s.num_iter()));
-  if (auto f = detail::instances_fault(s.num_concurrent_instances()); !f.empty()) {
+  if (s.iterations() && s.should_stop_blob()) return bad("cannot set both should_stop_blob and num_iter");
+  if (s.only_once() && !s.should_stop_blob()) return bad("only_once is not supported without should_stop_blob");
+  if (s.iterations() && *s.iterations() < 0)
+    return bad("num_iter must be >= 0, got " + std::to_string(*s.iterations()));
+  if (auto f = detail::instances_fault(s.concurrent_instances()); !f.empty()) {
     return bad("num_concurrent_instances " + f);
   }
-  if (s.report_interval()) {
-    if (auto f = detail::duration_fault(s.report_interval()->count()); !f.empty()) return bad("run_every_ms " + f);
+  if (s.run_every()) {
+    if (auto f = detail::duration_fault(s.run_every()->count()); !f.empty()) return bad("run_every_ms " + f);
   }
-  if (s.deadline()) {
-    if (auto f = detail::duration_fault(s.deadline()->count()); !f.empty()) return bad("timeout " + f);
+  if (s.timeout()) {
+    if (auto f = detail::duration_fault(s.timeout()->count()); !f.empty()) return bad("timeout " + f);
   }
-  if (s.stop_blob() && s.stop_blob()->empty()) return bad("should_stop_blob must name a blob");
+  if (s.should_stop_blob() && s.should_stop_blob()->empty()) return bad("should_stop_blob must name a blob");
   return ok();
 }
 
@@ -222,7 +225,7 @@ status execution_step::validate_within(std::size_t max_depth, std::size_t* deepe
     std::int64_t instances = 1;  // of its children at once: the counts from the root to it, multiplied
     std::size_t next = 0;        // the substep to visit next
   };
-  std::vector<frame> stack{{this, num_concurrent_instances()}};
+  std::vector<frame> stack{{this, concurrent_instances()}};
   auto path = [&] {
     std::string out;
     for (const frame& f : stack) out += (out.empty() ? "" : "/") + f.s->name();
@@ -245,7 +248,7 @@ status execution_step::validate_within(std::size_t max_depth, std::size_t* deepe
       if (deepest != nullptr && stack.size() > *deepest) *deepest = stack.size();
       if (auto st = validate_one(child, path(), child.data_->extra.view().misuse); !st) return st;
       // Its count is in range now: the product cannot overflow.
-      const std::int64_t n = child.num_concurrent_instances();
+      const std::int64_t n = child.concurrent_instances();
       if (auto fault = detail::instance_product_fault(above, n); !fault.empty()) {
         return fail(errc::invalid_step,
                     "step " + quote(path()) + ": num_concurrent_instances " + std::to_string(n) + " " + fault);
@@ -279,12 +282,12 @@ std::optional<detail::instance_excess> detail::first_instance_excess(const execu
   };
   // Checks `s`, entered under `above` instances; true when it is the one.
   auto enter = [&](const execution_step& s, std::int64_t above) {
-    const std::int64_t n = s.num_concurrent_instances();
+    const std::int64_t n = s.concurrent_instances();
     if (!instances_fault(n).empty()) return false;  // execution_step::validate names it
     stack.push_back(frame{&s, above * n});
     return !instance_product_fault(above, n).empty();
   };
-  if (enter(root, outer)) return instance_excess{path(), outer, root.num_concurrent_instances()};
+  if (enter(root, outer)) return instance_excess{path(), outer, root.concurrent_instances()};
   while (!stack.empty()) {
     frame& f = stack.back();
     if (f.next == f.s->substeps().size()) {
@@ -293,7 +296,7 @@ std::optional<detail::instance_excess> detail::first_instance_excess(const execu
     }
     const execution_step& child = f.s->substeps()[f.next++];
     const std::int64_t above = f.instances;
-    if (enter(child, above)) return instance_excess{path(), above, child.num_concurrent_instances()};
+    if (enter(child, above)) return instance_excess{path(), above, child.concurrent_instances()};
   }
   return std::nullopt;
 }

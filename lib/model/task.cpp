@@ -185,7 +185,7 @@ task& task::instance_exit(body b) { return setup(make_setup(body{}, std::move(b)
 
 task& task::report(execution_step s, std::optional<std::chrono::milliseconds> interval) {
   if (!check_mutable("report")) return *this;
-  auto every = interval.value_or(s.report_interval().value_or(std::chrono::milliseconds(1000)));
+  auto every = interval.value_or(s.run_every().value_or(std::chrono::milliseconds(1000)));
   data_->extra.edit().reports.emplace_back(std::move(s), every);
   return *this;
 }
@@ -215,13 +215,13 @@ std::string task::name() const {
 
 const std::string& task::base_name() const noexcept { return data_->base; }
 const std::string& task::node_name() const noexcept { return data_->where.name(); }
-const taskgroup::node& task::get_node() const noexcept { return data_->where; }
-std::int64_t task::instances() const noexcept { return data_->instances; }
-std::optional<taskgroup::workspace_type> task::type() const noexcept {
+const taskgroup::node& task::node() const noexcept { return data_->where; }
+std::int64_t task::num_instances() const noexcept { return data_->instances; }
+std::optional<taskgroup::workspace_type> task::workspace_type() const noexcept {
   if (data_->type == 0) return std::nullopt;
   return static_cast<taskgroup::workspace_type>(data_->type - 1);
 }
-const std::optional<execution_step>& task::user_step() const noexcept { return data_->user; }
+const std::optional<execution_step>& task::step() const noexcept { return data_->user; }
 bool task::used() const noexcept { return data_->used; }
 
 std::vector<std::pair<std::shared_ptr<setup_object>, setup_scope>> task::setups() const {
@@ -301,28 +301,68 @@ execution_step wrap(const std::string& name, std::string_view suffix, execution_
 
 }  // namespace
 
+namespace {
+
+// The setup bodies of a task, by scope.
+struct claimed_setups {
+  std::vector<body> task_inits, task_exits, inst_inits, inst_exits;
+};
+
+// Claims the setup objects of a task's data `d` (each contributes once, to
+// its first consumer); local ones are kept in `d` for the session.
+template <class Data>
+claimed_setups claim_setups(Data& d) {
+  claimed_setups c;
+  if (auto* e = d.extra.get()) e->local_setups.clear();
+  for (const auto& a : d.extra.view().setups) {
+    if (!a.obj->claim(&d)) continue;
+    switch (a.scope) {
+      case setup_scope::task:
+        c.task_inits.push_back(a.obj->setup());
+        c.task_exits.push_back(a.obj->exit());
+        break;
+      case setup_scope::instance:
+        c.inst_inits.push_back(a.obj->setup());
+        c.inst_exits.push_back(a.obj->exit());
+        break;
+      case setup_scope::local: d.extra.edit().local_setups.push_back(a); break;
+    }
+  }
+  return c;
+}
+
+// The first fault of the parts given to task `name` (its step, report
+// steps, setup bodies), each checked on its own: a composed tree that is
+// not valid is named in the part given.
+template <class Reports>
+status part_at_fault(const std::optional<execution_step>& user, const Reports& reports, const claimed_setups& c,
+                     const std::string& name) {
+  if (user) {
+    TASKGROUP_TRY(user->validate());
+  }
+  for (const auto& r : reports) {
+    TASKGROUP_TRY(r.first.validate());
+  }
+  auto bodies_fit = [](const std::vector<body>& bodies, const std::string& holder) -> status {
+    execution_step s(holder);
+    for (const auto& b : bodies) append_body(s, b);
+    return detail::step_validation::holding_bodies(s);
+  };
+  TASKGROUP_TRY(bodies_fit(c.task_inits, name + ":init"));
+  TASKGROUP_TRY(bodies_fit(c.task_exits, name + ":exit"));
+  TASKGROUP_TRY(bodies_fit(c.inst_inits, name + ":instance:init"));
+  return bodies_fit(c.inst_exits, name + ":instance:exit");
+}
+
+}  // namespace
+
 result<execution_step> task::get_step() const {
   TASKGROUP_TRY(validate());
   if (data_->composed) return *data_->composed;
   const std::string name = this->name();
 
-  // Claim setup objects (each contributes once, to its first consumer).
-  std::vector<body> task_inits, task_exits, inst_inits, inst_exits;
-  if (auto* e = data_->extra.get()) e->local_setups.clear();
-  for (const auto& a : data_->extra.view().setups) {
-    if (!a.obj->claim(data_.get())) continue;
-    switch (a.scope) {
-      case setup_scope::task:
-        task_inits.push_back(a.obj->setup());
-        task_exits.push_back(a.obj->exit());
-        break;
-      case setup_scope::instance:
-        inst_inits.push_back(a.obj->setup());
-        inst_exits.push_back(a.obj->exit());
-        break;
-      case setup_scope::local: data_->extra.edit().local_setups.push_back(a); break;
-    }
-  }
+  const claimed_setups c = claim_setups(*data_);
+  const auto& [task_inits, task_exits, inst_inits, inst_exits] = c;
 
   execution_step user = data_->user ? *data_->user : execution_step(name);
   // B: report steps beside the user step.
@@ -345,7 +385,7 @@ result<execution_step> task::get_step() const {
   if (data_->instances > 1) {
     execution_step child =
         instance.same(body_step) ? execution_step(name + ":instance").add_substep(instance) : instance;
-    child.create_workspace();
+    child.create_workspace(true);
     x = execution_step(name + ":parallel").add_substep(child).concurrent_instances(data_->instances);
   }
   execution_step composed = wrap(name, "", x, task_inits, task_exits);
@@ -363,21 +403,7 @@ result<execution_step> task::get_step() const {
   std::size_t deepest = 0;
   const status whole = detail::step_validation::composed(composed, &deepest);
   if (!whole || deepest > max_step_depth) {
-    if (data_->user) {
-      TASKGROUP_TRY(data_->user->validate());
-    }
-    for (const auto& r : data_->extra.view().reports) {
-      TASKGROUP_TRY(r.first.validate());
-    }
-    auto bodies_fit = [](const std::vector<body>& bodies, const std::string& holder) -> status {
-      execution_step s(holder);
-      for (const auto& b : bodies) append_body(s, b);
-      return detail::step_validation::holding_bodies(s);
-    };
-    TASKGROUP_TRY(bodies_fit(task_inits, name + ":init"));
-    TASKGROUP_TRY(bodies_fit(task_exits, name + ":exit"));
-    TASKGROUP_TRY(bodies_fit(inst_inits, name + ":instance:init"));
-    TASKGROUP_TRY(bodies_fit(inst_exits, name + ":instance:exit"));
+    TASKGROUP_TRY(part_at_fault(data_->user, data_->extra.view().reports, c, name));
     TASKGROUP_TRY(whole);
   }
   data_->composed = composed;

@@ -24,7 +24,7 @@ struct local_entry {
 }  // namespace
 
 struct task_group::data {
-  std::optional<workspace_type> type;
+  std::optional<taskgroup::workspace_type> type;
   std::vector<task> tasks;
   // The full names of `tasks`, for unique names: views of the names each
   // task holds (set once, in data that the task list keeps alive).
@@ -52,7 +52,9 @@ struct task_group::data {
   std::optional<task_group> grouped;
 };
 
-task_group::task_group(std::optional<workspace_type> type) : data_(std::make_shared<data>()) { data_->type = type; }
+task_group::task_group(std::optional<taskgroup::workspace_type> type) : data_(std::make_shared<data>()) {
+  data_->type = type;
+}
 
 result<task> task_group::add(task t, node on) {
   t.node(std::move(on));
@@ -65,14 +67,14 @@ result<task> task_group::add(task t) {
     return fail(errc::invalid_task, "task " + quote(t.name()) + " already belongs to a task group");
   }
   TASKGROUP_TRY(t.validate());
-  auto tt = t.type();
+  auto tt = t.workspace_type();
   if (tt && data_->type && *tt != *data_->type) {
     return fail(errc::invalid_task, "task " + quote(t.name()) + ": Require " + std::string(to_string(*data_->type)) +
                                         " but already have " + std::string(to_string(*tt)) +
                                         " (a task group cannot mix PRIVATE and GLOBAL tasks)");
   }
-  if (!tt) t.workspace_type(data_->type.value_or(workspace_type::private_));
-  if (!data_->type) data_->type = t.type();
+  if (!tt) t.workspace_type(data_->type.value_or(taskgroup::workspace_type::private_));
+  if (!data_->type) data_->type = t.workspace_type();
 
   // Unique full name within the group: <node>/<name>, then :1, :2, ...
   const std::string base = t.name();
@@ -80,7 +82,7 @@ result<task> task_group::add(task t) {
   for (int k = 1; data_->full_names.contains(full); ++k) full = base + ":" + std::to_string(k);
   detail::task_access::set_full_name(t, std::move(full), data_);
   data_->full_names.insert(detail::task_access::full_name(t));
-  data_->nodes.add(t.get_node());
+  data_->nodes.add(t.node());
   data_->tasks.push_back(t);
   return t;
 }
@@ -100,7 +102,7 @@ std::vector<std::string> task_group::used_nodes() const {
 }
 
 const taskgroup::cluster& task_group::cluster() const noexcept { return data_->nodes; }
-std::optional<workspace_type> task_group::type() const noexcept { return data_->type; }
+std::optional<taskgroup::workspace_type> task_group::workspace_type() const noexcept { return data_->type; }
 bool task_group::used() const noexcept { return data_->used; }
 const std::vector<group_report_step>& task_group::report_steps() const noexcept { return data_->reports; }
 
@@ -134,7 +136,7 @@ const std::vector<remote_net>& task_group::remote_nets() const noexcept { return
 
 task_group& task_group::report_step(execution_step s, node on, std::optional<std::chrono::milliseconds> interval) {
   if (!data_->check_mutable("report step " + quote(s.name()) + " on node " + quote(on.name()))) return *this;
-  auto every = interval.value_or(s.report_interval().value_or(std::chrono::milliseconds(1000)));
+  auto every = interval.value_or(s.run_every().value_or(std::chrono::milliseconds(1000)));
   data_->reports.push_back({std::move(s), on.name(), every});
   return *this;
 }
@@ -238,7 +240,8 @@ result<task_group> task_group::tasks_by_node(std::function<std::string(std::stri
     std::vector<execution_step> steps;
     for (const task* t : by_node[m]) {
       TASKGROUP_TRY(auto s, t->get_step());
-      const bool priv = t->type().value_or(workspace_type::private_) == workspace_type::private_;
+      const bool priv =
+          t->workspace_type().value_or(taskgroup::workspace_type::private_) == taskgroup::workspace_type::private_;
       any_global = any_global || !priv;
       steps.push_back(execution_step(t->name()).add_substep(s).create_workspace(priv));
       for (const auto& o : t->output_names()) outputs.push_back(o);
@@ -262,7 +265,7 @@ result<task_group> task_group::tasks_by_node(std::function<std::string(std::stri
     whole.add_substep(exit);
 
     task t("grouped_by_node", whole);
-    t.node(m).workspace_type(any_global ? workspace_type::global : workspace_type::private_);
+    t.node(m).workspace_type(any_global ? taskgroup::workspace_type::global : taskgroup::workspace_type::private_);
     for (const auto& o : outputs) (void)t.output<blob>(o);
     TASKGROUP_TRY(grouped.add(std::move(t)));
   }
@@ -284,9 +287,9 @@ result<task> task_group::to_task(node on) {
   if (grouped.tasks().empty()) return task();
   // A fresh, unused task: the caller adds it to a group of its own.
   const task& g = grouped.tasks().front();
-  task fresh("grouped_by_node", *g.user_step());
+  task fresh("grouped_by_node", *g.step());
   fresh.node(target);
-  if (g.type()) fresh.workspace_type(*g.type());
+  if (g.workspace_type()) fresh.workspace_type(*g.workspace_type());
   for (const auto& o : g.output_names()) (void)fresh.output<blob>(o);
   return fresh;
 }

@@ -51,8 +51,8 @@ class client_receiver final : public status_receiver {
   void task_decoded(std::size_t task) override {
     const task_report& t = report_.tasks[task];
     set_outputs(group_.tasks()[task], t);
-    if (observer_ != nullptr) {
-      observer_->task_begin(t.name, t.node);
+    if (observer_ != nullptr && wants(observer_->interests(), observe::tasks)) {
+      observer_->task_begin(event_source{t.name, t.node});
       observer_->task_end(t);
     }
   }
@@ -159,7 +159,7 @@ class client_run {
       rep.name = t.name();
       rep.node = t.node_name();
     }
-    if (options_.observer != nullptr) {
+    if (options_.observer != nullptr && wants(options_.observer->interests(), observe::tasks)) {
       std::vector<std::pair<std::string, std::string>> names;
       for (const auto& t : report_.tasks) names.emplace_back(t.name, t.node);
       options_.observer->run_begin(names);

@@ -176,6 +176,46 @@ std::optional<error> watch_rank0(const state_ptr& s, run_ctx& ctx, liveness& liv
   return live.lost(0);
 }
 
+// This rank's part of the run, unless it is refused (the refusal is then
+// its local result): its nodes started on the local session with rank 0's
+// policy and feeds, their outputs borrowed while they run.
+void start_part(const state_ptr& s, const std::shared_ptr<run_ctx>& ctx, const task_group& group,
+                const run_options& options, const start_message& start, std::uint64_t run_id, bool cancelled_outside,
+                std::optional<borrowed_outputs>& borrowed) {
+  auto described = describe_group(*s, group);
+  feeds fed;
+  if (auto refused = refusal(s, group, start, run_id, described, cancelled_outside, fed)) {
+    ctx->local_done = true;
+    ctx->local = *refused;
+    return;
+  }
+  run_options local = options;
+  local.policy = start.policy;
+  local.feeds = std::move(fed);  // rank 0's: this rank's own are not read
+  borrowed.emplace(group, described.value()->where, s->rank);
+  start_local(s, ctx, group, described.value()->where, local);
+}
+
+// STATUS to rank 0: this rank's report, its values as payloads.
+void send_status(const state_ptr& s, run_ctx& ctx, std::uint64_t run_id) {
+  status_message m = encode_status(*s->options.codecs, run_id, ctx.local, ctx.local ? nullptr : ctx.local_report());
+  send(s, ctx, 0, tag_status, std::move(m.bytes));
+  for (auto& p : m.payloads) send_bytes(s, ctx, 0, tag_payload, p.bytes, std::move(p.keep));
+}
+
+// This rank's report once the run is over: its own tasks' with copies of
+// their outputs, the others' statuses from rank 0's CTRL (`others`), and
+// the run's failure (`ctrl`, rank 0's word) if any.
+run_report worker_report(const state_ptr& s, run_ctx& ctx, const task_group& group,
+                         std::vector<std::pair<task_status, std::optional<error>>>& others,
+                         const std::optional<error>& ctrl) {
+  if (ctx.local) keep_copies(s, group, ctx.local.value());
+  if (run_report* mine = ctx.local_report()) merge_others(*mine, others);
+  if (ctrl) return failed_report(&ctx, group, *ctrl);
+  if (!ctx.local) return failed_report(nullptr, group, ctx.local.error());
+  return std::move(ctx.local).value();
+}
+
 }  // namespace
 
 asio::awaitable<run_report> run_worker(state_ptr s, task_group group, run_options options, std::uint64_t run_id) {
@@ -191,19 +231,8 @@ asio::awaitable<run_report> run_worker(state_ptr s, task_group group, run_option
     co_return failed_report(nullptr, group, *start.value().failure);
   }
 
-  auto described = describe_group(*s, group);
   std::optional<borrowed_outputs> borrowed;
-  feeds fed;
-  if (auto refused = refusal(s, group, start.value(), run_id, described, cancelled_outside, fed)) {
-    ctx->local_done = true;
-    ctx->local = *refused;
-  } else {
-    run_options local = options;
-    local.policy = start.value().policy;
-    local.feeds = std::move(fed);  // rank 0's: this rank's own are not read
-    borrowed.emplace(group, described.value()->where, s->rank);
-    start_local(s, ctx, group, described.value()->where, local);
-  }
+  start_part(s, ctx, group, options, start.value(), run_id, cancelled_outside, borrowed);
   watchdog.reset();
   if (start.value().timeout) {
     watchdog = deadline_after(deadline_after(clock_type::now(), *start.value().timeout), s->options.grace);
@@ -246,10 +275,7 @@ asio::awaitable<run_report> run_worker(state_ptr s, task_group group, run_option
     if (ctx->local_done && !status_sent) {
       progressed = true;
       status_sent = true;
-      status_message m =
-          encode_status(*s->options.codecs, run_id, ctx->local, ctx->local ? nullptr : ctx->local_report());
-      send(s, *ctx, 0, tag_status, std::move(m.bytes));
-      for (auto& p : m.payloads) send_bytes(s, *ctx, 0, tag_payload, p.bytes, std::move(p.keep));
+      send_status(s, *ctx, run_id);
     }
     // Pending sends keep the loop polling closely: a large value only
     // moves while this rank calls into MPI.
@@ -269,11 +295,7 @@ asio::awaitable<run_report> run_worker(state_ptr s, task_group group, run_option
   }
   // The heartbeats rank 0 sent before its CTRL have arrived by now.
   (void)watch_rank0(s, *ctx, live, beat_id, true, true);
-  if (ctx->local) keep_copies(s, group, ctx->local.value());
-  if (run_report* mine = ctx->local_report()) merge_others(*mine, others);
-  if (*ctrl) co_return failed_report(ctx.get(), group, **ctrl);
-  if (!ctx->local) co_return failed_report(nullptr, group, ctx->local.error());
-  co_return std::move(ctx->local).value();
+  co_return worker_report(s, *ctx, group, others, *ctrl);
 }
 
 }  // namespace taskgroup::detail::mpi

@@ -2,11 +2,11 @@
 
 #include <taskgroup/workspace.hpp>
 
-#include "ops/await_started.hpp"
 #include "detail/errors.hpp"
+#include "ops/await_started.hpp"
 #include "ops/net_run.hpp"
-#include "ops/offload_gate.hpp"
 #include "ops/offload.hpp"
+#include "ops/offload_gate.hpp"
 
 #include <boost/asio/this_coro.hpp>
 
@@ -249,36 +249,36 @@ boost::asio::awaitable<status> net_instance::run() { return detail::run_net_at(*
 boost::asio::awaitable<status> detail::run_net_at(net_instance& inst, std::uint32_t* at) {
   std::size_t i = 0;
   for (;;) {
-    if (status st = inst.run_from(i); !st) co_return st;
+    if (status st = net_access::run_from(inst, i); !st) co_return st;
     if (i >= inst.size()) co_return ok();
     if (at != nullptr) *at = static_cast<std::uint32_t>(i);
     status st = ok();
-    if (inst.blocked(i)) {
+    if (net_access::blocked(inst, i)) {
       const boost::asio::any_io_executor ex = co_await boost::asio::this_coro::executor;
       st = co_await detail::await_started(
           ex,
           [](void* self, const boost::asio::any_io_executor& e, op_completion done) {
-            static_cast<net_instance*>(self)->wait_unblocked(e, std::move(done));
+            net_access::wait_unblocked(*static_cast<net_instance*>(self), e, std::move(done));
           },
           &inst);
-      if (!st) co_return inst.op_error(i, st.error());
+      if (!st) co_return net_access::op_error(inst, i, st.error());
       continue;  // op i again: it may run now
     }
     try {
-      st = co_await inst.kernel(i).run_async();
+      st = co_await net_access::kernel(inst, i).run_async();
     } catch (...) {
       st = detail::error_from_exception(std::current_exception());
     }
-    if (!st) co_return inst.op_error(i, st.error());
+    if (!st) co_return net_access::op_error(inst, i, st.error());
     ++i;
   }
 }
 
 std::string detail::op_waiting(const net_instance& inst, std::size_t i, bool blocked) {
-  std::string what =
-      blocked ? std::string("waiting for an offloaded op of its node to end") : inst.kernel(i).waiting_for();
+  std::string what = blocked ? std::string("waiting for an offloaded op of its node to end")
+                             : net_access::kernel(inst, i).waiting_for();
   if (what.empty()) what = "waiting";
-  return inst.op_error(i, error(errc::cancelled, std::move(what))).message;
+  return net_access::op_error(inst, i, error(errc::cancelled, std::move(what))).message;
 }
 
 }  // namespace taskgroup

@@ -11,8 +11,33 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <utility>
 
 namespace taskgroup::detail {
+
+/// What a step driver uses of a bound net to drive it op by op (the
+/// frame-free driver, the asynchronous net run, hang diagnosis): not part
+/// of net_instance's public face.
+struct net_access {
+  /// True when op `i` must wait before it runs: it writes a blob that a
+  /// running offloaded op reads, or it is an offloaded op whose previous
+  /// run has not ended.
+  static bool blocked(const net_instance& n, std::size_t i) noexcept { return n.blocked(i); }
+  /// Completes `done` through `ex` after the node's next offloaded op ends
+  /// (then ask `blocked` again), or with `errc::cancelled` when its slot
+  /// fires. On the strand.
+  static void wait_unblocked(net_instance& n, const boost::asio::any_io_executor& ex, op_completion done) noexcept {
+    n.wait_unblocked(ex, std::move(done));
+  }
+  /// Runs the synchronous ops from op `i` inline until the end of the net,
+  /// the next asynchronous op or the next blocked one, and leaves `i` there
+  /// (`size()` at the end). Returns the first failure, as `run_sync` does.
+  static status run_from(net_instance& n, std::size_t& i) noexcept { return n.run_from(i); }
+  /// The kernel of op `i` (`i < size()`).
+  static op_kernel& kernel(const net_instance& n, std::size_t i) noexcept { return n.kernel(i); }
+  /// `e` as the error of op `i`: `net "body" op #2 (Div): <message>`.
+  static error op_error(const net_instance& n, std::size_t i, const error& e) { return n.op_error(i, e); }
+};
 
 /// A synchronous net's run (`net_instance::run_sync` of a net without
 /// asynchronous ops) with its fast paths looked up once: the step loop

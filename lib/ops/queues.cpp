@@ -3,6 +3,7 @@
 #include "ops/queues.hpp"
 
 #include "ops/builtins.hpp"
+#include "ops/net_run.hpp"
 
 #include <taskgroup/net.hpp>
 #include <taskgroup/queue.hpp>
@@ -142,7 +143,7 @@ bool may_feed_queues(const op_def& d) {
 
 bool starved(const net_instance& inst, std::size_t i, const std::uint32_t* feeders) noexcept {
   if (feeders == nullptr || *feeders != 0) return false;
-  const auto* k = dynamic_cast<const dequeue_kernel*>(&inst.kernel(i));
+  const auto* k = dynamic_cast<const dequeue_kernel*>(&net_access::kernel(inst, i));
   if (k == nullptr) return false;
   const blob_queue* q = k->queue();
   return q != nullptr && q->size() == 0 && !q->closed();

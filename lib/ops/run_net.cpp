@@ -67,7 +67,7 @@ class run_net_kernel final : public op_kernel {
   [[nodiscard]] std::string waiting_for() const override {
     if (innermost_ == nullptr) return {};
     const run_position& p = *innermost_;
-    return "running net " + quote(name_) + ": " + op_waiting(*p.inst, p.at, p.inst->blocked(p.at));
+    return "running net " + quote(name_) + ": " + op_waiting(*p.inst, p.at, detail::net_access::blocked(*p.inst, p.at));
   }
 
  private:

@@ -173,7 +173,7 @@ status reader::task_setup(task& t, const json::object& to, const pointer& tp) {
     if (!to.contains(key)) continue;
     const std::string_view k = key;
     // Instance work runs in every instance; task work once.
-    const std::int64_t outer = k.starts_with("instance_") ? t.instances() : 1;
+    const std::int64_t outer = k.starts_with("instance_") ? t.num_instances() : 1;
     TASKGROUP_TRY(auto b, body_of(to.at(key), child(tp, key), outer));
     if (k == "init") t.init(std::move(b));
     if (k == "exit") t.exit(std::move(b));
@@ -188,7 +188,7 @@ status reader::task_setup(task& t, const json::object& to, const pointer& tp) {
       TASKGROUP_TRY(auto r, get_object((*reps)[j], p));
       TASKGROUP_TRY(known_keys(*r, p, {"step", "interval_ms"}));
       if (!r->contains("step")) return bad(p, "a report needs a \"step\"");
-      TASKGROUP_TRY(auto s, read_step_tree(r->at("step"), child(p, "step"), nets_, t.instances()));
+      TASKGROUP_TRY(auto s, read_step_tree(r->at("step"), child(p, "step"), nets_, t.num_instances()));
       TASKGROUP_TRY(auto every, interval(*r, p));
       t.report(std::move(s), every);
     }
@@ -218,7 +218,7 @@ result<task> reader::task_of(const json::value& v, const pointer& tp) {
     t.workspace_type(wt);
   }
   if (const auto* x = to->if_contains("step")) {
-    TASKGROUP_TRY(auto s, read_step_tree(*x, child(tp, "step"), nets_, t.instances()));
+    TASKGROUP_TRY(auto s, read_step_tree(*x, child(tp, "step"), nets_, t.num_instances()));
     t.step(std::move(s));
   }
   if (const auto* x = to->if_contains("outputs")) {

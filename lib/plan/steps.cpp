@@ -35,7 +35,7 @@ const step_field fields[] = {
        return ok();
      },
      [](const execution_step& s, json::object& o) {
-       if (s.num_iter()) o["num_iter"] = *s.num_iter();
+       if (s.iterations()) o["num_iter"] = *s.iterations();
      }},
     {"should_stop_blob",
      [](const json::value& v, const pointer& ptr, execution_step& s) -> status {
@@ -45,7 +45,7 @@ const step_field fields[] = {
        return ok();
      },
      [](const execution_step& s, json::object& o) {
-       if (s.stop_blob()) o["should_stop_blob"] = *s.stop_blob();
+       if (s.should_stop_blob()) o["should_stop_blob"] = *s.should_stop_blob();
      }},
     {"only_once",
      [](const json::value& v, const pointer& ptr, execution_step& s) -> status {
@@ -54,7 +54,7 @@ const step_field fields[] = {
        return ok();
      },
      [](const execution_step& s, json::object& o) {
-       if (s.is_only_once()) o["only_once"] = true;
+       if (s.only_once()) o["only_once"] = true;
      }},
     {"concurrent_substeps",
      [](const json::value& v, const pointer& ptr, execution_step& s) -> status {
@@ -63,7 +63,7 @@ const step_field fields[] = {
        return ok();
      },
      [](const execution_step& s, json::object& o) {
-       if (s.has_concurrent_substeps()) o["concurrent_substeps"] = true;
+       if (s.concurrent_substeps()) o["concurrent_substeps"] = true;
      }},
     {"run_every_ms",
      [](const json::value& v, const pointer& ptr, execution_step& s) -> status {
@@ -72,7 +72,7 @@ const step_field fields[] = {
        return ok();
      },
      [](const execution_step& s, json::object& o) {
-       if (s.report_interval()) o["run_every_ms"] = s.report_interval()->count();
+       if (s.run_every()) o["run_every_ms"] = s.run_every()->count();
      }},
     {"create_workspace",
      [](const json::value& v, const pointer& ptr, execution_step& s) -> status {
@@ -81,7 +81,7 @@ const step_field fields[] = {
        return ok();
      },
      [](const execution_step& s, json::object& o) {
-       if (s.creates_workspace()) o["create_workspace"] = true;
+       if (s.create_workspace()) o["create_workspace"] = true;
      }},
     {"num_concurrent_instances",
      [](const json::value& v, const pointer& ptr, execution_step& s) -> status {
@@ -90,7 +90,7 @@ const step_field fields[] = {
        return ok();
      },
      [](const execution_step& s, json::object& o) {
-       if (s.num_concurrent_instances() != 1) o["num_concurrent_instances"] = s.num_concurrent_instances();
+       if (s.concurrent_instances() != 1) o["num_concurrent_instances"] = s.concurrent_instances();
      }},
     {"timeout_ms",
      [](const json::value& v, const pointer& ptr, execution_step& s) -> status {
@@ -99,7 +99,7 @@ const step_field fields[] = {
        return ok();
      },
      [](const execution_step& s, json::object& o) {
-       if (s.deadline()) o["timeout_ms"] = s.deadline()->count();
+       if (s.timeout()) o["timeout_ms"] = s.timeout()->count();
      }},
 };
 
@@ -117,7 +117,7 @@ struct read_frame {
 // when its count takes the product along its path past max_instances;
 // else notes the product for its children.
 status count_instances(read_frame& f, const pointer& ptr, std::int64_t above) {
-  const std::int64_t n = f.s.num_concurrent_instances();  // in range: get_instances checked it
+  const std::int64_t n = f.s.concurrent_instances();  // in range: get_instances checked it
   if (auto fault = detail::instance_product_fault(above, n); !fault.empty()) {
     return bad(child(ptr, "num_concurrent_instances"), std::to_string(n) + " " + fault);
   }
@@ -167,7 +167,7 @@ result<read_frame> begin_step(const json::value& v, const pointer& ptr, const ne
       TASKGROUP_TRY(fields[i].read(*at[i], child(ptr, fields[i].key), f.s));
     }
   }
-  if (f.s.is_only_once() && !f.s.stop_blob()) return bad(child(ptr, "only_once"), "needs \"should_stop_blob\"");
+  if (f.s.only_once() && !f.s.should_stop_blob()) return bad(child(ptr, "only_once"), "needs \"should_stop_blob\"");
   if (const auto* subs = value("substeps")) {
     TASKGROUP_TRY(f.subs, get_array(*subs, child(ptr, "substeps")));
   }

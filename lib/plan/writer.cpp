@@ -102,10 +102,10 @@ result<json::value> task_json(writer& w, const task& t, json::array& local_init,
   json::object o;
   o["name"] = t.name().substr(t.node_name().size() + 1);
   o["node"] = t.node_name();
-  if (t.instances() != 1) o["num_instances"] = t.instances();
-  if (t.type()) o["workspace_type"] = std::string(to_string(*t.type()));
-  if (t.user_step()) {
-    TASKGROUP_TRY(auto s, w.step(*t.user_step(), where));
+  if (t.num_instances() != 1) o["num_instances"] = t.num_instances();
+  if (t.workspace_type()) o["workspace_type"] = std::string(to_string(*t.workspace_type()));
+  if (t.step()) {
+    TASKGROUP_TRY(auto s, w.step(*t.step(), where));
     o["step"] = std::move(s);
   }
   json::array outs;
@@ -230,7 +230,7 @@ result<json::value> plan_to_json(const task_group& group) {
   writer w;
   json::object plan;
   plan["taskgroup_plan"] = plan_format_version;
-  if (group.type()) plan["workspace_type"] = std::string(to_string(*group.type()));
+  if (group.workspace_type()) plan["workspace_type"] = std::string(to_string(*group.workspace_type()));
 
   json::array nodes;
   for (const auto& name : group.cluster().nodes()) {

@@ -1,4 +1,4 @@
-#include "session/state.hpp"
+#include "session/compiled.hpp"
 
 #include "model/limits.hpp"
 #include "ops/queues.hpp"
@@ -33,7 +33,7 @@ bool may_feed(const program_step& n) {
 // Task `t`'s composed step, compiled into `compiled`.
 status compile_task(const task& t, compiled_step& compiled) {
   TASKGROUP_TRY(auto composed, t.get_step());
-  const execution_step* counted = t.user_step() ? &*t.user_step() : nullptr;
+  const execution_step* counted = t.step() ? &*t.step() : nullptr;
   return compile_into(compiled, composed, counted);
 }
 
@@ -61,7 +61,7 @@ result<std::shared_ptr<const compiled_group>> compile_group(const task_group& g)
   for (const auto& t : g.tasks()) {
     detail::compiled_step& compiled = detail::compiled_at(out->steps.get(), out->tasks.size());
     if (status st = compile_task(t, compiled); !st) return task_error(t.name(), t.node_name(), st.error());
-    const bool priv = t.type().value_or(workspace_type::private_) == workspace_type::private_;
+    const bool priv = t.workspace_type().value_or(workspace_type::private_) == workspace_type::private_;
     node_of_task.push_back(index_of(t.node_name()));
     out->tasks.push_back(compiled_task{t, nullptr, &detail::task_access::full_name(t), 0, priv,
                                        !detail::task_access::outputs(t).empty(), may_feed(compiled.root)});

@@ -28,20 +28,15 @@ asio::awaitable<status> run_task(std::shared_ptr<run_state> rs, std::size_t k, s
   run_step_options o;
   o.registry = rs->registry;
   o.stats = &stats;
-  run_observer* observer = rs->options.observer;
-  // On the heap, and only with an observer: the frame stays small (it is
-  // alive for as long as the task pends).
-  std::unique_ptr<task_events> events;
-  if (observer != nullptr) {
-    events = std::make_unique<task_events>(observer, *ct.name, *ct.node);
-    o.observer = events.get();
-    observer->task_begin(*ct.name, *ct.node);
-  }
-  status st = co_await run_compiled(
-      std::shared_ptr<const compiled_step>(rs->group, &rs->group->step(k)), std::move(ws), o,
-      site_registry{&rs->watch[ct.node_index].sites, static_cast<std::uint32_t>(k), &rs->watch[ct.node_index].feeders});
+  const observation observed{rs->observed.observer, rs->observed.kinds, event_source{*ct.name, *ct.node}};
+  const bool task_events = wants(observed.kinds, observe::tasks);
+  if (task_events) observed.observer->task_begin(observed.at);
+  node_watch& watch = rs->nodes[ct.node_index].watch;
+  status st =
+      co_await run_compiled(std::shared_ptr<const compiled_step>(rs->group, &rs->group->step(k)), std::move(ws), o,
+                            observed, site_registry{&watch.sites, static_cast<std::uint32_t>(k), &watch.feeders});
   status result = end_task(*rs, k, st, stats);
-  if (observer != nullptr) observer->task_end(report_of(ct, rs->records[k]));
+  if (task_events) observed.observer->task_end(report_of(ct, rs->records[k]));
   co_return result;
 }
 
@@ -54,19 +49,29 @@ std::shared_ptr<node_tasks> node_tasks::make(std::shared_ptr<run_state> rs, std:
 node_tasks::node_tasks(std::shared_ptr<run_state> rs, std::size_t i)
     // The node's strand: where runs complete.
     : join_core(rs->options.policy == run_policy::gather ? join_mode::gather : join_mode::fail_fast),
-      task_host(rs->registry != nullptr ? *rs->registry : operator_registry::global(), rs->nodes[i]->executor),
+      task_host(rs->registry != nullptr ? *rs->registry : operator_registry::global(), rs->nodes[i].node->executor),
       rs_(std::move(rs)),
       node_(i) {
   // The waiting runs, in view of run_probe while the tasks run.
-  rs_->watch[node_].waiting = &waiting_;
+  part().watch.waiting = &waiting_;
+  // Where the frame-free runs' step and net events happen, when they are
+  // asked for: one entry per task of the node.
+  const observation& o = rs_->observed;
+  if (wants(o.kinds, observe::steps | observe::nets | observe::reports)) {
+    const std::vector<std::size_t>& tasks = part().compiled->tasks;
+    observed_ = std::make_unique<observation[]>(tasks.size());
+    for (std::size_t j = 0; j < tasks.size(); ++j) {
+      const compiled_task& ct = rs_->group->tasks[tasks[j]];
+      observed_[j] = observation{o.observer, o.kinds, event_source{*ct.name, *ct.node}};
+    }
+  }
 }
 
 node_tasks::~node_tasks() {
-  if (rs_->watch[node_].waiting == &waiting_) rs_->watch[node_].waiting = nullptr;
+  if (part().watch.waiting == &waiting_) part().watch.waiting = nullptr;
 }
 
-void node_tasks::start(void (*tasks_ended)(const std::shared_ptr<run_state>&, std::size_t, status)) {
-  tasks_ended_ = tasks_ended;
+void node_tasks::start() {
   await_directly();
   go_on();
 }
@@ -76,7 +81,7 @@ asio::awaitable<status> node_tasks::run(std::shared_ptr<node_tasks>& t) {
 }
 
 void node_tasks::go_on() {
-  const std::vector<std::size_t>& tasks = rs_->group->nodes[node_].tasks;
+  const std::vector<std::size_t>& tasks = part().compiled->tasks;
   if (next_ == 0) now_ = std::chrono::system_clock::now();
   constexpr std::uint32_t yield_every = run_step_options{}.yield_every;
   while (next_ < tasks.size()) {
@@ -91,7 +96,7 @@ void node_tasks::go_on() {
     // the round goes on by the join's rules.
     try {
       std::shared_ptr<workspace> ws;
-      if (!start_frame_free(k, ws)) {
+      if (!start_frame_free(next_ - 1, k, ws)) {
         coroutine_tasks_.emplace_back(k, std::move(ws));
         continue;
       }
@@ -105,19 +110,16 @@ void node_tasks::go_on() {
       return;
     }
   }
-  starting_ = false;
+  // Still starting while the coroutine tasks are spawned: one may end
+  // inline (co_spawn dispatches on the strand it is on), and the round
+  // must not end before the others exist.
   if (stopping()) {
     for (const auto& [k, ws] : coroutine_tasks_) cancel_unstarted(*rs_, k);
     coroutine_tasks_.clear();
   } else if (!coroutine_tasks_.empty()) {
-    try {
-      start_coroutine_tasks();
-    } catch (...) {
-      coroutines_running_ = false;
-      const error e = error_from_exception(std::current_exception());
-      for (const auto& [k, ws] : coroutine_tasks_) child_ended(end_task(*rs_, k, e, {}));
-    }
+    start_coroutine_tasks();
   }
+  starting_ = false;
   settle();
 }
 
@@ -126,7 +128,7 @@ void node_tasks::after_yield() {
   go_on();
 }
 
-bool node_tasks::start_frame_free(std::size_t k, std::shared_ptr<workspace>& ws) {
+bool node_tasks::start_frame_free(std::size_t j, std::size_t k, std::shared_ptr<workspace>& ws) {
   const compiled_task& ct = rs_->group->tasks[k];
   const compiled_step& tree = rs_->group->step(k);
   if (!may_run_inline(tree)) return false;
@@ -138,13 +140,11 @@ bool node_tasks::start_frame_free(std::size_t k, std::shared_ptr<workspace>& ws)
   // find its place without allocating (a failure then would drop it with
   // its operation pending), and growing by doubling would leave each
   // smaller array behind in the heap while tasks wait.
-  if (waiting_.capacity() == 0) waiting_.reserve(rs_->group->nodes[node_].tasks.size());
+  if (waiting_.capacity() == 0) waiting_.reserve(part().compiled->tasks.size());
   rs_->records[k].started = now_;
   ws = task_workspace(*rs_, k, &spare_ws_);
   spare_->task = static_cast<std::uint32_t>(k);
-  if (run_observer* o = rs_->options.observer; o != nullptr) {
-    spare_->observer = std::make_unique<task_events>(o, *ct.name, *ct.node);
-  }
+  if (observed_) spare_->observed = &observed_[j];
   const auto outcome = spare_->start(tree, ws);
   if (outcome != frame_free_run::outcome::declined && hooks.counting.load(std::memory_order_relaxed)) [[unlikely]]
     hooks.frame_free_tasks.fetch_add(1, std::memory_order_relaxed);
@@ -170,48 +170,80 @@ bool node_tasks::start_frame_free(std::size_t k, std::shared_ptr<workspace>& ws)
   return true;
 }
 
+// Every coroutine task is a child of this join, spawned on the node's
+// strand, where its completion comes back without an executor binder.
 void node_tasks::start_coroutine_tasks() {
-  const asio::any_io_executor& ex = executor();
-  const auto mode = rule_.mode();
-  coroutines_running_ = true;
-  asio::co_spawn(ex,
-                 join(
-                     ex, coroutine_tasks_.size(),
-                     [this](std::size_t j) {
-                       return run_task(rs_, coroutine_tasks_[j].first, std::move(coroutine_tasks_[j].second));
-                     },
-                     mode),
-                 asio::bind_cancellation_slot(
-                     coroutine_signal_.slot(), [self = shared_from_this()](std::exception_ptr e, status st) {
-                       self->coroutine_tasks_ended(e ? error_from_exception(e) : std::move(st));
-                     }));
+  const std::size_t n = coroutine_tasks_.size();
+  try {
+    signals_ = std::make_unique<asio::cancellation_signal[]>(n);
+    coroutine_running_ = std::make_unique<char[]>(n);
+  } catch (...) {
+    const error e = error_from_exception(std::current_exception());
+    for (const auto& [k, ws] : coroutine_tasks_) child_ended(end_task(*rs_, k, e, {}));
+    coroutine_tasks_.clear();
+    return;
+  }
+  for (std::size_t j = 0; j < n; ++j) {
+    // Stopped meanwhile (one failed inline, under fail_fast): the rest
+    // never start.
+    if (stopping()) {
+      cancel_unstarted(*rs_, coroutine_tasks_[j].first);
+      continue;
+    }
+    try {
+      spawn_coroutine_task(j);
+    } catch (...) {
+      child_ended(end_task(*rs_, coroutine_tasks_[j].first, error_from_exception(std::current_exception()), {}));
+    }
+  }
 }
 
-void node_tasks::coroutine_tasks_ended(status st) {
-  coroutines_running_ = false;
+void node_tasks::spawn_coroutine_task(std::size_t j) {
+  auto& [k, ws] = coroutine_tasks_[j];
+  // Running before it is spawned: it may end inside co_spawn.
+  coroutine_running_[j] = 1;
+  ++coroutines_running_;
+  try {
+    asio::co_spawn(executor(), run_task(rs_, k, std::move(ws)),
+                   asio::bind_cancellation_slot(
+                       signals_[j].slot(), [self = shared_from_this(), j](std::exception_ptr e, status st) {
+                         self->coroutine_task_ended(j, e ? error_from_exception(e) : std::move(st));
+                       }));
+  } catch (...) {
+    coroutine_running_[j] = 0;
+    --coroutines_running_;
+    throw;
+  }
+}
+
+void node_tasks::coroutine_task_ended(std::size_t j, status st) {
+  coroutine_running_[j] = 0;
+  --coroutines_running_;
   child_ended(st);
   settle();
 }
 
 void node_tasks::settle() {
-  if (starting_ || coroutines_running_ || !waiting_.empty() || !awaited()) return;
-  rs_->watch[node_].waiting = nullptr;
+  if (starting_ || coroutines_running_ != 0 || !waiting_.empty() || !awaited()) return;
+  part().watch.waiting = nullptr;
   complete();
 }
 
-void node_tasks::round_ended(status st) { tasks_ended_(rs_, node_, std::move(st)); }
+void node_tasks::round_ended(status st) { part().tasks_ended(rs_, std::move(st)); }
 
 void node_tasks::cancel_running() noexcept {
   stopping_ = true;
   for (std::size_t i = 0; i < waiting_.size(); ++i) waiting_[i]->cancel();
-  if (coroutines_running_) coroutine_signal_.emit(asio::cancellation_type::terminal);
+  for (std::size_t j = 0; j < coroutine_tasks_.size() && coroutines_running_ != 0; ++j) {
+    if (coroutine_running_[j] != 0) signals_[j].emit(asio::cancellation_type::terminal);
+  }
 }
 
-// Ends task k's report with the run's status.
+// Ends task k's record with the run's status.
 void node_tasks::ended(std::size_t k, const frame_free_run& r, std::chrono::system_clock::time_point at) {
   const status st = end_task(*rs_, k, r.result(), r.stats(), at);
-  if (run_observer* o = rs_->options.observer; o != nullptr)
-    o->task_end(report_of(rs_->group->tasks[k], rs_->records[k]));
+  if (wants(rs_->observed.kinds, observe::tasks))
+    rs_->observed.observer->task_end(report_of(rs_->group->tasks[k], rs_->records[k]));
   child_ended(st);
 }
 
@@ -227,9 +259,9 @@ void node_tasks::run_ended(frame_free_run& r) noexcept {
 }
 
 void node_tasks::run_begins(frame_free_run& r) noexcept {
-  if (run_observer* o = rs_->options.observer; o != nullptr) {
+  if (wants(rs_->observed.kinds, observe::tasks)) {
     const compiled_task& ct = rs_->group->tasks[r.task];
-    o->task_begin(*ct.name, *ct.node);
+    rs_->observed.observer->task_begin(event_source{*ct.name, *ct.node});
   }
 }
 

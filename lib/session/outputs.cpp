@@ -1,6 +1,7 @@
 // A run's data in and out: feeds checked and placed, outputs fetched into
 // the run's own report, the output handles filled from it.
-#include "session/state.hpp"
+#include "session/node_run.hpp"
+#include "session/run.hpp"
 
 #include <taskgroup/codec.hpp>
 
@@ -67,106 +68,95 @@ status check_feeds_with(const task_group& g, const feeds& given, NodeOf node_of,
 
 }  // namespace
 
-status check_feeds(const task_group& g, const compiled_group& cg, const feeds& given,
-                   const std::vector<std::size_t>& active, run_state& rs) {
-  // Most runs have neither: no maps to build, `rs.feeds` stays empty.
+status check_feeds(const task_group& g, const feeds& given, run_state& rs) {
+  // Most runs have neither: no maps to build.
   if (g.inputs().empty() && given.entries().empty()) return ok();
+  const compiled_group& cg = *rs.group;
   std::map<std::string_view, std::size_t> node_index;
   for (std::size_t i = 0; i < cg.nodes.size(); ++i) node_index.emplace(cg.nodes[i].name, i);
-  std::vector<bool> running(cg.nodes.size(), false);
-  for (std::size_t i : active) running[i] = true;
-  rs.feeds.assign(cg.nodes.size(), {});
   return check_feeds_with(
       g, given,
       [&](std::string_view node) -> std::optional<std::size_t> {
         auto n = node_index.find(node);
         return n == node_index.end() ? std::nullopt : std::optional<std::size_t>(n->second);
       },
-      [&](std::size_t i) { return running[i]; },
-      [&](std::size_t i, const feeds::entry& f) { rs.feeds[i].push_back(&f); });
+      [&](std::size_t i) { return std::find(rs.active.begin(), rs.active.end(), i) != rs.active.end(); },
+      [&](std::size_t i, const feeds::entry& f) { rs.nodes[i].fed.push_back(&f); });
 }
 
-status place_feeds(run_state& rs, std::size_t i) {
-  if (rs.feeds.empty()) return ok();  // nothing declared, nothing fed
-  workspace& ws = *rs.workspaces[i];
-  const bool global = rs.group->nodes[i].global;
-  std::vector<displaced_feed>& displaced = rs.parts[i].displaced;
-  if (global) displaced.reserve(rs.feeds[i].size());
-  for (const feeds::entry* f : rs.feeds[i]) {
+status node_run::place_feeds() {
+  if (fed.empty()) return ok();
+  if (compiled->global) displaced_.reserve(fed.size());
+  for (const feeds::entry* f : fed) {
     auto copy = f->value->clone();
     if (!copy) return copy.error().with_context("feed " + feed_name(f->node, f->blob));
-    blob& b = ws.create_local(f->blob);
-    if (global) displaced.push_back(displaced_feed{&f->blob, std::move(b)});
+    blob& b = ws->create_local(f->blob);
+    if (compiled->global) displaced_.push_back(displaced_feed{&f->blob, std::move(b)});
     b = std::move(copy).value();
   }
   return ok();
 }
 
-void restore_feeds(run_state& rs, std::size_t i) noexcept {
-  std::vector<displaced_feed>& displaced = rs.parts[i].displaced;
-  if (displaced.empty()) return;
-  workspace& ws = *rs.workspaces[i];
+void node_run::restore_feeds() noexcept {
+  if (displaced_.empty()) return;
   // The blob stays (emptied, or holding what the feed displaced): the
   // node's nets, which outlive the run in its workspace, are bound to it.
-  for (displaced_feed& d : displaced) {
-    if (blob* b = ws.find(*d.name)) *b = std::move(d.value);
+  for (displaced_feed& d : displaced_) {
+    if (blob* b = ws->find(*d.name)) *b = std::move(d.value);
   }
-  displaced.clear();
+  displaced_.clear();
 }
 
-// Copies the declared outputs of a node's tasks out of the run's
+// Copies the declared outputs of the node's tasks out of the run's
 // workspace; a borrowed output (output_state::borrow) is the workspace's
 // blob itself when no exit work of the node runs after this.
-void fetch_outputs(run_state& rs, std::size_t i) {
-  const compiled_node& cn = rs.group->nodes[i];
-  const std::shared_ptr<workspace>& ws = rs.workspaces[i];
-  std::vector<fetched_outputs>& fetched = rs.outputs[i];
-  for (std::size_t j = 0; j < cn.tasks.size(); ++j) {
-    const std::size_t k = cn.tasks[j];
+void node_run::fetch_outputs(const run_state& rs) {
+  for (std::size_t j = 0; j < compiled->tasks.size(); ++j) {
+    const std::size_t k = compiled->tasks[j];
     const compiled_task& ct = rs.group->tasks[k];
     if (!ct.has_outputs || rs.records[k].status != task_status::succeeded) continue;
     for (const auto& out : task_access::outputs(ct.t)) {
-      const bool borrow = out->borrow && !cn.exit;
+      const bool borrow = out->borrow && !compiled->exit;
       for (const auto& name : out->blobs) {
-        if (fetched.empty()) fetched.resize(cn.tasks.size());
+        if (outputs.empty()) outputs.resize(compiled->tasks.size());
         blob* b = ws->find(name);
         if (b == nullptr || !b->has_value()) {
-          fetched[j].errors.emplace_back(
-              name, error(errc::output_not_set, "blob " + quote(name) + " has no value in node " + quote(cn.name)));
+          outputs[j].errors.emplace_back(
+              name,
+              error(errc::output_not_set, "blob " + quote(name) + " has no value in node " + quote(compiled->name)));
           continue;
         }
         if (borrow) {
-          fetched[j].values.emplace_back(name, std::shared_ptr<const blob>(ws, b));  // keeps the workspace alive
+          outputs[j].values.emplace_back(name, std::shared_ptr<const blob>(ws, b));  // keeps the workspace alive
           continue;
         }
         auto copy = b->clone();
         if (!copy) {
-          fetched[j].errors.emplace_back(name, copy.error());
+          outputs[j].errors.emplace_back(name, copy.error());
           continue;
         }
-        fetched[j].values.emplace_back(name, std::make_shared<const blob>(std::move(copy).value()));
+        outputs[j].values.emplace_back(name, std::make_shared<const blob>(std::move(copy).value()));
       }
     }
   }
 }
 
-status round_trip_outputs(run_state& rs, const std::vector<std::size_t>& active, const codec_registry& codecs) {
+status round_trip_outputs(run_state& rs, const codec_registry& codecs) {
   status first = ok();
-  for (std::size_t i : active) {
-    const compiled_node& cn = rs.group->nodes[i];
-    std::vector<fetched_outputs>& fetched = rs.outputs[i];
-    if (fetched.empty()) continue;
-    for (std::size_t j = 0; j < cn.tasks.size(); ++j) {
-      const compiled_task& ct = rs.group->tasks[cn.tasks[j]];
-      task_record& rec = rs.records[cn.tasks[j]];
+  for (std::size_t i : rs.active) {
+    node_run& n = rs.nodes[i];
+    if (n.outputs.empty()) continue;
+    for (std::size_t j = 0; j < n.compiled->tasks.size(); ++j) {
+      const compiled_task& ct = rs.group->tasks[n.compiled->tasks[j]];
+      task_record& rec = rs.records[n.compiled->tasks[j]];
       if (rec.status != task_status::succeeded) continue;
-      for (auto& [name, value] : fetched[j].values) {
+      for (auto& [name, value] : n.outputs[j].values) {
         auto copy = codecs.round_trip(*value);
         if (!copy) {
           const error failure = task_error(ct, copy.error().with_context("output " + quote(name)));
           rec.status = task_status::failed;
           rec.failure = std::make_unique<error>(failure);
-          fetched[j] = {};
+          n.outputs[j] = {};
           if (first) first = failure;
           break;
         }

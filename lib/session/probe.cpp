@@ -1,6 +1,6 @@
 // run_probe: where a run's tasks stand while it runs, asked of each node
 // on its strand.
-#include "session/state.hpp"
+#include "session/run.hpp"
 
 #include "detail/errors.hpp"
 
@@ -52,7 +52,7 @@ void probe_access::detach(run_probe& p, const run_state& rs) {
 }
 
 void describe_node(const run_state& rs, std::size_t i, std::vector<std::pair<std::size_t, std::string>>& out) {
-  const node_watch& w = rs.watch[i];
+  const node_watch& w = rs.nodes[i].watch;
   const std::size_t first = out.size();
   for (const wait_site& s : w.sites) out.emplace_back(s.task, where(s, &w.feeders));
   if (w.waiting != nullptr) {
@@ -96,11 +96,12 @@ struct asking {
 // run's state), unread.
 asio::awaitable<std::vector<std::string>> where_tasks(std::shared_ptr<run_state> rs) {
   const asio::any_io_executor coord = co_await asio::this_coro::executor;
-  auto ask = std::make_shared<asking>(coord, rs->nodes.size());
-  for (std::size_t i = 0; i < rs->nodes.size(); ++i) {
-    if (rs->nodes[i] == nullptr) continue;  // not in this run
+  const std::size_t nodes = rs->group->nodes.size();
+  auto ask = std::make_shared<asking>(coord, nodes);
+  for (std::size_t i = 0; i < nodes; ++i) {
+    if (rs->nodes[i].node == nullptr) continue;  // not in this run
     ++ask->pending;
-    asio::post(rs->nodes[i]->executor, [rs, ask, i, coord] {
+    asio::post(rs->nodes[i].node->executor, [rs, ask, i, coord] {
       lines found;
       describe_node(*rs, i, found);
       asio::post(coord, [ask, i, found = std::move(found)]() mutable {
@@ -115,8 +116,8 @@ asio::awaitable<std::vector<std::string>> where_tasks(std::shared_ptr<run_state>
   }
   lines found;
   std::vector<std::string> silent;
-  for (std::size_t i = 0; i < rs->nodes.size(); ++i) {
-    if (rs->nodes[i] == nullptr) continue;
+  for (std::size_t i = 0; i < nodes; ++i) {
+    if (rs->nodes[i].node == nullptr) continue;
     if (ask->answers[i]) {
       found.insert(found.end(), std::make_move_iterator(ask->answers[i]->begin()),
                    std::make_move_iterator(ask->answers[i]->end()));

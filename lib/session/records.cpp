@@ -1,4 +1,4 @@
-#include "session/state.hpp"
+#include "session/run.hpp"
 
 #include "session/workspace_reuse.hpp"
 
@@ -35,7 +35,7 @@ task_report report_of(const compiled_task& ct, const task_record& r) {
 
 std::shared_ptr<workspace> task_workspace(const run_state& rs, std::size_t k, std::shared_ptr<workspace>* spare) {
   const compiled_task& ct = rs.group->tasks[k];
-  const std::shared_ptr<workspace>& ws = rs.workspaces[ct.node_index];
+  const std::shared_ptr<workspace>& ws = rs.nodes[ct.node_index].ws;
   if (!ct.is_private) return ws;
   if (spare != nullptr && *spare) {
     workspace_reuse::rename(**spare, *ct.name);
@@ -44,7 +44,6 @@ std::shared_ptr<workspace> task_workspace(const run_state& rs, std::size_t k, st
   return ws->create_child(*ct.name);
 }
 
-// Fills a task's report from its end (at `finished`).
 status end_task(run_state& rs, std::size_t k, const status& st, const step_stats& stats,
                 std::chrono::system_clock::time_point finished) {
   const compiled_task& ct = rs.group->tasks[k];
@@ -52,7 +51,7 @@ status end_task(run_state& rs, std::size_t k, const status& st, const step_stats
   rec.finished = finished;
   rec.iterations = stats.iterations;
   // Ended by the run's cancellation, it was still there to feed a queue.
-  if (ct.may_feed && (st || !st.error().is_cancelled())) --rs.watch[ct.node_index].feeders;
+  if (ct.may_feed && (st || !st.error().is_cancelled())) --rs.nodes[ct.node_index].watch.feeders;
   if (st) {
     rec.status = task_status::succeeded;
     return ok();
@@ -62,8 +61,6 @@ status end_task(run_state& rs, std::size_t k, const status& st, const step_stats
   return *rec.failure;
 }
 
-// A task that never started because the run was cancelled (or another
-// task failed) first: reported as a task cancelled at its first step.
 void cancel_unstarted(run_state& rs, std::size_t k) {
   rs.records[k].started = std::chrono::system_clock::now();
   rs.records[k].unstarted = true;

@@ -1,6 +1,6 @@
 // taskgroup: a group's remote nets, made in their nodes' workspaces before
 // a run's tasks start (task_group::add_remote_net).
-#include "session/state.hpp"
+#include "session/run.hpp"
 
 #include <taskgroup/net.hpp>
 

@@ -1,28 +1,169 @@
-// Internal: a run as a whole, on the session's coordinator strand (the
-// local session's begin, in session.cpp, compiles and checks it first).
+// Internal: one run of a group on a local session: its node parts, its
+// tasks' records, and the run as a whole on the session's coordinator
+// strand (the local session's begin, in session.cpp, checks it first).
 #pragma once
 
-#include "session/state.hpp"
+#include <taskgroup/detail/run_completion.hpp>
+#include <taskgroup/run_report.hpp>
+#include <taskgroup/session.hpp>
 
+#include "detail/join.hpp"
+#include "session/compiled.hpp"
+#include "session/node_run.hpp"
+#include "session/records.hpp"
+
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/steady_timer.hpp>
+
+#include <atomic>
+#include <chrono>
 #include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
 
 namespace taskgroup::detail {
 
-// Starts every node of the checked run `rs` (its records, outputs and
-// node parts made, its probe attached, its observer told, its deadline
-// armed); the run ends once they all have. On the coordinator.
+/// One run. Its nodes are the children of its join (join_core, as a
+/// node's tasks and a concurrent step's iterations are), awaited by a
+/// callback: the first failure (under run_policy::join) stops the other
+/// nodes, the run's deadline and a cancellation from outside stop them
+/// all, and the run ends (`round_ended`) once every node has.
+///
+/// Owned by what waits: the handlers queued for it, the operations of its
+/// waiting tasks; an io_context destroyed with any of them pending frees
+/// it, the caller's handler uncalled. What is marked "coordinator" is
+/// touched on the session's coordinator strand only; each node part on its
+/// node's strand.
+struct run_state final : join_core<run_state> {
+  run_state() : join_core(join_mode::fail_fast) {}
+
+  std::shared_ptr<const compiled_group> group;
+  task_group source;  ///< the group as given
+  run_options options;
+  /// `options.observer`, asked once what it wants when the run starts.
+  observation observed;
+  const operator_registry* registry = nullptr;
+  std::vector<task_record> records;  ///< aligned with group->tasks
+  /// Aligned with group->nodes; `node` is null for one that does not take
+  /// part (run_options::only_nodes).
+  std::unique_ptr<node_run[]> nodes;
+  /// The nodes that take part, in group order.
+  std::vector<std::size_t> active;
+  /// For run_probe, which asks from the coordinator: it, and the session's
+  /// state, which owns the nodes' strands (held as long as the run is: a
+  /// probe holds the run only while it asks).
+  boost::asio::any_io_executor coord;
+  std::shared_ptr<const void> session;
+
+  // --- the run as a whole, on the coordinator ------------------------------
+  std::unique_ptr<run_completion> done;  ///< the caller's handler
+  std::chrono::system_clock::time_point started{};
+  std::size_t running = 0;                            ///< nodes started and not ended
+  std::unique_ptr<char[]> live;                       ///< aligned with group->nodes: started and not ended
+  std::optional<boost::asio::steady_timer> deadline;  ///< run_options::timeout
+  std::optional<error> expired;                       ///< the deadline's error, once it fired
+  bool cancelled_outside = false;                     ///< terminal or partial cancellation from the caller
+  bool nodes_started = false;
+  /// Set by the caller's cancellation slot as it is emitted, on the
+  /// emitting thread: the cancellation reaches the coordinator after the
+  /// run's begin (posted first), which must then start no node.
+  std::atomic<bool> cancel_asked{false};
+
+  /// Node i's part has ended with `st` (on its strand): the join is told,
+  /// on the coordinator.
+  void node_ended(std::size_t i, status st);
+
+  // join_core's hooks, on the coordinator.
+  void cancel_running() noexcept;
+  void round_ended(status st);
+
+ private:
+  friend void start_nodes(const std::shared_ptr<run_state>& rs);
+};
+
+/// Sizes `rs`'s records and node parts for its compiled group (the
+/// session places the active ones on its nodes: node_run::node).
+void lay_out(run_state& rs);
+
+/// Starts every node of the checked, laid-out run `rs` (its probe
+/// attached, its observer told, its deadline armed); the run ends once they
+/// all have. On the coordinator.
 void start_nodes(const std::shared_ptr<run_state>& rs);
 
-// Ends `rs` before it started anything: every task not run, the run failed
-// with `e`. On the coordinator.
+/// Ends `rs` before it started anything: every task not run, the run failed
+/// with `e`. On the coordinator.
 void refuse_run(const std::shared_ptr<run_state>& rs, const error& e);
 
-// Terminal or partial cancellation from the caller: every node is asked to
-// stop (or, not started yet, never starts). On the coordinator.
+/// Terminal or partial cancellation from the caller: every node is asked to
+/// stop (or, not started yet, never starts). On the coordinator.
 void cancel_run(const std::shared_ptr<run_state>& rs);
 
-// Connects the caller's cancellation slot (rs->done) to `cancel_run`,
-// through the coordinator; total cancellation is ignored. At initiation.
+/// Connects the caller's cancellation slot (rs->done) to `cancel_run`,
+/// through the coordinator; total cancellation is ignored. At initiation.
 void follow_cancellation(const std::shared_ptr<run_state>& rs);
+
+// --- tasks ------------------------------------------------------------------
+
+/// The workspace task k runs in: the run's on its node, or a child of it
+/// for a PRIVATE task (destroyed when the task ends), `*spare` when given
+/// and not empty (an emptied child of the same workspace, see
+/// workspace_reuse.hpp).
+std::shared_ptr<workspace> task_workspace(const run_state& rs, std::size_t k,
+                                          std::shared_ptr<workspace>* spare = nullptr);
+
+/// Fills a task's record from its end (at `finished`).
+status end_task(run_state& rs, std::size_t k, const status& st, const step_stats& stats,
+                std::chrono::system_clock::time_point finished = std::chrono::system_clock::now());
+
+/// A task that never started because the run was cancelled (or another
+/// task failed) first: reported as a task cancelled at its first step.
+void cancel_unstarted(run_state& rs, std::size_t k);
+
+// --- data in and out ----------------------------------------------------------
+
+/// Checks `given` against the inputs `g` declares (taskgroup::check_feeds;
+/// only the required inputs of the active nodes must be fed) and files each
+/// feed under its node part.
+status check_feeds(const task_group& g, const feeds& given, run_state& rs);
+
+/// Strict codecs, at the end of a run: every fetched output goes through
+/// its codec, as it would travel to another process; a failure fails the
+/// task. Returns the first such failure in task order.
+status round_trip_outputs(run_state& rs, const codec_registry& codecs);
+
+/// Fills the output handles of the tasks of the `active` nodes from the
+/// run's report (on the coordinator, where every run of a session ends).
+void publish_outputs(const compiled_group& cg, const run_report& report, const std::vector<std::size_t>& active);
+
+/// Makes the remote nets of `g` (task_group::add_remote_net) on their nodes,
+/// each on its node's strand: `on[j]` is the node of `g.remote_nets()[j]`,
+/// null for one this run leaves out (run_options::only_nodes). A net this
+/// group made there before is kept. Errors, naming the net and the node:
+/// another net of that name there (errc::net_exists), the net's binding
+/// errors. (By value: the caller does not wait for it in a frame of its
+/// own.)
+boost::asio::awaitable<status> make_remote_nets(boost::asio::any_io_executor coord, task_group g,
+                                                std::vector<node_state*> on, const operator_registry& registry);
+
+// --- run_probe ----------------------------------------------------------------
+
+/// run_probe's link to the run it follows (run_options::probe).
+struct probe_access {
+  /// From the run's start. Errors: errc::invalid_task when the probe
+  /// follows another run in flight.
+  static status attach(run_probe& p, const std::shared_ptr<run_state>& rs);
+  /// At its end: the probe no longer follows `rs`, and holds nothing of it.
+  static void detach(run_probe& p, const run_state& rs);
+};
+
+/// Where each task of node i that has begun and not ended stands, as
+/// (task, `path/net "x" op #i (Type): what it waits for`), on the node's
+/// strand: each waiting net run of a coroutine task, each waiting
+/// frame-free run, and "<root>: running, not waiting on an op" for the
+/// others (run_probe).
+void describe_node(const run_state& rs, std::size_t i, std::vector<std::pair<std::size_t, std::string>>& out);
 
 }  // namespace taskgroup::detail

@@ -6,6 +6,7 @@
 #include "model/limits.hpp"
 #include "model/task_access.hpp"
 #include "model/task_misuse.hpp"
+#include "session/compiled.hpp"
 #include "session/context_watch.hpp"
 #include "session/report.hpp"
 #include "session/run.hpp"
@@ -247,16 +248,14 @@ void local_session::begin(const std::shared_ptr<impl>& state, const std::shared_
     if (opt.strict_codecs != nullptr) {
       if (status st = check_output_codecs(group, *opt.strict_codecs); !st) return detail::refuse_run(rs, st.error());
     }
+    detail::lay_out(*rs);
     // Checked against the run's own copy, which the nodes read.
-    if (status st = detail::check_feeds(group, *rs->group, opt.feeds, rs->active, *rs); !st) {
-      return detail::refuse_run(rs, st.error());
-    }
-    rs->nodes.resize(rs->group->nodes.size(), nullptr);
+    if (status st = detail::check_feeds(group, rs->options.feeds, *rs); !st) return detail::refuse_run(rs, st.error());
     std::vector<node_state*> remote_on;  // the node of each remote net, null when left out
     {
       std::lock_guard lock(state->mutex);
       rs->registry = state->registry;
-      for (std::size_t i : rs->active) rs->nodes[i] = &state->node(rs->group->nodes[i].name);
+      for (std::size_t i : rs->active) rs->nodes[i].node = &state->node(rs->group->nodes[i].name);
       for (const auto& r : group.remote_nets()) {
         remote_on.push_back(detail::takes_part(opt, r.node) ? &state->node(r.node) : nullptr);
       }

@@ -86,7 +86,7 @@ class frame_free_driver final : public frame_free_run {
   [[nodiscard]] const step_stats& stats() const noexcept override { return stats_; }
   void reset() noexcept override {
     ws_.reset();
-    observer.reset();
+    observed = &no_observation;
   }
 
  private:
@@ -95,7 +95,7 @@ class frame_free_driver final : public frame_free_run {
     for (const net_instance* inst : b.nets) {
       if (!inst->has_async()) continue;
       for (std::size_t i = 0; i < inst->size(); ++i) {
-        const op_kernel& k = inst->kernel(i);
+        const op_kernel& k = net_access::kernel(*inst, i);
         if (k.is_async() && !k.has_start()) return false;
       }
     }
@@ -106,9 +106,9 @@ class frame_free_driver final : public frame_free_run {
     return true;
   }
 
-  // The machines report to the run's counts and to `observer`, the host's,
-  // if any (not kept apart: a waiting task holds its run).
-  [[nodiscard]] step_context ctx() noexcept { return step_context{&stats_, observer.get()}; }
+  // The machines report to the run's counts and to the host's
+  // observation (not kept apart: a waiting task holds its run).
+  [[nodiscard]] step_context ctx() noexcept { return step_context{&stats_, observed}; }
   [[nodiscard]] stop_query stop() const noexcept { return stop_query{nullptr, host_.stopping_flag()}; }
 
   // An execution of `n` begins.
@@ -184,7 +184,7 @@ class frame_free_driver final : public frame_free_run {
     if (resumed) {
       if (!*resumed) {
         retry_ = false;
-        result_ = net().op_error(op_, resumed->error());
+        result_ = net_access::op_error(net(), op_, resumed->error());
         (void)net_ended(clock);
         return true;
       }
@@ -253,7 +253,7 @@ class frame_free_driver final : public frame_free_run {
     net_instance& net = this->net();
     for (;;) {
       std::size_t i = op_;
-      status st = net.run_from(i);
+      status st = net_access::run_from(net, i);
       op_ = static_cast<std::uint32_t>(i);
       if (!st) {
         result_ = std::move(st);
@@ -261,12 +261,12 @@ class frame_free_driver final : public frame_free_run {
       }
       if (op_ == net.size()) return true;
       // A blocked op waits for the node's offloaded op, then runs.
-      const bool blocked = net.blocked(op_);
+      const bool blocked = net_access::blocked(net, op_);
       std::optional<status> now =
           blocked ? start_op([&net](const asio::any_io_executor& ex, op_completion done) {
-            net.wait_unblocked(ex, std::move(done));
+            net_access::wait_unblocked(net, ex, std::move(done));
           })
-                  : start_op([k = &net.kernel(op_)](const asio::any_io_executor& ex, op_completion done) {
+                  : start_op([k = &net_access::kernel(net, op_)](const asio::any_io_executor& ex, op_completion done) {
                       k->start(ex, std::move(done));
                     });
       if (!now) {
@@ -274,7 +274,7 @@ class frame_free_driver final : public frame_free_run {
         return false;
       }
       if (!*now) {
-        result_ = net.op_error(op_, now->error());
+        result_ = net_access::op_error(net, op_, now->error());
         return true;
       }
       if (!blocked) ++op_;

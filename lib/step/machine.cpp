@@ -1,5 +1,6 @@
 #include "step/machine.hpp"
 
+#include "detail/test_hooks.hpp"
 #include "ops/net_run.hpp"
 
 #include <boost/container/small_vector.hpp>
@@ -44,6 +45,12 @@ loop_exit sync_loop(step_machine& m, const step_path* path, Stop stop, yield_clo
     failure = at(path, st.error());
     return net_ran::failed;
   };
+  // Which loop runs, for the tests that hold the fast paths to their
+  // promise (one relaxed load per entry, not per iteration).
+  if (driver_hooks& hooks = test_driver_hooks(); hooks.counting.load(std::memory_order_relaxed)) [[unlikely]] {
+    auto& counter = Observed ? hooks.observed_loops : one_op_each ? hooks.one_op_loops : hooks.net_loops;
+    counter.fetch_add(1, std::memory_order_relaxed);
+  }
   if constexpr (!Observed) {
     if (one_op_each) {
       // Nets of one op each (a loop's condition and body, say): each op's
@@ -92,9 +99,11 @@ loop_exit run_sync_loop(step_machine& m, const step_path* path, const stop_query
   // (run_nets_as); the machine, the clock and the counts are touched at
   // its boundaries only.
   step_stats none;
-  const step_context counted{ctx.stats != nullptr ? ctx.stats : &none, ctx.observer};
+  const step_context counted{ctx.stats != nullptr ? ctx.stats : &none, ctx.observed};
   loop_exit exit;
-  if (ctx.observer != nullptr) {
+  // Net events are the only ones a loop of nets tells: a run observed for
+  // anything else runs the unobserved loop, fast paths included.
+  if (ctx.told(observe::nets)) {
     exit = sync_loop<true>(m, path, stop, clock, counted, failure);
   } else if (stop.cs != nullptr && stop.flag == nullptr) {
     exit = sync_loop<false>(m, path, state_stop{stop.cs}, clock, counted, failure);

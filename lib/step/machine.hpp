@@ -25,6 +25,7 @@
 #pragma once
 
 #include "step/program.hpp"
+#include "step/runner.hpp"
 
 #include <taskgroup/step_runner.hpp>
 
@@ -78,9 +79,10 @@ struct yield_clock {
 };
 
 /// What the machines of one task's run report to: the task's counts
-/// (`step_stats`) and the run's observer, either may be null (then each
-/// report is one test). Passed to every call of a machine, never kept in
-/// it: a waiting task holds its machines.
+/// (`step_stats`, may be null) and the run's observer, told only of the
+/// kinds of events it asked for (`observation`; each report is then one
+/// test). Passed to every call of a machine, never kept in it: a waiting
+/// task holds its machines.
 ///
 /// The machine sends an execution's begin and end and each net run of
 /// its iterations; the coroutine driver sends through the same functions
@@ -88,7 +90,10 @@ struct yield_clock {
 /// runs of report steps.
 struct step_context {
   step_stats* stats = nullptr;
-  step_observer* observer = nullptr;
+  const observation* observed = nullptr;  ///< never null; `no_observation` when there is none
+
+  /// True when the observer asked for events of `kind`.
+  [[nodiscard]] bool told(observe kind) const noexcept { return wants(observed->kinds, kind); }
 
   /// A net run begins: counted, and told.
   void net_begins(const net_instance& inst) const {
@@ -97,18 +102,18 @@ struct step_context {
   }
   /// Told alone: the synchronous loop counts its net runs in bulk.
   void told_net_begins(const net_instance& inst) const {
-    if (observer != nullptr) observer->net_begin(inst.name());
+    if (told(observe::nets)) observed->observer->net_begin(observed->at, inst.name());
   }
   void net_ends(const net_instance& inst, const status& st) const {
-    if (observer != nullptr) observer->net_end(inst.name(), st);
+    if (told(observe::nets)) observed->observer->net_end(observed->at, inst.name(), st);
   }
   /// A run of report step `r` begins: counted, and told.
   void report_begins(const program_step& r) const {
     if (stats != nullptr) ++stats->report_runs;
-    if (observer != nullptr) observer->report_begin(r.name);
+    if (told(observe::reports)) observed->observer->report_begin(observed->at, r.name);
   }
   void report_ends(const program_step& r, const status& st) const {
-    if (observer != nullptr) observer->report_end(r.name, st);
+    if (told(observe::reports)) observed->observer->report_end(observed->at, r.name, st);
   }
 };
 
@@ -184,12 +189,12 @@ class step_machine {
 
   /// The execution begins (before its first iteration): told.
   void begins(const step_context& ctx) const {
-    if (ctx.observer != nullptr) ctx.observer->step_begin(n_->name);
+    if (ctx.told(observe::steps)) ctx.observed->observer->step_begin(ctx.observed->at, n_->name);
   }
   /// The execution has ended with `st` (well, failed, cancelled, timed
   /// out): told, with the iterations it started.
   void ends(const step_context& ctx, const status& st) const {
-    if (ctx.observer != nullptr) ctx.observer->step_end(n_->name, started(), st);
+    if (ctx.told(observe::steps)) ctx.observed->observer->step_end(ctx.observed->at, n_->name, started(), st);
   }
 
   /// What to do first, and after a yield. `stop` is checked before each

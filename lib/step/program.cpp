@@ -1,5 +1,6 @@
 #include "step/program.hpp"
 
+#include "model/step_access.hpp"
 #include "step/runner.hpp"
 
 #include <algorithm>
@@ -37,17 +38,17 @@ program_step compile_tree(const execution_step& s, const execution_step* counted
   n.nets.assign(nets.begin(), nets.end());
   // Made now, once: every instance bound in a run shares it.
   for (const auto& nt : n.nets) (void)nt.freeze();
-  n.num_iter = s.num_iter().value_or(1);
-  if (auto stop = s.stop_blob()) n.uncommon_fields().stop = std::move(stop);
-  n.only_once = s.is_only_once();
-  n.concurrent = s.has_concurrent_substeps();
-  n.create_ws = s.creates_workspace();
-  if (s.num_concurrent_instances() != 1) n.uncommon_fields().instances = s.num_concurrent_instances();
-  if (auto every = s.report_interval()) n.uncommon_fields().every = *every;
-  if (auto timeout = s.deadline()) n.uncommon_fields().timeout = timeout;
+  n.num_iter = s.iterations().value_or(1);
+  if (auto stop = s.should_stop_blob()) n.uncommon_fields().stop = std::move(stop);
+  n.only_once = s.only_once();
+  n.concurrent = s.concurrent_substeps();
+  n.create_ws = s.create_workspace();
+  if (s.concurrent_instances() != 1) n.uncommon_fields().instances = s.concurrent_instances();
+  if (auto every = s.run_every()) n.uncommon_fields().every = *every;
+  if (auto timeout = s.timeout()) n.uncommon_fields().timeout = timeout;
   n.children.reserve(s.substeps().size());
   for (const auto& child : s.substeps()) {
-    if (child.report_interval()) n.uncommon_fields().reports.push_back(n.children.size());
+    if (child.run_every()) n.uncommon_fields().reports.push_back(n.children.size());
     n.children.push_back(compile_tree(child, counted));
   }
   if (!n.reports().empty()) {
@@ -117,7 +118,7 @@ status bind_step(const program_step& n, workspace& ws, const operator_registry& 
 }
 
 status compile_into(compiled_step& out, const execution_step& s, const execution_step* counted) {
-  s.freeze();
+  step_access::freeze(s);
   out.root = compile_tree(s, counted);
   // The root may have its own workspace (the frame-free driver makes it
   // when it starts); only a nested one keeps a tree off that driver.

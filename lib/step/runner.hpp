@@ -3,6 +3,7 @@
 
 #include <taskgroup/execution_step.hpp>
 #include <taskgroup/operator.hpp>
+#include <taskgroup/run_observer.hpp>
 #include <taskgroup/step_runner.hpp>
 #include <taskgroup/workspace.hpp>
 
@@ -24,6 +25,24 @@ namespace taskgroup::detail {
 
 /// A validated snapshot of a step tree, compiled once and run many times.
 struct compiled_step;
+
+/// A run's observer as the step engine holds it: the observer, the kinds
+/// of events it asked for (`run_observer::interests`, read once when the
+/// run started: none without an observer), and where the events happen.
+struct observation {
+  run_observer* observer = nullptr;
+  observe kinds = observe::none;
+  event_source at{};
+};
+/// The observation of a run without an observer.
+inline constexpr observation no_observation{};
+
+/// `o` asked once what it wants, for events at `at` (no observation when
+/// `o` is null).
+inline observation observe_with(run_observer* o, event_source at = {}) {
+  if (o == nullptr) return no_observation;
+  return observation{o, o->interests(), at};
+}
 
 /// Compiles `s`, validated by the caller (`execution_step::validate`, or
 /// `step_validation::composed` for a tree composed around users' trees);
@@ -71,9 +90,11 @@ struct site_registry {
 };
 
 /// Runs a compiled tree in `ws` (on the strand owning `ws`), filing its
-/// waiting net runs in `sites`.
+/// waiting net runs in `sites`, telling `observed` (which must outlive the
+/// run) of what it asked for; `options.observer` is not read.
 boost::asio::awaitable<status> run_compiled(std::shared_ptr<const compiled_step> s, std::shared_ptr<workspace> ws,
-                                            run_step_options options, site_registry sites = {});
+                                            run_step_options options, const observation& observed,
+                                            site_registry sites = {});
 
 /// True when `s`'s structure allows a `frame_free_run`: a bounded number
 /// of iterations (at most `run_step_options::yield_every` net runs and
@@ -164,9 +185,9 @@ class frame_free_run : protected op_completion::target {
   /// waits for`); empty when it does not wait.
   [[nodiscard]] virtual std::string where() const = 0;
 
-  /// The host's: told of the run's step executions and net runs when set
-  /// before `start` (released by `reset`).
-  std::unique_ptr<step_observer> observer;
+  /// The host's: told of the run's step executions and net runs (what it
+  /// asked for) when set before `start`; it must outlive the run.
+  const observation* observed = &no_observation;
   // 32 bits each: a waiting task holds its run.
   std::uint32_t task = 0;  ///< the host's: which task this run is
   std::uint32_t slot = 0;  ///< the host's: where it keeps the run
@@ -181,10 +202,10 @@ std::unique_ptr<frame_free_run> make_frame_free_run(task_host& host);
 /// Runs `body` (not started yet) while report steps run in `ws` every
 /// interval, each with a final run after `body` succeeds (report-substep
 /// semantics); without report steps, `body` itself. `path` names the
-/// reporters' parent in errors.
+/// reporters' parent in errors; `observed` must outlive the run.
 boost::asio::awaitable<status> run_with_reporters(
     boost::asio::awaitable<status> body,
     const std::vector<std::pair<execution_step, std::chrono::milliseconds>>& reports, std::shared_ptr<workspace> ws,
-    run_step_options options, std::string_view path);
+    run_step_options options, const observation& observed, std::string_view path);
 
 }  // namespace taskgroup::detail

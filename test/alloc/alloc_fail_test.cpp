@@ -194,7 +194,7 @@ TEST_CASE("allocation failure at every point of the start of a run of frame-free
   REQUIRE(g.add(std::move(quick), node("a")));
   // Node b: concurrent substeps (coroutines and a barrier) and a counted
   // loop.
-  REQUIRE(g.add(task("conc", step("conc").concurrent_substeps().iterations(2).substeps(
+  REQUIRE(g.add(task("conc", step("conc").concurrent_substeps(true).iterations(2).substeps(
                                  {step("s1").add_net(sleep), step("s2").add_net(count)})),
                 node("b")));
   REQUIRE(g.add(task("loop", loop("loop", 3, count)), node("b")));

@@ -206,8 +206,8 @@ body::item emit_raw(const gnode& g) {
   const std::string s = gblob(g, "s");
   if (g.k == kind::raw_iter) {
     execution_step st = raw_step(g).iterations(g.n);
-    if (g.concurrent) st.concurrent_substeps();
-    if (g.create_ws) st.create_workspace();
+    if (g.concurrent) st.concurrent_substeps(true);
+    if (g.create_ws) st.create_workspace(true);
     return st;
   }
   net init(gnet(g, "init"));
@@ -220,8 +220,8 @@ body::item emit_raw(const gnode& g) {
     net tick(gnet(g, "tick"));
     tick.op("Add", {i, konst(1)}, {i}).op("GE", {i, n}, {s});
     st.add_substep(execution_step(gnet(g, "tick")).add_net(tick)).should_stop_blob(s);
-    if (g.concurrent) st.concurrent_substeps();
-    if (g.create_ws) st.create_workspace();
+    if (g.concurrent) st.concurrent_substeps(true);
+    if (g.create_ws) st.create_workspace(true);
     return with_init(g, init, st);
   }
   // raw_once: the stopper (if any) at stop_at.
@@ -233,7 +233,7 @@ body::item emit_raw(const gnode& g) {
     }
     if (k < g.kids.size()) append_body(st, body(to_body(emit(g.kids[k]))));
   }
-  st.should_stop_blob(s).only_once();
+  st.should_stop_blob(s).only_once(true);
   return with_init(g, init, st);
 }
 

@@ -93,12 +93,12 @@ err bind(const execution_step& s, ws& w, bstep& b) {
   b.kids.resize(s.substeps().size());
   for (std::size_t i = 0; i < s.substeps().size(); ++i) {
     const auto& c = s.substeps()[i];
-    if (c.creates_workspace()) continue;
+    if (c.create_workspace()) continue;
     if (auto e = bind(c, w, b.kids[i])) return e;
   }
-  if (s.stop_blob()) {
-    b.stop = w.find(*s.stop_blob());
-    if (!b.stop) return "step " + s.name() + ": stop blob " + *s.stop_blob() + " does not exist";
+  if (s.should_stop_blob()) {
+    b.stop = w.find(*s.should_stop_blob());
+    if (!b.stop) return "step " + s.name() + ": stop blob " + *s.should_stop_blob() + " does not exist";
   }
   return std::nullopt;
 }
@@ -178,7 +178,7 @@ class runner {
     emit(event::type::step_begin, s.name());
     bstep local;
     err e;
-    if (s.creates_workspace()) {
+    if (s.create_workspace()) {
       w = ws::child(w);
       e = bind(s, *w, local);
       b = &local;
@@ -195,7 +195,7 @@ class runner {
   // bound here unless it makes its own workspace.
   err start(const execution_step& s, const std::shared_ptr<ws>& w) {
     bstep b;
-    if (!s.creates_workspace()) {
+    if (!s.create_workspace()) {
       if (err e = bind(s, *w, b)) return e;
     }
     return exec(s, w, &b);
@@ -232,14 +232,14 @@ class runner {
   err iterate(const execution_step& s, const std::shared_ptr<ws>& w, bstep& b, std::uint64_t& it) {
     std::vector<std::size_t> rec;
     for (std::size_t i = 0; i < s.substeps().size(); ++i) {
-      if (!s.substeps()[i].report_interval()) rec.push_back(i);
+      if (!s.substeps()[i].run_every()) rec.push_back(i);
     }
-    const auto n = static_cast<std::size_t>(s.num_concurrent_instances());
-    const bool concurrent = (s.has_concurrent_substeps() && rec.size() >= 2) || n > 1;
-    const bool stop_mode = s.stop_blob().has_value();
+    const auto n = static_cast<std::size_t>(s.concurrent_instances());
+    const bool concurrent = (s.concurrent_substeps() && rec.size() >= 2) || n > 1;
+    const bool stop_mode = s.should_stop_blob().has_value();
     bool stop = false;
     for (std::int64_t i = 0;; ++i) {
-      if (stop_mode ? (s.is_only_once() && i > 0) : i >= s.num_iter().value_or(1)) return std::nullopt;
+      if (stop_mode ? (s.only_once() && i > 0) : i >= s.iterations().value_or(1)) return std::nullopt;
       ++it;
       if (concurrent) {
         if (!rec.empty()) unordered();
@@ -269,7 +269,7 @@ class runner {
   err reports(const execution_step& s, const std::shared_ptr<ws>& w, bstep& b) {
     std::size_t count = 0;
     for (std::size_t i = 0; i < s.substeps().size(); ++i) {
-      if (!s.substeps()[i].report_interval()) continue;
+      if (!s.substeps()[i].run_every()) continue;
       if (++count == 2) unordered();  // report substeps run concurrently with each other
       if (err e = report(s.substeps()[i], w, &b.kids[i])) return e;
     }
@@ -297,13 +297,13 @@ value read(const std::shared_ptr<value>& v) { return v ? *v : value{}; }
 execution_step reporting(const execution_step& r, std::chrono::milliseconds every) {
   execution_step out(r.name());
   out.nets(r.nets()).substeps(r.substeps());
-  if (r.num_iter()) out.iterations(*r.num_iter());
-  if (r.stop_blob()) out.should_stop_blob(*r.stop_blob());
-  out.only_once(r.is_only_once())
-      .concurrent_substeps(r.has_concurrent_substeps())
-      .create_workspace(r.creates_workspace())
-      .concurrent_instances(r.num_concurrent_instances());
-  if (r.deadline()) out.timeout(*r.deadline());
+  if (r.iterations()) out.iterations(*r.iterations());
+  if (r.should_stop_blob()) out.should_stop_blob(*r.should_stop_blob());
+  out.only_once(r.only_once())
+      .concurrent_substeps(r.concurrent_substeps())
+      .create_workspace(r.create_workspace())
+      .concurrent_instances(r.concurrent_instances());
+  if (r.timeout()) out.timeout(*r.timeout());
   return out.run_every(every);
 }
 
@@ -340,7 +340,7 @@ execution_step session::compose(const task& t) {
       inst_exits.push_back(obj->exit());
     }
   }
-  execution_step user = t.user_step() ? *t.user_step() : execution_step(name);
+  execution_step user = t.step() ? *t.step() : execution_step(name);
   execution_step b = user;
   if (!t.reports().empty()) {
     b = execution_step(name + ":body");
@@ -348,12 +348,12 @@ execution_step session::compose(const task& t) {
     b.add_substep(user);
   }
   execution_step x = wrap(name + ":instance", b, inst_inits, inst_exits);
-  if (t.instances() > 1) {
+  if (t.num_instances() > 1) {
     // I gets create_workspace; without instance setup, I = B is the user's
     // step, kept unchanged in a wrapper of I's name.
     execution_step child = x.same(b) ? execution_step(name + ":instance").add_substep(x) : x;
-    child.create_workspace();
-    x = execution_step(name + ":parallel").add_substep(child).concurrent_instances(t.instances());
+    child.create_workspace(true);
+    x = execution_step(name + ":parallel").add_substep(child).concurrent_instances(t.num_instances());
   }
   execution_step root = wrap(name, x, task_inits, task_exits);
   return root.empty() ? execution_step(name) : root;
@@ -375,7 +375,7 @@ run_outcome session::run(const task_group& g) {
     // there, else a child of it that ends with the run.
     bool global_here = false;
     for (const auto& t : g.tasks()) {
-      if (t.node_name() == node && t.type().value_or(workspace_type::private_) == workspace_type::global) {
+      if (t.node_name() == node && t.workspace_type().value_or(workspace_type::private_) == workspace_type::global) {
         global_here = true;
       }
     }
@@ -399,10 +399,10 @@ run_outcome session::run(const task_group& g) {
     for (std::size_t k = 0; k < g.tasks().size(); ++k) {
       const task& t = g.tasks()[k];
       if (t.node_name() != node) continue;
-      const bool priv = t.type().value_or(workspace_type::private_) == workspace_type::private_;
+      const bool priv = t.workspace_type().value_or(workspace_type::private_) == workspace_type::private_;
       std::shared_ptr<ws> tw = priv ? ws::child(w) : w;
       const execution_step root = compose(t);
-      runner r(out, t.name(), node, t.user_step() ? &*t.user_step() : nullptr);
+      runner r(out, t.name(), node, t.step() ? &*t.step() : nullptr);
       r.emit(event::type::task_begin, t.name());
       err e = r.start(root, tw);
       out.tasks[k].ok = !e;
@@ -415,7 +415,7 @@ run_outcome session::run(const task_group& g) {
       if (rs.node != node) continue;
       if (++reports == 2) own.unordered();
       bstep b;
-      err e = rs.step.creates_workspace() ? std::nullopt : bind(rs.step, *w, b);
+      err e = rs.step.create_workspace() ? std::nullopt : bind(rs.step, *w, b);
       if (!e) e = own.report(rs.step, w, &b);
       if (e) fail(*e);
     }
@@ -434,21 +434,21 @@ namespace {
 // Net runs and substep executions of one execution of `s` when it is plain
 // (session.hpp), else nullopt.
 std::optional<std::uint64_t> plain_cost(const execution_step& s, bool root) {
-  if (s.deadline() || s.num_concurrent_instances() != 1) return std::nullopt;
-  if (s.creates_workspace() && !root) return std::nullopt;
-  if (s.stop_blob() && !s.is_only_once()) return std::nullopt;  // unbounded
+  if (s.timeout() || s.concurrent_instances() != 1) return std::nullopt;
+  if (s.create_workspace() && !root) return std::nullopt;
+  if (s.should_stop_blob() && !s.only_once()) return std::nullopt;  // unbounded
   std::size_t recurring = 0;
   std::uint64_t body = s.nets().size();
   for (const auto& c : s.substeps()) {
-    if (c.report_interval()) return std::nullopt;
+    if (c.run_every()) return std::nullopt;
     ++recurring;
     auto cost = plain_cost(c, false);
     if (!cost) return std::nullopt;
     body += 1 + *cost;
   }
-  if (s.has_concurrent_substeps() && recurring >= 2) return std::nullopt;
+  if (s.concurrent_substeps() && recurring >= 2) return std::nullopt;
   const std::uint64_t iters =
-      s.stop_blob() ? 1 : static_cast<std::uint64_t>(std::max<std::int64_t>(s.num_iter().value_or(1), 0));
+      s.should_stop_blob() ? 1 : static_cast<std::uint64_t>(std::max<std::int64_t>(s.iterations().value_or(1), 0));
   return iters * body;
 }
 

@@ -59,28 +59,27 @@ namespace {
 
 class recorder final : public run_observer {
  public:
-  void task_begin(std::string_view t, std::string_view n) override { add(t, n, event::type::task_begin, t); }
+  void task_begin(const event_source& at) override { add(at.task, at.node, event::type::task_begin, at.task); }
   void task_end(const task_report& r) override {
     add(r.name, r.node, event::type::task_end, r.name, r.iterations, r.status == task_status::succeeded);
   }
-  void step_begin(std::string_view t, std::string_view n, std::string_view s) override {
-    add(t, n, event::type::step_begin, s);
+  void step_begin(const event_source& at, std::string_view s) override {
+    add(at.task, at.node, event::type::step_begin, s);
   }
-  void step_end(std::string_view t, std::string_view n, std::string_view s, std::uint64_t it,
-                const status& st) override {
-    add(t, n, event::type::step_end, s, it, static_cast<bool>(st));
+  void step_end(const event_source& at, std::string_view s, std::uint64_t it, const status& st) override {
+    add(at.task, at.node, event::type::step_end, s, it, static_cast<bool>(st));
   }
-  void net_begin(std::string_view t, std::string_view n, std::string_view s) override {
-    add(t, n, event::type::net_begin, s);
+  void net_begin(const event_source& at, std::string_view s) override {
+    add(at.task, at.node, event::type::net_begin, s);
   }
-  void net_end(std::string_view t, std::string_view n, std::string_view s, const status& st) override {
-    add(t, n, event::type::net_end, s, 0, static_cast<bool>(st));
+  void net_end(const event_source& at, std::string_view s, const status& st) override {
+    add(at.task, at.node, event::type::net_end, s, 0, static_cast<bool>(st));
   }
-  void report_begin(std::string_view t, std::string_view n, std::string_view s) override {
-    add(t, n, event::type::report_begin, s);
+  void report_begin(const event_source& at, std::string_view s) override {
+    add(at.task, at.node, event::type::report_begin, s);
   }
-  void report_end(std::string_view t, std::string_view n, std::string_view s, const status& st) override {
-    add(t, n, event::type::report_end, s, 0, static_cast<bool>(st));
+  void report_end(const event_source& at, std::string_view s, const status& st) override {
+    add(at.task, at.node, event::type::report_end, s, 0, static_cast<bool>(st));
   }
   std::vector<event> take() {
     std::lock_guard lock(m_);

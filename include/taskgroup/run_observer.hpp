@@ -1,0 +1,103 @@
+// taskgroup: observing runs. One interface receives the events of a
+// session's runs (`run_options::observer`) and of a step tree run alone
+// (`run_step_options::observer`): tasks beginning and ending, step
+// executions, net runs, report-step runs.
+//
+// An observer says once what it wants (`interests`, read when a run
+// starts), and a run emits only those events: an observer that asks for
+// task events only (a progress display) leaves every fast path of an
+// unobserved run in place, the synchronous loop of one-op nets included.
+// Asking for net events costs a call per net run.
+//
+// Threading: the events are called inline on the node strands that run
+// the work, so possibly from several threads at once for one run: an
+// observer must be thread-safe and cheap.
+#pragma once
+
+#include <taskgroup/export.hpp>
+
+#include <taskgroup/error.hpp>
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace taskgroup {
+
+struct task_report;
+
+/// The kinds of events an observer asks for: a mask (`observe::tasks |
+/// observe::nets`).
+enum class observe : std::uint8_t {
+  none = 0,
+  tasks = 1U << 0U,    ///< run_begin, task_begin, task_end
+  steps = 1U << 1U,    ///< step_begin, step_end
+  nets = 1U << 2U,     ///< net_begin, net_end
+  reports = 1U << 3U,  ///< report_begin, report_end
+  all = tasks | steps | nets | reports,
+};
+
+[[nodiscard]] constexpr observe operator|(observe a, observe b) noexcept {
+  return static_cast<observe>(static_cast<std::uint8_t>(a) | static_cast<std::uint8_t>(b));
+}
+[[nodiscard]] constexpr observe operator&(observe a, observe b) noexcept {
+  return static_cast<observe>(static_cast<std::uint8_t>(a) & static_cast<std::uint8_t>(b));
+}
+/// True when mask `m` holds some kind of `kinds`.
+[[nodiscard]] constexpr bool wants(observe m, observe kinds) noexcept { return (m & kinds) != observe::none; }
+
+/// Where an event happens.
+struct event_source {
+  /// The task's full name (`<node>/<task>`); empty for work that belongs to
+  /// a node rather than a task (local init and exit, group report steps)
+  /// and for a step tree run alone.
+  std::string_view task;
+  /// The node; empty for a step tree run alone.
+  std::string_view node;
+};
+
+/// Receives what happens during a run. Every event has a default that
+/// does nothing: override those asked for in `interests`.
+///
+/// Order: a task's `task_begin` comes before every event of its work and
+/// its `task_end` after them. A step execution begins once its nets are
+/// bound (in its own workspace, for `create_workspace`): a step whose
+/// binding fails fails with no event. It ends with its status (a
+/// deadline's `errc::timeout` included) after every event of its subtree.
+/// Every net run is told, in the order the nets run; a failing net's end
+/// carries the op's error without the step path. The events and their
+/// order do not depend on which driver runs the tree.
+class TASKGROUP_API run_observer {
+ public:
+  virtual ~run_observer() = default;
+
+  /// The events this observer receives: read once when a run (or a
+  /// `run_step`) starts. Default: every kind.
+  [[nodiscard]] virtual observe interests() const noexcept { return observe::all; }
+
+  /// The run starts: every task's full name and node, in group order
+  /// (`observe::tasks`).
+  virtual void run_begin(const std::vector<std::pair<std::string, std::string>>& /*tasks*/) {}
+  /// A task begins (`observe::tasks`).
+  virtual void task_begin(const event_source& /*at*/) {}
+  /// A task has ended: its report, without outputs (`observe::tasks`).
+  virtual void task_end(const task_report& /*report*/) {}
+  /// A step execution begins (`observe::steps`).
+  virtual void step_begin(const event_source& /*at*/, std::string_view /*step*/) {}
+  /// A step execution has ended with `result`; `iterations`: the
+  /// iterations it started (`observe::steps`).
+  virtual void step_end(const event_source& /*at*/, std::string_view /*step*/, std::uint64_t /*iterations*/,
+                        const status& /*result*/) {}
+  /// A net run begins (`observe::nets`).
+  virtual void net_begin(const event_source& /*at*/, std::string_view /*net*/) {}
+  /// A net run has ended with `result` (`observe::nets`).
+  virtual void net_end(const event_source& /*at*/, std::string_view /*net*/, const status& /*result*/) {}
+  /// A run of a report step begins (`observe::reports`).
+  virtual void report_begin(const event_source& /*at*/, std::string_view /*step*/) {}
+  /// A run of a report step has ended with `result` (`observe::reports`).
+  virtual void report_end(const event_source& /*at*/, std::string_view /*step*/, const status& /*result*/) {}
+};
+
+}  // namespace taskgroup
