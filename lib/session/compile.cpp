@@ -79,6 +79,8 @@ result<std::shared_ptr<const compiled_group>> compile_group(const task_group& g)
   for (std::size_t i : node_of_task) ++per_node[i];
   for (std::size_t i = 0; i < out->nodes.size(); ++i) out->nodes[i].tasks.reserve(per_node[i]);
   for (std::size_t k = 0; k < node_of_task.size(); ++k) out->nodes[node_of_task[k]].tasks.push_back(k);
+  out->all_nodes.reserve(out->nodes.size());
+  for (std::size_t i = 0; i < out->nodes.size(); ++i) out->all_nodes.push_back(i);
   for (const auto& r : g.report_steps()) {
     TASKGROUP_TRY(detail::group_access::check_report(r, node_index.count(r.node) != 0));
     compiled_node& cn = out->nodes[index_of(r.node)];
@@ -116,13 +118,9 @@ bool takes_part(const run_options& options, std::string_view name) {
   return std::find(list.begin(), list.end(), name) != list.end();
 }
 
-result<std::vector<std::size_t>> active_nodes(const task_group& group, const compiled_group& g,
-                                              const run_options& options) {
-  std::vector<std::size_t> out;
-  if (!options.only_nodes) {
-    for (std::size_t i = 0; i < g.nodes.size(); ++i) out.push_back(i);
-    return out;
-  }
+result<std::span<const std::size_t>> active_nodes(const task_group& group, const compiled_group& g,
+                                                  const run_options& options, std::vector<std::size_t>& out) {
+  if (!options.only_nodes) return std::span<const std::size_t>(g.all_nodes);
   for (const auto& name : *options.only_nodes) {
     const bool has_task =
         std::any_of(g.nodes.begin(), g.nodes.end(), [&](const compiled_node& n) { return n.name == name; });
@@ -135,7 +133,7 @@ result<std::vector<std::size_t>> active_nodes(const task_group& group, const com
   for (std::size_t i = 0; i < g.nodes.size(); ++i) {
     if (takes_part(options, g.nodes[i].name)) out.push_back(i);
   }
-  return out;
+  return std::span<const std::size_t>(out);
 }
 
 }  // namespace taskgroup::detail

@@ -18,6 +18,8 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <mutex>
+#include <span>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -80,6 +82,16 @@ struct compiled_group {
   std::shared_ptr<compiled_step[]> steps;  ///< aligned with tasks
   std::vector<compiled_task> tasks;
   std::vector<compiled_node> nodes;
+  /// Every node, by index: the active nodes of a run that takes them all.
+  std::vector<std::size_t> all_nodes;
+  /// The session node of a group of one node, once a run has placed it
+  /// (guarded by the session's mutex): runs of such a group are
+  /// coordinated on that node's strand, with no hop to the session's
+  /// coordinator and back.
+  mutable node_state* only_node = nullptr;
+  /// Taken while a run fills the output handles of the group's tasks:
+  /// runs coordinated on different strands may end at once.
+  mutable std::mutex publishing;
 
   /// Task k's step tree.
   [[nodiscard]] const compiled_step& step(std::size_t k) const noexcept { return compiled_at(steps.get(), k); }
@@ -88,10 +100,10 @@ struct compiled_group {
 /// Compiles every task of `g` (checking each) and its node work.
 result<std::shared_ptr<const compiled_group>> compile_group(const task_group& g);
 
-/// The indexes of the nodes that run: every node, or those of
-/// `options.only_nodes`.
-result<std::vector<std::size_t>> active_nodes(const task_group& group, const compiled_group& g,
-                                              const run_options& options);
+/// The indexes of the nodes that run, those of `options.only_nodes` (in
+/// `own`), or every node (`g.all_nodes`: no copy).
+result<std::span<const std::size_t>> active_nodes(const task_group& group, const compiled_group& g,
+                                                  const run_options& options, std::vector<std::size_t>& own);
 /// Whether `options` has node `name` take part in its run (all do without
 /// run_options::only_nodes).
 bool takes_part(const run_options& options, std::string_view name);

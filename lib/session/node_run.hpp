@@ -7,6 +7,7 @@
 
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/cancellation_signal.hpp>
+#include <boost/container/small_vector.hpp>
 
 #include <cstdint>
 #include <memory>
@@ -18,6 +19,10 @@ namespace taskgroup::detail {
 struct run_state;
 class node_tasks;
 
+/// A node's frame-free runs that wait (room for one inline: a node of one
+/// task allocates none).
+using waiting_runs = boost::container::small_vector<std::unique_ptr<frame_free_run>, 1>;
+
 /// What run_probe asks of a node's part in a run (on the node's strand):
 /// its coroutine tasks' waiting net runs and its frame-free runs that wait.
 struct node_watch {
@@ -25,7 +30,7 @@ struct node_watch {
   /// compiled_node::feeders less its tasks that ended other than by the
   /// run's cancellation: none left tells a starved Dequeue (ops/queues.hpp).
   std::uint32_t feeders = 0;
-  const std::vector<std::unique_ptr<frame_free_run>>* waiting = nullptr;  ///< while its tasks run
+  const waiting_runs* waiting = nullptr;  ///< while its tasks run
 };
 
 /// A feed placed in a GLOBAL node's own workspace, and the value it
@@ -65,6 +70,8 @@ class node_run {
   const compiled_node* compiled = nullptr;
   /// The feeds of this node, checked (check_feeds).
   std::vector<const taskgroup::feeds::entry*> fed;
+  /// The run's, on its coordinator: started and not ended.
+  bool live = false;
 
   /// The run's workspace on the node, from set-up (the node's own for a
   /// `compiled_node::global` node).

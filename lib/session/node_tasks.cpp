@@ -140,7 +140,8 @@ bool node_tasks::start_frame_free(std::size_t j, std::size_t k, std::shared_ptr<
   // find its place without allocating (a failure then would drop it with
   // its operation pending), and growing by doubling would leave each
   // smaller array behind in the heap while tasks wait.
-  if (waiting_.capacity() == 0) waiting_.reserve(part().compiled->tasks.size());
+  // A node of one task has its room inline.
+  if (waiting_.capacity() < part().compiled->tasks.size()) waiting_.reserve(part().compiled->tasks.size());
   rs_->records[k].started = now_;
   ws = task_workspace(*rs_, k, &spare_ws_);
   spare_->task = static_cast<std::uint32_t>(k);

@@ -92,7 +92,7 @@ class node_tasks final : public join_core<node_tasks>, public task_host {
   std::unique_ptr<boost::asio::cancellation_signal[]> signals_;
   std::unique_ptr<char[]> coroutine_running_;
   std::size_t coroutines_running_ = 0;
-  std::vector<std::unique_ptr<frame_free_run>> waiting_;
+  waiting_runs waiting_;
   std::unique_ptr<frame_free_run> spare_;
   std::shared_ptr<workspace> spare_ws_;      // an emptied PRIVATE task workspace, for the next task
   std::shared_ptr<node_tasks> waiting_ref_;  // while a run waits

@@ -167,10 +167,13 @@ status round_trip_outputs(run_state& rs, const codec_registry& codecs) {
   return first;
 }
 
-void publish_outputs(const compiled_group& cg, const run_report& report, const std::vector<std::size_t>& active) {
+void publish_outputs(const compiled_group& cg, const run_report& report, std::span<const std::size_t> active) {
+  std::unique_lock<std::mutex> lock;
   for (std::size_t i : active) {
     for (std::size_t k : cg.nodes[i].tasks) {
       if (!cg.tasks[k].has_outputs) continue;
+      // Taken at the first output only: most groups' runs take no lock.
+      if (!lock.owns_lock()) lock = std::unique_lock(cg.publishing);
       for (const auto& out : task_access::outputs(cg.tasks[k].t)) set_output(*out, report.tasks[k]);
     }
   }

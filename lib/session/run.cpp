@@ -52,8 +52,10 @@ run_report report_of_run(run_state& rs) {
 // Starts node i on its strand; a node that cannot even be started (out of
 // memory) has ended with that error.
 void launch(const std::shared_ptr<run_state>& rs, std::size_t i) {
-  rs->live[i] = 1;
+  rs->nodes[i].live = true;
   ++rs->running;
+  // The run is coordinated on this node's strand: already there.
+  if (rs->nodes[i].node == rs->coord_node) return rs->nodes[i].start(rs);
   try {
     asio::post(rs->nodes[i].node->executor, [rs, i] { rs->nodes[i].start(rs); });
   } catch (...) {
@@ -104,7 +106,7 @@ void run_state::round_ended(status st) {
 
 void run_state::cancel_running() noexcept {
   for (std::size_t i : active) {
-    if (live[i] == 0) continue;
+    if (!nodes[i].live) continue;
     try {
       asio::post(nodes[i].node->executor, [rs = shared_from_this(), i] { rs->nodes[i].stop(); });
     } catch (...) {
@@ -115,7 +117,7 @@ void run_state::cancel_running() noexcept {
 
 void run_state::node_ended(std::size_t i, status st) {
   asio::dispatch(coord, [rs = shared_from_this(), i, st = std::move(st)]() mutable {
-    rs->live[i] = 0;
+    rs->nodes[i].live = false;
     rs->child_ended(st);
     if (--rs->running == 0) rs->complete();
   });
@@ -125,7 +127,6 @@ void lay_out(run_state& rs) {
   const compiled_group& g = *rs.group;
   rs.records.resize(g.tasks.size());
   rs.nodes = std::make_unique<node_run[]>(g.nodes.size());
-  rs.live = std::make_unique<char[]>(g.nodes.size());
   for (std::size_t i = 0; i < g.nodes.size(); ++i) {
     rs.nodes[i].index = i;
     rs.nodes[i].compiled = &g.nodes[i];

@@ -19,6 +19,7 @@
 #include <chrono>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -50,19 +51,28 @@ struct run_state final : join_core<run_state> {
   /// Aligned with group->nodes; `node` is null for one that does not take
   /// part (run_options::only_nodes).
   std::unique_ptr<node_run[]> nodes;
-  /// The nodes that take part, in group order.
-  std::vector<std::size_t> active;
-  /// For run_probe, which asks from the coordinator: it, and the session's
-  /// state, which owns the nodes' strands (held as long as the run is: a
-  /// probe holds the run only while it asks).
+  /// The nodes that take part, in group order: the compiled group's list
+  /// of all, or `only`'s (run_options::only_nodes).
+  std::span<const std::size_t> active;
+  std::vector<std::size_t> only;
+  /// The run's coordinator: the strand where the run as a whole begins, is
+  /// joined and ends. The session's coordinator strand, or for a group of
+  /// one node seen before (compiled_group::only_node) that node's strand,
+  /// `coord_node`: the run then starts its node and hears of its end
+  /// inline, as one hop of Asio's own would.
   boost::asio::any_io_executor coord;
+  const node_state* coord_node = nullptr;
+  /// The session's coordinator strand, where run_probe asks (never a node
+  /// strand, which a task may hold), and the session's state, which owns
+  /// the nodes' strands (held as long as the run is: a probe holds the run
+  /// only while it asks).
+  boost::asio::any_io_executor session_coord;
   std::shared_ptr<const void> session;
 
   // --- the run as a whole, on the coordinator ------------------------------
   std::unique_ptr<run_completion> done;  ///< the caller's handler
   std::chrono::system_clock::time_point started{};
   std::size_t running = 0;                            ///< nodes started and not ended
-  std::unique_ptr<char[]> live;                       ///< aligned with group->nodes: started and not ended
   std::optional<boost::asio::steady_timer> deadline;  ///< run_options::timeout
   std::optional<error> expired;                       ///< the deadline's error, once it fired
   bool cancelled_outside = false;                     ///< terminal or partial cancellation from the caller
@@ -136,7 +146,7 @@ status round_trip_outputs(run_state& rs, const codec_registry& codecs);
 
 /// Fills the output handles of the tasks of the `active` nodes from the
 /// run's report (on the coordinator, where every run of a session ends).
-void publish_outputs(const compiled_group& cg, const run_report& report, const std::vector<std::size_t>& active);
+void publish_outputs(const compiled_group& cg, const run_report& report, std::span<const std::size_t> active);
 
 /// Makes the remote nets of `g` (task_group::add_remote_net) on their nodes,
 /// each on its node's strand: `on[j]` is the node of `g.remote_nets()[j]`,

@@ -116,6 +116,21 @@ struct local_session::impl {
     return *nodes.back();
   }
 
+  // Chooses `rs`'s coordinator at its initiation: the node's strand for a
+  // group of one node that a run of this session has placed, else the
+  // session's coordinator (already set). A group is looked up again in
+  // begin, which may still refuse the run.
+  void coordinate(run_state& rs) {
+    std::lock_guard lock(mutex);
+    if (closed) return;
+    auto it = compiled.find(detail::group_access::identity(rs.source).get());
+    if (it == compiled.end() || it->second.token.expired()) return;
+    const node_state* n = it->second.compiled->only_node;
+    if (n == nullptr || !n->executor) return;
+    rs.coord = n->executor;
+    rs.coord_node = n;
+  }
+
   result<std::shared_ptr<const compiled_group>> compile(const task_group& g) {
     std::lock_guard lock(mutex);
     if (closed) return fail(errc::session_closed, "Session is closed.");
@@ -220,7 +235,9 @@ void local_session::start_run(std::shared_ptr<impl> state, task_group group, run
   rs->source = std::move(group);
   rs->options = std::move(options);
   rs->done = std::move(done);
-  rs->coord = coordinator(*state);
+  rs->session_coord = coordinator(*state);
+  rs->coord = rs->session_coord;
+  state->coordinate(*rs);
   rs->session = state;
   detail::follow_cancellation(rs);
   const asio::any_io_executor& coord = rs->coord;  // not `state`'s: moved into the handler
@@ -242,7 +259,7 @@ void local_session::begin(const std::shared_ptr<impl>& state, const std::shared_
     auto compiled = state->compile(group);
     if (!compiled) return detail::refuse_run(rs, compiled.error());
     rs->group = std::move(compiled).value();
-    auto active = detail::active_nodes(group, *rs->group, opt);
+    auto active = detail::active_nodes(group, *rs->group, opt, rs->only);
     if (!active) return detail::refuse_run(rs, active.error());
     rs->active = std::move(active).value();
     if (opt.strict_codecs != nullptr) {
@@ -256,6 +273,10 @@ void local_session::begin(const std::shared_ptr<impl>& state, const std::shared_
       std::lock_guard lock(state->mutex);
       rs->registry = state->registry;
       for (std::size_t i : rs->active) rs->nodes[i].node = &state->node(rs->group->nodes[i].name);
+      // A group of one node: its later runs are coordinated there.
+      if (rs->group->nodes.size() == 1 && rs->group->only_node == nullptr && !rs->active.empty()) {
+        rs->group->only_node = rs->nodes[rs->active.front()].node;
+      }
       for (const auto& r : group.remote_nets()) {
         remote_on.push_back(detail::takes_part(opt, r.node) ? &state->node(r.node) : nullptr);
       }
@@ -263,7 +284,7 @@ void local_session::begin(const std::shared_ptr<impl>& state, const std::shared_
     if (remote_on.empty()) return detail::start_nodes(rs);
     // Made on their nodes first (a coroutine: a hop to each node).
     const operator_registry& registry = rs->registry != nullptr ? *rs->registry : operator_registry::global();
-    asio::co_spawn(state->coord_ex, detail::make_remote_nets(state->coord_ex, group, std::move(remote_on), registry),
+    asio::co_spawn(rs->coord, detail::make_remote_nets(rs->coord, group, std::move(remote_on), registry),
                    [rs](std::exception_ptr e, status st) {
                      if (e) st = detail::error_from_exception(e);
                      if (!st) return detail::refuse_run(rs, st.error());
