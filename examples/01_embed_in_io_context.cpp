@@ -8,13 +8,13 @@
 // program keeps going while a run is in flight.
 //
 // To show it, a `steady_timer` ticks every 2 ms on the same single-threaded
-// io_context while a coroutine does `co_await session.run(group)`: the
+// io_context while a coroutine does `co_await session.async_run(group)`: the
 // ticks counted across that one co_await are the proof that the loop was
 // free during the run. The run report then tells how each task went: its
 // full name `<node>/<task>`, its status, its duration and its declared
 // outputs (copied out of the node workspace when the node's tasks end).
 //
-// A second, shorter part shows `co_await group.run()`: the same thing with
+// A second, shorter part shows `co_await group.async_run()`: the same thing with
 // a session made for the one run on the awaiting coroutine's executor.
 #include <taskgroup/taskgroup.hpp>
 
@@ -126,26 +126,29 @@ asio::awaitable<int> demo(tg::local_session& session, ticker& tick) {
     }
   };
 
-  // Part 1: session.run on the program's io_context.
+  // Part 1: session.async_run on the program's io_context. With
+  // `as_tuple` the run completes with its code and its report, kept on
+  // failure too; plain `co_await session.async_run(g.group)` would throw
+  // `taskgroup::system_error` instead.
   demo_group g = make_group();
   const int before = tick.ticks;
-  tg::result<tg::run_report> r = co_await session.run(g.group);
+  auto [ec, r] = co_await session.async_run(g.group, asio::as_tuple(asio::use_awaitable));
   const int during = tick.ticks - before;
-  if (!r) {
-    std::cerr << "run failed: " << r.error().message << '\n';
+  if (ec) {
+    std::cerr << "run failed: " << r.failure->message << '\n';
     co_return 1;
   }
-  print_report(r.value());
+  print_report(r);
   std::cout << "timer ticks while the group ran: " << during << '\n';
-  check(r.value().ok(), "every task succeeded");
+  check(r.ok(), "every task succeeded");
   check(during >= 3, "the timer kept ticking during the run");
   check(g.bytes.get().value() == 1024, "download output");
   check(g.count.get().value() == 5, "count output");
   check(g.message.get().value() == "hello", "greet output");
-  const auto* counted = r.value().find("local/count");
+  const auto* counted = r.find("local/count");
   check(counted != nullptr && counted->iterations == 1, "the count task ran its step once");
 
-  // Part 2: group.run(), a session for one run on this coroutine's
+  // Part 2: group.async_run(), a session for one run on this coroutine's
   // executor. Handy for a single group; a long-lived session keeps node
   // workspaces across runs, this one drops them when the run ends.
   tg::net answer("answer");
@@ -155,11 +158,12 @@ asio::awaitable<int> demo(tg::local_session& session, ticker& tick) {
   tg::task_group one;
   (void)one.add(t_answer).value();
   const int before2 = tick.ticks;
-  auto r2 = co_await one.run();
+  // as_tuple: the code and the report, which a failure would keep.
+  auto [ec2, r2] = co_await one.async_run(asio::as_tuple(asio::use_awaitable));
   const int during2 = tick.ticks - before2;
-  check(r2.has_value() && r2.value().ok(), "group.run() succeeded");
+  check(!ec2 && r2.ok(), "group.async_run() succeeded");
   check(out.get().has_value() && out.get().value() == 42, "answer output");
-  std::cout << "group.run(): answer = " << (out.get() ? std::to_string(out.get().value()) : "unset")
+  std::cout << "group.async_run(): answer = " << (out.get() ? std::to_string(out.get().value()) : "unset")
             << ", ticks meanwhile: " << during2 << '\n';
 
   tick.stop();  // let io.run() return

@@ -29,7 +29,7 @@
 // the report holds both results.
 //
 // No event loop here: the session owns a pool of two threads, nodes run in
-// parallel on it, and `run_blocking` waits for the run.
+// parallel on it, and the blocking `run` waits for the run.
 #include <taskgroup/taskgroup.hpp>
 
 #include <cstdint>
@@ -100,12 +100,15 @@ int main() {
   for (const auto& n : group.used_nodes()) std::cout << ' ' << n;
   std::cout << '\n';
 
-  auto r1 = session.run_blocking(group);
-  if (!r1) {
-    std::cerr << "run 1 failed: " << r1.error().message << '\n';
+  // A blocking run keeps its report on failure with an error_code (as
+  // Asio's synchronous operations take one); without it, it throws.
+  boost::system::error_code ec;
+  auto r1 = session.run(group, {}, ec);
+  if (ec) {
+    std::cerr << "run 1 failed: " << r1.failure->message << '\n';
     return 1;
   }
-  check(r1.value().ok(), "run 1: every task succeeded");
+  check(r1.ok(), "run 1: every task succeeded");
   check(s2_got.get().value() == "from s1 on local", "s2 read what s1 wrote");
   check(s5_got.get().value() == "from s3 on n2", "s5 read what s3 wrote");
 
@@ -142,20 +145,20 @@ int main() {
 
   tg::run_options gather;
   gather.policy = tg::run_policy::gather;
-  auto r2 = session.run_blocking(second, gather);
-  if (!r2) {
-    std::cerr << "run 2 failed: " << r2.error().message << '\n';
+  auto r2 = session.run(second, gather, ec);
+  if (ec) {
+    std::cerr << "run 2 failed: " << r2.failure->message << '\n';
     return 1;
   }
   std::cout << "\nrun 2 (gather):\n";
-  for (const auto& t : r2.value().tasks) {
+  for (const auto& t : r2.tasks) {
     std::cout << "  " << t.name << ": " << tg::to_string(t.status);
     for (const auto& [name, value] : t.outputs) std::cout << ", " << name << " = " << tg::to_display_string(*value);
     if (t.failure) std::cout << "\n    " << t.failure->message;
     std::cout << '\n';
   }
-  const auto* rr = r2.value().find("local/reread");
-  const auto* pk = r2.value().find("n1/peek");
+  const auto* rr = r2.find("local/reread");
+  const auto* pk = r2.find("n1/peek");
   check(rr != nullptr && rr->status == tg::task_status::succeeded, "local/reread succeeded");
   check(reread_out.get().has_value() && reread_out.get().value() == "from s1 on local", "reread saw s1's note");
   check(pk != nullptr && pk->status == tg::task_status::failed, "n1/peek failed");

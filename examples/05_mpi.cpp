@@ -10,13 +10,15 @@
 // outputs travel to rank 0, where the typed output handles read them as
 // in a local run. With one rank (no mpirun) every node runs here.
 //
-// The same `co_await session.run(group)` as a local session: rank 0 gets
+// The same `co_await session.async_run(group)` as a local session: rank 0 gets
 // the report of every task, other ranks the report of their own.
 #include <taskgroup/mpi_session.hpp>
 #include <taskgroup/taskgroup.hpp>
 
+#include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/use_awaitable.hpp>
 
 #include <cstdint>
 #include <exception>
@@ -69,9 +71,9 @@ int main(int argc, char** argv) {
   asio::co_spawn(
       io,
       [&]() -> asio::awaitable<void> {
-        auto r = co_await session.run(group);
-        if (!r) {
-          std::cerr << "rank " << session.rank() << ": " << r.error().message << '\n';
+        auto [ec, r] = co_await session.async_run(group, asio::as_tuple(asio::use_awaitable));
+        if (ec) {
+          std::cerr << "rank " << session.rank() << ": " << r.failure->message << '\n';
           status = 1;
           co_return;
         }

@@ -137,13 +137,13 @@ TEST_CASE("strict codecs: a typed output without a codec fails the run at its st
   local_session session(1);
   run_options o;
   o.strict_codecs = &codec_registry::global();
-  auto r = session.run_blocking(g, o);
+  auto r = test::run_sync(session, g, o);
   REQUIRE_FALSE(r);
   CHECK(r.error().code == errc::not_serializable);
   CHECK_THAT(r.error().message, Catch::Contains("task \"n1/t\" output \"p\": no codec for type"));
   CHECK(ran == 0);
   // Without strict codecs the same group runs.
-  CHECK(session.run_blocking(g));
+  CHECK(test::run_sync(session, g));
   CHECK(ran == 1);
 }
 
@@ -162,14 +162,14 @@ TEST_CASE("strict codecs: outputs come back decoded; a value without a codec fai
   o.strict_codecs = &reg;
 
   SECTION("join: the run fails with the task's error") {
-    auto r = session.run_blocking(g, o);
+    auto r = test::run_sync(session, g, o);
     REQUIRE_FALSE(r);
     CHECK(r.error().code == errc::not_serializable);
     CHECK_THAT(r.error().message, Catch::StartsWith("task \"n2/bad\" (node \"n2\"): output \"o\": no codec for type"));
   }
   SECTION("gather: the task fails, the other's outputs are the decoded copies") {
     o.policy = run_policy::gather;
-    auto r = session.run_blocking(g, o);
+    auto r = test::run_sync(session, g, o);
     REQUIRE(r);
     const auto& rep = r.value();
     CHECK(rep.tasks[0].status == task_status::succeeded);
@@ -196,7 +196,7 @@ TEST_CASE("run_options::only_nodes runs the named nodes; the other tasks are not
   local_session session(1);
   run_options o;
   o.only_nodes = std::vector<std::string>{"n2"};
-  auto r = session.run_blocking(g, o);
+  auto r = test::run_sync(session, g, o);
   REQUIRE(r);
   CHECK(r.value().tasks[0].status == task_status::not_run);
   CHECK(r.value().tasks[1].status == task_status::succeeded);
@@ -206,12 +206,12 @@ TEST_CASE("run_options::only_nodes runs the named nodes; the other tasks are not
   CHECK(session.nodes() == std::vector<std::string>{"n2"});  // n1 was never made
 
   o.only_nodes = std::vector<std::string>{};
-  auto none = session.run_blocking(g, o);
+  auto none = test::run_sync(session, g, o);
   REQUIRE(none);
   CHECK(none.value().tasks[1].status == task_status::not_run);
 
   o.only_nodes = std::vector<std::string>{"n9"};
-  auto bad = session.run_blocking(g, o);
+  auto bad = test::run_sync(session, g, o);
   REQUIRE_FALSE(bad);
   CHECK(bad.error().code == errc::invalid_task);
   CHECK_THAT(bad.error().message, Catch::Contains("only_nodes names node \"n9\", which has no task"));

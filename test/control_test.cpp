@@ -281,10 +281,10 @@ TEST_CASE("a GLOBAL group whose while_ has a condition net runs alike on every r
                                                binary("count", "Add", "count", "one", "count")})}))));
   task_group zero(workspace_type::global);
   REQUIRE(zero.add(task("zero", step("zero").add_net(consts("zero", {{"count", 0}})))));
-  REQUIRE(session.run_blocking(zero));
+  REQUIRE(test::run_sync(session, zero));
   for (int run = 1; run <= 3; ++run) {
     INFO("run " << run);
-    REQUIRE(session.run_blocking(g));
+    REQUIRE(test::run_sync(session, g));
     CHECK(session.node_workspace("local")->read<i64>("count").value() == 3 * run);
   }
 }

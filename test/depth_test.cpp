@@ -65,7 +65,7 @@ TEST_CASE("a tree of max_step_depth levels runs on both drivers", "[step][depth]
     REQUIRE(g.add(task("t", step("t")
                                 .add_substep(step("init").add_net(init))
                                 .add_substep(chain(max_step_depth - 1, incr("inc", "x"), 3)))));
-    auto r = session.run_blocking(g);
+    auto r = test::run_sync(session, g);
     hooks.coroutine_only = false;
     REQUIRE(r);
     // Three levels of two iterations each: the leaf runs 8 times.
@@ -110,7 +110,7 @@ TEST_CASE("a tree of max_step_depth levels runs wherever a session places it; on
     session.node_workspace("local")->set<i64>("y", 0);
     task_group fits(workspace_type::global);
     p.put(fits, chain(max_step_depth, incr("inc", "x")));
-    auto r = session.run_blocking(fits);
+    auto r = test::run_sync(session, fits);
     INFO((r ? std::string() : r.error().message));
     REQUIRE(r);
     CHECK(session.node_workspace("local")->read<i64>("x").value() == p.runs);
@@ -120,7 +120,7 @@ TEST_CASE("a tree of max_step_depth levels runs wherever a session places it; on
       INFO(extra << " levels more");
       task_group deeper(workspace_type::global);
       p.put(deeper, chain(max_step_depth + extra, incr("inc", "x")));
-      auto refused = session.run_blocking(deeper);
+      auto refused = test::run_sync(session, deeper);
       REQUIRE_FALSE(refused);
       CHECK(refused.error().code == errc::invalid_step);
       CHECK_THAT(refused.error().message,
@@ -158,8 +158,9 @@ TEST_CASE("write_plan writes a tree of max_step_depth levels in text linear in i
     auto text = write_plan(g);
     REQUIRE_FALSE(text);
     CHECK(text.error().code == errc::invalid_step);
-    CHECK(text.error().message ==
-          "task \"local/t\": step \"level 1/.../level 1001\": deeper than max_step_depth (1000 levels of nested steps)");
+    CHECK(
+        text.error().message ==
+        "task \"local/t\": step \"level 1/.../level 1001\": deeper than max_step_depth (1000 levels of nested steps)");
   }
 }
 

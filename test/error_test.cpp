@@ -11,6 +11,8 @@
 #include <boost/system/system_error.hpp>
 #include <catch2/catch.hpp>
 
+#include <system_error>
+
 #include <exception>
 #include <stdexcept>
 #include <string>
@@ -25,9 +27,38 @@ TEST_CASE("errors belong to the taskgroup category", "[error]") {
 }
 
 TEST_CASE("every error code has its own message", "[error]") {
-  for (int i = 1; i <= static_cast<int>(errc::op_library_failed); ++i) {
+  for (int i = 1; i <= static_cast<int>(errc::session_busy); ++i) {
     boost::system::error_code ec(i, error_category());
     CHECK(ec.message() != "unknown taskgroup error");
+  }
+}
+
+TEST_CASE("codes compare equal to the standard conditions they stand for, and only those", "[error]") {
+  namespace generic = boost::system::errc;
+  struct mapping {
+    errc code;
+    generic::errc_t boost_condition;
+    std::errc std_condition;
+  };
+  const mapping mapped[] = {
+      {errc::cancelled, generic::operation_canceled, std::errc::operation_canceled},
+      {errc::timeout, generic::timed_out, std::errc::timed_out},
+      {errc::session_closed, generic::bad_file_descriptor, std::errc::bad_file_descriptor},
+      {errc::session_busy, generic::device_or_resource_busy, std::errc::device_or_resource_busy},
+  };
+  for (int i = 1; i <= static_cast<int>(errc::session_busy); ++i) {
+    const boost::system::error_code ec = static_cast<errc>(i);
+    INFO(ec.message());
+    for (const mapping& m : mapped) {
+      const bool same = m.code == static_cast<errc>(i);
+      CHECK((ec == m.boost_condition) == same);
+      CHECK((ec == std::error_code(ec) && std::error_code(ec) == m.std_condition) == same);
+      CHECK((ec == m.std_condition) == same);
+    }
+    // The code itself stays the library's: Asio's operation_aborted is
+    // another code.
+    CHECK(ec != boost::asio::error::operation_aborted);
+    CHECK(ec.category() == error_category());
   }
 }
 

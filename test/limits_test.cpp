@@ -53,7 +53,7 @@ TEST_CASE("a step timeout beyond max_duration never runs (it used to fire at onc
   task_group g;
   REQUIRE(g.add(task("t", step("slow").add_net(fill_int("a", "x", 1)).timeout(too_long))));
   local_session session(1);
-  auto r = session.run_blocking(g);
+  auto r = test::run_sync(session, g);
   REQUIRE_FALSE(r);
   CHECK(r.error().code == errc::invalid_step);
   CHECK_THAT(r.error().message, Catch::Contains("taskgroup::max_duration"));
@@ -102,7 +102,7 @@ TEST_CASE("a group report step interval beyond max_duration fails the run at its
   REQUIRE(g.add(task("t", step("s").add_net(fill_int("a", "x", 1)))));
   g.report_step(step("show").add_net(incr("tick", "ticks")), node(), huge);
   local_session session(1);
-  auto r = session.run_blocking(g);
+  auto r = test::run_sync(session, g);
   REQUIRE_FALSE(r);
   CHECK(r.error().code == errc::invalid_task);
   CHECK(r.error().message ==
@@ -124,7 +124,7 @@ TEST_CASE("run_options::timeout out of [0, max_duration] fails the run at its st
   local_session session(1);
   run_options o;
   o.timeout = too_long;
-  auto r = session.run_blocking(g, o);
+  auto r = test::run_sync(session, g, o);
   REQUIRE_FALSE(r);
   CHECK(r.error().code == errc::invalid_task);
   CHECK(r.error().message ==
@@ -132,15 +132,15 @@ TEST_CASE("run_options::timeout out of [0, max_duration] fails the run at its st
         "10000000000000");
   CHECK_FALSE(session.node_workspace("local")->has("x"));
   o.timeout = -std::chrono::milliseconds(1);
-  r = session.run_blocking(g, o);
+  r = test::run_sync(session, g, o);
   REQUIRE_FALSE(r);
   CHECK(r.error().code == errc::invalid_task);
   CHECK(r.error().message == "run_options::timeout must be >= 0 ms, got -1");
   CHECK_FALSE(session.node_workspace("local")->has("x"));
   o.timeout = max_duration;
-  CHECK(session.run_blocking(g, o));
+  CHECK(test::run_sync(session, g, o));
   // 0 expires at once.
   o.timeout = std::chrono::milliseconds(0);
-  r = session.run_blocking(g, o);
+  r = test::run_sync(session, g, o);
   CHECK((r || r.error().code == errc::timeout));
 }

@@ -105,7 +105,7 @@ TEST_CASE("a run observed for task events only runs the one-op fast loop", "[obs
     run_options o;
     o.observer = &seen;
     loop_counts loops;
-    auto r = session.run_blocking(g, o);
+    auto r = test::run_sync(session, g, o);
     REQUIRE(r);
     CHECK(r.value().tasks[0].iterations == 1);
     CHECK(seen.asked == 1);  // once, when the run starts
@@ -130,7 +130,7 @@ TEST_CASE("a run observed for net events tells every net run, from the observed 
   run_options o;
   o.observer = &seen;
   loop_counts loops;
-  REQUIRE(session.run_blocking(g, o));
+  REQUIRE(test::run_sync(session, g, o));
   CHECK(seen.nets == 2 * (iterations + 1));  // the loop's net runs and init's, begin and end
   CHECK(seen.tasks == 0);
   CHECK(seen.runs == 0);
@@ -160,7 +160,7 @@ TEST_CASE("each kind of event reaches only an observer that asked for it", "[obs
       counting_observer seen(e.kinds);
       run_options o;
       o.observer = &seen;
-      auto r = session.run_blocking(g, o);
+      auto r = test::run_sync(session, g, o);
       detail::test_driver_hooks().coroutine_only = false;
       REQUIRE(r);
       CHECK((seen.tasks > 0) == e.tasks);

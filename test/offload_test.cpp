@@ -214,7 +214,7 @@ struct fixture {
     if (own_pool) session.set_compute_executor(pool.get_executor());
   }
   result<run_report> run(const task_group& g, run_options o = {}) {
-    return test::run(io, session.run(g, std::move(o)));
+    return test::run(io, test::run_async(session, g, std::move(o)));
   }
 };
 
@@ -408,7 +408,7 @@ TEST_CASE("any synchronous op can be offloaded by its definition; the default co
   auto c = t.output<i64>("c");
   task_group g;
   REQUIRE_OK(g.add(t));
-  REQUIRE_OK(test::run(io, s.run(g)));
+  REQUIRE_OK(test::run(io, test::run_async(s, g)));
   CHECK(c.get().value() == 42);
 }
 
@@ -477,7 +477,7 @@ TEST_CASE("Hash: FNV-1a of the input repeated `rounds` times, on generated strin
   REQUIRE_OK(g.add(t));
   run_options o;
   o.feeds.set("local", "text", text);
-  REQUIRE_OK(test::run(io, s.run(g, o)));
+  REQUIRE_OK(test::run(io, test::run_async(s, g, o)));
   CHECK(static_cast<std::uint64_t>(out.get().value()) == h);
 }
 
@@ -518,7 +518,7 @@ TEST_CASE("a plan op says \"offload\": read, run and written back", "[offload]")
   CHECK_THAT(written.value(), Catch::Contains("\"offload\": true"));
   asio::io_context io;
   local_session s(io.get_executor());
-  auto r = test::run(io, s.run(plan.value()));
+  auto r = test::run(io, test::run_async(s, plan.value()));
   REQUIRE_OK(r);
   const std::string bad =
       R"({"taskgroup_plan": 1, "nets": [{"name": "n", "ops": [{"type": "Negate", "inputs": ["a"], "outputs": ["b"], "offload": 1}]}],

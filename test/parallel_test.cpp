@@ -67,7 +67,7 @@ TEST_CASE("tasks of different nodes run in parallel, with or without waits", "[s
       INFO("a session with a pool of two threads");
       local_session session(2);
       auto r = std::make_shared<rendezvous>(2);
-      auto report = session.run_blocking(meeting(2, r));
+      auto report = test::run_sync(session, meeting(2, r));
       REQUIRE(report);
       CHECK(report.value().ok());
     }

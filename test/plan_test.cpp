@@ -76,8 +76,8 @@ TEST_CASE("a group written to JSON and read back runs identically", "[plan]") {
   auto copy = read_plan(std::string_view(text)).value();
   CHECK(write_plan(copy).value() == text);  // stable
   local_session a(1), b(1);
-  auto ra = a.run_blocking(original).value();
-  auto rb = b.run_blocking(copy).value();
+  auto ra = test::run_sync(a, original).value();
+  auto rb = test::run_sync(b, copy).value();
   CHECK(outputs_of(ra) == outputs_of(rb));
   CHECK(outputs_of(ra) == "n1/counter.y=5;n1/counter.y=5;n1/counter.marked=1;");
   CHECK(b.node_workspace("n2")->read<std::int64_t>("n2_done").value() == 1);
@@ -126,8 +126,8 @@ TEST_CASE("every scenario group of registered operators round-trips", "[plan]") 
   auto text = write_plan(g).value();
   auto back = read_plan(std::string_view(text)).value();
   local_session a(1), b(1);
-  REQUIRE(a.run_blocking(g));
-  REQUIRE(b.run_blocking(back));
+  REQUIRE(test::run_sync(a, g));
+  REQUIRE(test::run_sync(b, back));
   CHECK(a.node_workspace("local")->read<std::int64_t>("count").value() == 20);
   CHECK(b.node_workspace("local")->read<std::int64_t>("count").value() == 20);
 }
@@ -303,8 +303,8 @@ TEST_CASE("plans declare inputs; read_feeds reads feeds as op arguments are writ
   CHECK(e[4].blob == "a/b");  // split at the first '/'
 
   local_session session(1);
-  auto r = session.run_blocking(
-      g.value(),
+  auto r = test::run_sync(
+      session, g.value(),
       {.feeds = feeds().set("n1", "x", std::int64_t{9}).set("n1", "any", true).set("n1", "l", std::vector<double>{})});
   INFO((r ? std::string() : r.error().message));
   REQUIRE(r);
@@ -484,7 +484,7 @@ TEST_CASE("write_plan writes no group that would not run: each fault is the run'
     REQUIRE_FALSE(text);
     local_session session(1);
     session.node_workspace("local")->set<i64>("x", 0);
-    auto ran = session.run_blocking(g);
+    auto ran = test::run_sync(session, g);
     REQUIRE_FALSE(ran);
     CHECK(ran.error().code == text.error().code);
     // The same fault: the writer's message less its task prefix ends the run's.

@@ -417,7 +417,10 @@ TEST_CASE("a probe names a node whose thread a task holds, without waiting for i
   // away) runs until then.
   asio::io_context ctx;
   std::optional<std::vector<std::string>> on_ctx;
-  probe.async_where(asio::bind_executor(ctx, [&](std::vector<std::string> lines) { on_ctx = std::move(lines); }));
+  probe.async_where(asio::bind_executor(ctx, [&](boost::system::error_code ec, std::vector<std::string> lines) {
+    CHECK_FALSE(ec);
+    on_ctx = std::move(lines);
+  }));
   ctx.run();
   REQUIRE(on_ctx);
   CHECK(*on_ctx == std::vector<std::string>{calm, busy});

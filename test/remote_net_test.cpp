@@ -82,7 +82,7 @@ TEST_CASE("a remote net is made on its node, for this group, its later runs and 
   task_group a(type);
   REQUIRE(a.add_remote_net(counter_net(), node("ps")));
   REQUIRE(a.add(task("w", step("w").add_net(counter_net("elsewhere"))), node("w")));
-  REQUIRE(session.run_blocking(a));
+  REQUIRE(test::run_sync(session, a));
   auto ps = session.node_workspace("ps");
   net_instance* made = ps->find_net("bump");
   REQUIRE(made != nullptr);
@@ -93,16 +93,16 @@ TEST_CASE("a remote net is made on its node, for this group, its later runs and 
   std::vector<task_output<i64>> outs;
   task_group b(type);
   REQUIRE(b.add(caller("c", "bump", 3, node("ps"), &outs)));
-  auto r1 = session.run_blocking(b);
+  auto r1 = test::run_sync(session, b);
   REQUIRE(r1);
   CHECK(outs[0].get(r1.value()).value() == 3);
-  auto r2 = session.run_blocking(b);
+  auto r2 = test::run_sync(session, b);
   REQUIRE(r2);
   CHECK(outs[0].get(r2.value()).value() == 6);  // the node's net keeps its blob
 
   // A's later runs find their own net there: no clash, no new instance.
-  REQUIRE(session.run_blocking(a));
-  REQUIRE(session.run_blocking(a));
+  REQUIRE(test::run_sync(session, a));
+  REQUIRE(test::run_sync(session, a));
   CHECK(ps->find_net("bump") == made);
 }
 
@@ -116,7 +116,7 @@ TEST_CASE("a group's tasks run its remote nets in the run that makes them", "[re
   REQUIRE(g.add_remote_net(counter_net(), node("n2")));
   REQUIRE(g.add(caller("a", "bump", 2, node("n1"), &outs)));
   REQUIRE(g.add(caller("b", "bump", 5, node("n2"), &outs)));
-  auto r = session.run_blocking(g);
+  auto r = test::run_sync(session, g);
   REQUIRE(r);
   // Each node has its own instance, bound in its own workspace.
   CHECK(outs[0].get(r.value()).value() == 2);
@@ -130,7 +130,7 @@ TEST_CASE("a remote net that cannot be made fails the run before any task starts
   task_group first;
   REQUIRE(first.add_remote_net(counter_net(), node("ps")));
   REQUIRE(first.add(caller("c", "bump", 1, node("ps"))));
-  REQUIRE(session.run_blocking(first));
+  REQUIRE(test::run_sync(session, first));
 
   SECTION("another net of that name on the node") {
     task_group g;
@@ -138,7 +138,7 @@ TEST_CASE("a remote net that cannot be made fails the run before any task starts
     other.op("ConstantFill", {}, {"hits"}, {{"value", i64{0}}});
     REQUIRE(g.add_remote_net(other, node("ps")));
     REQUIRE(g.add(caller("c", "bump", 1, node("ps"))));
-    auto r = session.run_blocking(g);
+    auto r = test::run_sync(session, g);
     REQUIRE_FALSE(r);
     CHECK(r.error().code == errc::net_exists);
     CHECK(r.error().message == "remote net \"bump\" for node \"ps\": the node already has another net of that name");
@@ -146,14 +146,14 @@ TEST_CASE("a remote net that cannot be made fails the run before any task starts
     CHECK(session.node_workspace("ps")->read<i64>("hits").value() == 1);
     task_group again;
     REQUIRE(again.add(caller("c", "bump", 1, node("ps"))));
-    REQUIRE(session.run_blocking(again));
+    REQUIRE(test::run_sync(session, again));
     CHECK(session.node_workspace("ps")->read<i64>("hits").value() == 2);
   }
   SECTION("a net the program made there itself") {
     REQUIRE(session.node_workspace("mine")->create_net(counter_net("own")));
     task_group g;
     REQUIRE(g.add_remote_net(counter_net("own"), node("mine")));
-    auto r = session.run_blocking(g);
+    auto r = test::run_sync(session, g);
     REQUIRE_FALSE(r);
     CHECK(r.error().code == errc::net_exists);
   }
@@ -163,7 +163,7 @@ TEST_CASE("a remote net that cannot be made fails the run before any task starts
     bad.op("NoSuchOp", {}, {});
     REQUIRE(g.add_remote_net(bad, node("ps")));
     REQUIRE(g.add(caller("c", "bump", 1, node("ps"))));
-    auto r = session.run_blocking(g);
+    auto r = test::run_sync(session, g);
     REQUIRE_FALSE(r);
     CHECK(r.error().code == errc::unknown_operator);
     CHECK(r.error().message.rfind("remote net \"broken\" for node \"ps\": ", 0) == 0);
@@ -174,7 +174,7 @@ TEST_CASE("a remote net that cannot be made fails the run before any task starts
     net reads("reads");
     reads.op("Copy", {"absent"}, {"copy"});
     REQUIRE(g.add_remote_net(reads, node("ps")));
-    auto r = session.run_blocking(g);
+    auto r = test::run_sync(session, g);
     REQUIRE_FALSE(r);
     CHECK(r.error().message.find("remote net \"reads\" for node \"ps\"") != std::string::npos);
     CHECK(r.error().message.find("\"absent\"") != std::string::npos);
@@ -189,10 +189,10 @@ TEST_CASE("only_nodes makes only the listed nodes' remote nets", "[remote_net]")
   REQUIRE(g.add_remote_net(counter_net(), node("b")));
   REQUIRE(g.add(task("t", step("s").add_net(counter_net("work"))), node("c")));
   // A node with remote nets only may be listed.
-  REQUIRE(session.run_blocking(g, {.only_nodes = std::vector<std::string>{"a"}}));
+  REQUIRE(test::run_sync(session, g, {.only_nodes = std::vector<std::string>{"a"}}));
   CHECK(session.node_workspace("a")->find_net("bump") != nullptr);
   CHECK(session.node_workspace("b")->find_net("bump") == nullptr);
-  auto bad = session.run_blocking(g, {.only_nodes = std::vector<std::string>{"z"}});
+  auto bad = test::run_sync(session, g, {.only_nodes = std::vector<std::string>{"z"}});
   REQUIRE_FALSE(bad);
   CHECK(bad.error().message == "run_options::only_nodes names node \"z\", which has no task");
 }
@@ -207,7 +207,7 @@ TEST_CASE("tasks_by_node keeps the remote nets on their mapped nodes; to_task re
   CHECK(grouped.value().remote_nets()[0].node == "w");
   CHECK(grouped.value().remote_nets()[0].net.same(g.remote_nets()[0].net));
   local_session session(1);
-  REQUIRE(session.run_blocking(grouped.value()));
+  REQUIRE(test::run_sync(session, grouped.value()));
   CHECK(session.node_workspace("w")->read<i64>("hits").value() == 2);
 
   task_group h;
@@ -364,7 +364,7 @@ TEST_CASE("RunNet holds the net it runs: removing it meanwhile is safe, cancelli
     return ok();
   });
   REQUIRE(g.add(task("r", step("r").add_net(remover)), node("ps")));
-  auto r = session.run_blocking(g, {.timeout = 300ms});
+  auto r = test::run_sync(session, g, {.timeout = 300ms});
   REQUIRE_FALSE(r);
   CHECK(r.error().code == errc::timeout);
   CAPTURE(r.error().message);
@@ -430,12 +430,12 @@ TEST_CASE("an observer that throws at run_begin refuses the run, with or without
     REQUIRE(g.add(t));
   }
   throwing_observer observer;
-  auto r = session.run_blocking(g, {.observer = &observer});
+  auto r = test::run_sync(session, g, {.observer = &observer});
   REQUIRE_FALSE(r);
   CHECK_THAT(r.error().message, Catch::Contains("observer broke"));
   // The session runs the group once the observer is gone; with the remote
   // net, its count of 2 says that no task ran in the refused run.
-  auto again = session.run_blocking(g);
+  auto again = test::run_sync(session, g);
   REQUIRE(again);
   CHECK(outs[0].get(again.value()).value() == 2);
 }

@@ -6,6 +6,8 @@
 
 #include <catch2/catch.hpp>
 
+#include "support/run.hpp"
+
 #include <chrono>
 #include <cstdint>
 #include <string>
@@ -61,7 +63,7 @@ TEST_CASE("the consumer pattern resets its stop blob and is safe on rerun", "[pl
   o.timeout = std::chrono::seconds(20);  // a consumer stopped early leaves the producer blocked on a full queue
   for (int run = 1; run <= 3; ++run) {
     INFO("run " << run);
-    auto r = session.run_blocking(group.value(), o);
+    auto r = test::run_sync(session, group.value(), o);
     REQUIRE(r);
     // local_init resets `item` and `total`: every run consumes 1 .. 10.
     CHECK(session.node_workspace("local")->read<std::int64_t>("total").value() == 55);
@@ -77,8 +79,8 @@ TEST_CASE("without the reset, a stale stop blob ends the consumer after one item
   local_session session(2);
   run_options o;
   o.timeout = std::chrono::milliseconds(500);
-  REQUIRE(session.run_blocking(group.value(), o));
-  auto second = session.run_blocking(group.value(), o);
+  REQUIRE(test::run_sync(session, group.value(), o));
+  auto second = test::run_sync(session, group.value(), o);
   REQUIRE_FALSE(second);
   CHECK(second.error().code == errc::timeout);
 }

@@ -52,7 +52,7 @@ TEST_CASE("nodes are isolated: a blob written on n1 is invisible on n2", "[sessi
   reader.op("Copy", {"secret"}, {"copy"});
   REQUIRE(g.add(task("r", step("r").add_net(reader)), node("n2")));
   local_session session(1);
-  auto r = session.run_blocking(g);
+  auto r = test::run_sync(session, g);
   REQUIRE_FALSE(r);
   CHECK(r.error().code == errc::blob_not_found);
   CHECK_THAT(r.error().message,
@@ -65,12 +65,12 @@ TEST_CASE("tasks of one node share its workspace", "[session]") {
   task_group g(workspace_type::global);
   REQUIRE(g.add(task("w", step("w").add_net(fill_int("w", "shared", 5)))));
   local_session session(1);
-  REQUIRE(session.run_blocking(g));
+  REQUIRE(test::run_sync(session, g));
   task_group g2(workspace_type::global);
   net reader("reader");
   reader.op("Copy", {"shared"}, {"copy"});
   REQUIRE(g2.add(task("r", step("r").add_net(reader))));
-  REQUIRE(session.run_blocking(g2));
+  REQUIRE(test::run_sync(session, g2));
   CHECK(session.node_workspace("local")->read<i64>("copy").value() == 5);
 }
 
@@ -91,7 +91,7 @@ TEST_CASE("PRIVATE tasks of one node never see one another's blobs or nets, run 
   }
   local_session session(1);
   for (int run = 0; run < 3; ++run) {
-    auto r = session.run_blocking(g, run_options{.policy = run_policy::gather});
+    auto r = test::run_sync(session, g, run_options{.policy = run_policy::gather});
     REQUIRE(r);
     REQUIRE(r.value().tasks.size() == 2 * pairs);
     for (int i = 0; i < 2 * pairs; ++i) {
@@ -124,9 +124,9 @@ TEST_CASE("scenario 27: reruns of a GLOBAL group accumulate", "[session][scenari
   REQUIRE(g.add(t));
   local_session session(1);
   session.node_workspace("local")->set("records", std::int64_t{0});
-  REQUIRE(session.run_blocking(g));
+  REQUIRE(test::run_sync(session, g));
   CHECK(records.get().value() == 100);
-  REQUIRE(session.run_blocking(g));
+  REQUIRE(test::run_sync(session, g));
   CHECK(records.get().value() == 200);
 }
 
@@ -139,9 +139,9 @@ TEST_CASE("reruns of a PRIVATE group start fresh; its blobs vanish, outputs surv
   auto result = t.output<i64>("result");
   REQUIRE(g.add(t));
   local_session session(1);
-  REQUIRE(session.run_blocking(g));
+  REQUIRE(test::run_sync(session, g));
   CHECK(result.get().value() == 1);
-  REQUIRE(session.run_blocking(g));
+  REQUIRE(test::run_sync(session, g));
   CHECK(result.get().value() == 1);
   // Outputs, too, live in the run's workspace: the values are in the
   // report and the handle, the node workspace has neither blob.
@@ -160,7 +160,7 @@ TEST_CASE("scenario 28: a PRIVATE group writes blobs that exist in the node work
     n.op("ConstantFill", {}, {"v"}, {{"value", v}}).op("Append", {"dst", "v"}, {"dst"});
     REQUIRE(g.add(task("pipe" + std::to_string(v), step("p").add_net(n))));
   }
-  REQUIRE(session.run_blocking(g));
+  REQUIRE(test::run_sync(session, g));
   auto dst = ws->read<std::vector<i64>>("dst").value();
   std::sort(dst.begin(), dst.end());
   CHECK(dst == std::vector<i64>{2, 4, 12});
@@ -176,7 +176,7 @@ TEST_CASE("scenario 4: a net added twice runs twice", "[session][scenario]") {
   auto total = t.output<i64>("total");
   REQUIRE(g.add(t));
   local_session session(1);
-  REQUIRE(session.run_blocking(g));
+  REQUIRE(test::run_sync(session, g));
   CHECK(total.get().value() == 2);
 }
 
@@ -209,7 +209,7 @@ TEST_CASE("scenario 26: instances share the node's counters and keep their own",
     auto c3 = t.output<i64>("c3");
     REQUIRE(g.add(t));
     local_session session(1);
-    REQUIRE(session.run_blocking(g));
+    REQUIRE(test::run_sync(session, g));
     CHECK(c1.get().value() == records);
     CHECK(c2.get().value() == records);
     CHECK(c3.get().value() == instances);
@@ -236,7 +236,7 @@ TEST_CASE("scenario 29: a producer and three consumers through the queue", "[ses
     sum.op("Add", {"sum", "got" + id}, {"sum"});
     REQUIRE(g.add(task("consumer" + id, loop("consume" + id, {take, stop_if("stop" + id), sum}))));
   }
-  auto report = session.run_blocking(g);
+  auto report = test::run_sync(session, g);
   REQUIRE(report);
   CHECK(report.value().ok());
   CHECK(ws->read<i64>("sum").value() == 5050);
@@ -249,7 +249,7 @@ TEST_CASE("1,000 tasks on 10 nodes all run, each node in its own workspace", "[s
                   node("n" + std::to_string(i % 10))));
   }
   local_session session(2);
-  auto report = session.run_blocking(g);
+  auto report = test::run_sync(session, g);
   REQUIRE(report);
   CHECK(report.value().tasks.size() == 1000);
   CHECK(report.value().ok());
@@ -267,7 +267,7 @@ TEST_CASE("a failing task among 1,000 ends the run with its error and nothing ke
     REQUIRE(g.add(task("t" + std::to_string(i), s), node("n" + std::to_string(i % 4))));
   }
   local_session session(2);
-  auto r = session.run_blocking(g);
+  auto r = test::run_sync(session, g);
   REQUIRE_FALSE(r);
   CHECK(r.error().code == errc::op_failed);
   CHECK(r.error().message == "task \"n0/t500\" (node \"n0\"): s/net \"bad\" op #0 (Fail): broken record");
@@ -287,7 +287,7 @@ TEST_CASE("the gather policy lets every task finish and reports each", "[session
   local_session session(1);
   run_options o;
   o.policy = run_policy::gather;
-  auto r = session.run_blocking(g, o);
+  auto r = test::run_sync(session, g, o);
   REQUIRE(r);
   const run_report& rep = r.value();
   CHECK_FALSE(rep.ok());
@@ -306,7 +306,7 @@ TEST_CASE("the run report gives status, times, iterations and outputs per task",
   (void)t.output<i64>("n");
   REQUIRE(g.add(t));
   local_session session(1);
-  auto r = session.run_blocking(g).value();
+  auto r = test::run_sync(session, g).value();
   REQUIRE(r.tasks.size() == 1);
   const auto& tr = r.tasks[0];
   CHECK(tr.name == "local/t");
@@ -325,7 +325,7 @@ TEST_CASE("a run deadline cancels every task and fails with a timeout", "[sessio
   local_session session(1);
   run_options o;
   o.timeout = 20ms;
-  auto r = session.run_blocking(stuck_group(c), o);
+  auto r = test::run_sync(session, stuck_group(c), o);
   REQUIRE_FALSE(r);
   CHECK(r.error().code == errc::timeout);
   // Where each task still running then waited: its step, net and op.
@@ -336,7 +336,7 @@ TEST_CASE("a run deadline cancels every task and fails with a timeout", "[sessio
   CHECK(c->cancelled == 2);
 }
 
-TEST_CASE("group.run() runs on the awaiting coroutine's executor beside other work", "[session]") {
+TEST_CASE("group.async_run() runs on the awaiting coroutine's executor beside other work", "[session]") {
   asio::io_context io;
   task_group g(workspace_type::global);
   task t("t", step("s").nets({[] {
@@ -359,15 +359,16 @@ TEST_CASE("group.run() runs on the awaiting coroutine's executor beside other wo
     });
   };
   tick();
-  std::optional<result<run_report>> got;
-  asio::co_spawn(io, g.run(), [&](std::exception_ptr, result<run_report> r) {
+  std::optional<run_report> got;
+  asio::co_spawn(io, g.async_run(), [&](std::exception_ptr e, run_report r) {
+    REQUIRE_FALSE(e);
     got.emplace(std::move(r));
     done = true;
     ticker.cancel();
   });
   io.run();
   REQUIRE(got);
-  REQUIRE(*got);
+  CHECK(got->ok());
   CHECK(v.get().value() == 3);
   CHECK(ticks >= 2);
 }
@@ -376,7 +377,7 @@ TEST_CASE("a closed session refuses to run", "[session]") {
   local_session session(1);
   session.close();
   CHECK(session.closed());
-  auto r = session.run_blocking(task_group());
+  auto r = test::run_sync(session, task_group());
   REQUIRE_FALSE(r);
   CHECK(r.error().code == errc::session_closed);
   CHECK(r.error().message == "Session is closed.");
@@ -396,37 +397,38 @@ TEST_CASE("a group is compiled once per session and reused", "[session]") {
   REQUIRE(g.add(task("t", step("s").add_net(n))));
   local_session session(1);
   session.set_registry(reg);
-  REQUIRE(session.run_blocking(g));
-  REQUIRE(session.run_blocking(g));
+  REQUIRE(test::run_sync(session, g));
+  REQUIRE(test::run_sync(session, g));
   CHECK(constructed == 1);  // one node workspace, one net instance, one compile
   CHECK(session.nodes() == std::vector<std::string>{"local"});
 }
 
-TEST_CASE("run_blocking works while another thread runs the session's executor", "[session]") {
+TEST_CASE("a blocking run works while another thread runs the session's executor", "[session]") {
   asio::io_context io;
   auto guard = asio::make_work_guard(io);
   local_session session(io.get_executor());
   std::thread loop([&] { io.run(); });
   task_group g(workspace_type::global);
   REQUIRE(g.add(task("t", step("s").add_net(fill_int("v", "v", 9)))));
-  auto r = session.run_blocking(g);
+  auto r = test::run_sync(session, g);
   guard.reset();
   loop.join();
   REQUIRE(r);
   CHECK(r.value().ok());
 }
 
-TEST_CASE("run_blocking from the session's own coordinator is refused", "[session]") {
+TEST_CASE("a blocking run from the session's own coordinator is refused, its report kept", "[session]") {
   asio::io_context io;
   local_session session(io.get_executor());
   std::optional<result<run_report>> inner;
   // An unbound completion handler of async_run runs on the coordinator.
-  session.async_run(task_group(), {},
-                    [&](boost::system::error_code, run_report) { inner.emplace(session.run_blocking(task_group())); });
+  session.async_run(task_group(), {}, [&](boost::system::error_code, run_report) {
+    inner.emplace(test::run_sync(session, task_group()));
+  });
   io.run();
   REQUIRE(inner);
   REQUIRE_FALSE(*inner);
-  CHECK(inner->error().message == "run_blocking called from the session's own coordinator would deadlock");
+  CHECK(inner->error().message == "local_session::run called from the session's own coordinator would deadlock");
 }
 
 TEST_CASE("under gather a task's own step timeout is that task's failure, not the run's", "[session][cancel]") {
@@ -437,7 +439,7 @@ TEST_CASE("under gather a task's own step timeout is that task's failure, not th
   local_session session(1);
   run_options o;
   o.policy = run_policy::gather;
-  auto r = session.run_blocking(g, o);
+  auto r = test::run_sync(session, g, o);
   REQUIRE(r);
   CHECK(r.value().find("local/fetch")->status == task_status::failed);
   CHECK(r.value().find("local/fetch")->failure->code == errc::timeout);
@@ -469,7 +471,7 @@ run_outcome outcome_of(const task_group& g, run_policy policy, bool coroutine_on
   o.policy = policy;
   if (observed) o.observer = &observer;
   detail::test_driver_hooks().coroutine_only = coroutine_only;
-  auto r = session.run_blocking(g, o);
+  auto r = test::run_sync(session, g, o);
   detail::test_driver_hooks().coroutine_only = false;
   run_outcome out;
   out.ok = static_cast<bool>(r);
@@ -594,19 +596,19 @@ TEST_CASE("tasks that cannot suspend run to their end before the node's suspendi
   REQUIRE(g.add(task("first", step("first").add_net(record("suspending", true)))));
   REQUIRE(g.add(task("second", step("second").add_net(record("inline", false)))));
   local_session session(1);
-  REQUIRE(session.run_blocking(g));
+  REQUIRE(test::run_sync(session, g));
   CHECK(*log == std::vector<std::string>{"inline", "suspending"});
   // An observer does not change which driver runs a task: the same order.
   log->clear();
   noop_observer observer;
   run_options o;
   o.observer = &observer;
-  REQUIRE(session.run_blocking(g, o));
+  REQUIRE(test::run_sync(session, g, o));
   CHECK(*log == std::vector<std::string>{"inline", "suspending"});
   // On the coroutine driver alone, tasks start in group order.
   log->clear();
   detail::test_driver_hooks().coroutine_only = true;
-  auto forced = session.run_blocking(g);
+  auto forced = test::run_sync(session, g);
   detail::test_driver_hooks().coroutine_only = false;
   REQUIRE(forced);
   CHECK(*log == std::vector<std::string>{"suspending", "inline"});
@@ -623,7 +625,7 @@ TEST_CASE("a failing inline task cancels the tasks of its node that have not run
   local_session session(2);
 
   SECTION("join: the run fails with that task's error; the others never start or are cancelled") {
-    auto r = session.run_blocking(g);
+    auto r = test::run_sync(session, g);
     REQUIRE_FALSE(r);
     CHECK(r.error().message == "task \"local/fails\" (node \"local\"): fails/net \"bad\" op #0 (Fail): inline failure");
     auto ws = session.node_workspace("local");
@@ -664,7 +666,7 @@ TEST_CASE("a failing inline task cancels the tasks of its node that have not run
     run_options o;
     o.policy = run_policy::gather;
     o.timeout = 200ms;  // the stuck tasks would wait an hour
-    auto r = session.run_blocking(g, o);
+    auto r = test::run_sync(session, g, o);
     REQUIRE_FALSE(r);
     CHECK(r.error().code == errc::timeout);
     CHECK(session.node_workspace("local")->read<i64>("after").value() == 1);
@@ -679,7 +681,7 @@ TEST_CASE("an inline task that fails under gather is reported, the others succee
   local_session session(1);
   run_options o;
   o.policy = run_policy::gather;
-  auto r = session.run_blocking(g, o);
+  auto r = test::run_sync(session, g, o);
   REQUIRE(r);
   CHECK(r.value().find("local/a")->status == task_status::succeeded);
   CHECK(r.value().find("local/bad")->status == task_status::failed);
@@ -838,7 +840,7 @@ TEST_CASE("sleep_for in a user's op: many waits end, and cancellation ends a wai
       REQUIRE(g.add(task(name, step(name).nets({callback_op("nap", ending::napped, runs), incr("count", "done")}))));
     }
     local_session session(1);
-    auto r = session.run_blocking(g);
+    auto r = test::run_sync(session, g);
     REQUIRE(r);
     CHECK(*runs == 200);
     CHECK(session.node_workspace("local")->read<i64>("done").value() == 200);
@@ -890,7 +892,7 @@ TEST_CASE("a task that waits on a callback-form op starts with the node's inline
   REQUIRE(g.add(task("first", step("first").add_net(coro))));
   REQUIRE(g.add(task("second", step("second").add_net(waits))));
   local_session session(1);
-  REQUIRE(session.run_blocking(g));
+  REQUIRE(test::run_sync(session, g));
   REQUIRE(log->size() == 3);
   CHECK(log->front() == "before the sleep");
   CHECK(log->back() == "after the sleep");
@@ -898,13 +900,13 @@ TEST_CASE("a task that waits on a callback-form op starts with the node's inline
   noop_observer observer;
   run_options o;
   o.observer = &observer;
-  REQUIRE(session.run_blocking(g, o));
+  REQUIRE(test::run_sync(session, g, o));
   REQUIRE(log->size() == 3);
   CHECK(log->front() == "before the sleep");
   CHECK(log->back() == "after the sleep");
   log->clear();
   detail::test_driver_hooks().coroutine_only = true;
-  auto forced = session.run_blocking(g);
+  auto forced = test::run_sync(session, g);
   detail::test_driver_hooks().coroutine_only = false;
   REQUIRE(forced);
   CHECK(*log == std::vector<std::string>{"coroutine", "before the sleep", "after the sleep"});
@@ -961,7 +963,7 @@ TEST_CASE("a task resumes on its node's strand after Sleep, whatever runs the st
   SECTION("a strand over a thread pool") {
     local_session session(3);
     check(session, [&](task_group& g, run_options o) {
-      auto r = session.run_blocking(g, o);
+      auto r = test::run_sync(session, g, o);
       REQUIRE(r);
       CHECK(r.value().ok());
     });
@@ -1015,14 +1017,14 @@ TEST_CASE("waiting frame-free tasks are cancelled by a failure, a deadline and f
   SECTION("a frame-free task that fails after its wait cancels every other task") {
     REQUIRE(g.add(task("late", step("late").add_net(late))));
     local_session session(2);
-    auto r = session.run_blocking(g);
+    auto r = test::run_sync(session, g);
     REQUIRE_FALSE(r);
     CHECK(r.error().message == "task \"local/late\" (node \"local\"): late/net \"late\" op #1 (Fail): woke up failing");
     CHECK(c->cancelled == 1);
     run_options o;
     o.policy = run_policy::gather;
     o.timeout = 50ms;
-    auto gathered = session.run_blocking(g, o);  // gather: the others would wait an hour
+    auto gathered = test::run_sync(session, g, o);  // gather: the others would wait an hour
     REQUIRE_FALSE(gathered);
     CHECK(gathered.error().code == errc::timeout);
   }
@@ -1030,7 +1032,7 @@ TEST_CASE("waiting frame-free tasks are cancelled by a failure, a deadline and f
     local_session session(2);
     run_options o;
     o.timeout = 10ms;
-    auto r = session.run_blocking(g, o);
+    auto r = test::run_sync(session, g, o);
     REQUIRE_FALSE(r);
     // Up to 52 tasks still waiting: the first 8 are named (each with its
     // Sleep), then how many more (those that had not started are not).
@@ -1075,7 +1077,7 @@ TEST_CASE("a run with frame-free tasks waiting reports each task", "[session][fr
   task_group g;
   for (int i = 0; i < 300; ++i) REQUIRE(g.add(task("t" + std::to_string(i), step("s").add_net(sleepy("nap", "n", 1)))));
   local_session session(1);
-  auto r = session.run_blocking(g);
+  auto r = test::run_sync(session, g);
   REQUIRE(r);
   REQUIRE(r.value().tasks.size() == 300);
   for (const auto& t : r.value().tasks) {
@@ -1236,7 +1238,7 @@ TEST_CASE("the io_context may be destroyed before its session, with runs queued 
     CHECK(got->error().message == "Session is closed.");
   }
   // or on the system executor when it has none.
-  SECTION("a later run through use_future, and run_blocking") {
+  SECTION("a later run through use_future, and a blocking run") {
     std::future<run_report> f = session->async_run(g, {}, asio::use_future);
     try {
       (void)f.get();
@@ -1244,7 +1246,7 @@ TEST_CASE("the io_context may be destroyed before its session, with runs queued 
     } catch (const boost::system::system_error& e) {
       CHECK(e.code() == errc::session_closed);
     }
-    auto r = session->run_blocking(g);
+    auto r = test::run_sync(*session, g);
     REQUIRE_FALSE(r);
     CHECK(r.error().code == errc::session_closed);
   }
@@ -1291,7 +1293,7 @@ TEST_CASE("a thread pool may be destroyed before a session on its executor, with
   }                                                     // stops and joins the pool, then destroys its handlers
   CHECK_FALSE(completed);
   CHECK(session->closed());
-  CHECK(session->run_blocking(g).error().code == errc::session_closed);
+  CHECK(test::run_sync(*session, g).error().code == errc::session_closed);
   session.reset();
 }
 
@@ -1310,7 +1312,7 @@ TEST_CASE("a task that fails at once ends its node's report steps and the run, u
   REQUIRE(g.add(t, node("n0")));
   if (!task_level) g.report_step(step("r").add_net(incr("tick", "ticks")), node("n0"), 1h);
   local_session session(1);
-  auto r = session.run_blocking(g, {.policy = policy, .timeout = 60s});  // the guard: a timeout is the bug
+  auto r = test::run_sync(session, g, {.policy = policy, .timeout = 60s});  // the guard: a timeout is the bug
   if (policy == run_policy::join) {
     REQUIRE_FALSE(r);
     CHECK(r.error().code == errc::op_failed);

@@ -341,7 +341,7 @@ outcome through_session(const loop_spec& s) {
   task_group g(workspace_type::global);
   REQUIRE(g.add(task("t", build(s)), node("n")));
   std::optional<result<run_report>> got;
-  boost::asio::co_spawn(io, session.run(g),
+  boost::asio::co_spawn(io, test::run_async(session, g),
                         [&](std::exception_ptr, result<run_report> r) { got.emplace(std::move(r)); });
   io.run();
   REQUIRE(got);

@@ -22,6 +22,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <system_error>
 #include <vector>
 
 using namespace taskgroup;
@@ -767,21 +768,30 @@ TEST_CASE("async_run_step works with a callback and with use_future", "[step]") 
   auto ws = workspace::make("w");
   ws->set("x", i64{0});
   asio::io_context io;
-  std::optional<status> got;
+  std::optional<step_report> got;
   async_run_step(io.get_executor(), step("s").add_net(incr("inc", "x")).iterations(3), ws,
-                 [&](status st) { got.emplace(std::move(st)); });
+                 [&](boost::system::error_code ec, step_report r) {
+                   CHECK_FALSE(ec);
+                   got.emplace(std::move(r));
+                 });
   io.run();
   REQUIRE(got);
-  CHECK(got->has_value());
+  CHECK(got->ok());
+  CHECK(got->stats.iterations == 3);
+  CHECK(got->stats.net_runs == 3);
   CHECK(ws->read<i64>("x").value() == 3);
 
   io.restart();
-  std::future<status> f =
+  std::future<step_report> f =
       async_run_step(io.get_executor(), step("f").add_net(failing("bad", "nope")), ws, asio::use_future);
   io.run();
-  auto st = f.get();
-  REQUIRE_FALSE(st);
-  CHECK(st.error().message == "f/net \"bad\" op #0 (Fail): nope");
+  try {
+    (void)f.get();
+    FAIL("no exception");
+  } catch (const taskgroup::system_error& e) {
+    CHECK(e.error().code == errc::op_failed);
+    CHECK(std::string(e.what()) == "f/net \"bad\" op #0 (Fail): nope");
+  }
 }
 
 TEST_CASE("async_run_step honours the token's cancellation slot", "[step][cancel]") {
@@ -789,15 +799,21 @@ TEST_CASE("async_run_step honours the token's cancellation slot", "[step][cancel
   auto c = std::make_shared<stuck_counters>();
   asio::io_context io;
   asio::cancellation_signal sig;
-  std::optional<status> got;
+  std::optional<step_report> got;
+  boost::system::error_code code;
   async_run_step(io.get_executor(), step("s").add_net(stuck("stuck", c)), ws,
-                 asio::bind_cancellation_slot(sig.slot(), [&](status st) { got.emplace(std::move(st)); }));
+                 asio::bind_cancellation_slot(sig.slot(), [&](boost::system::error_code ec, step_report r) {
+                   code = ec;
+                   got.emplace(std::move(r));
+                 }));
   asio::steady_timer t(io, 5ms);
   t.async_wait([&](boost::system::error_code) { sig.emit(asio::cancellation_type::terminal); });
   io.run();
   REQUIRE(got);
-  REQUIRE_FALSE(*got);
-  CHECK(got->error().code == errc::cancelled);
+  REQUIRE(got->failure);
+  CHECK(got->failure->code == errc::cancelled);
+  CHECK(code == errc::cancelled);
+  CHECK(code == std::errc::operation_canceled);
   CHECK(c->cancelled == 1);
 }
 

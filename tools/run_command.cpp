@@ -356,8 +356,8 @@ void plan_run::wait_for_where() {
 // by rank 0), on stderr even with --quiet; the run goes on.
 void plan_run::on_where(const boost::system::error_code& ec, int sig) {
   if (ec) return;  // the run ended
-  probe_.async_where(
-      asio::bind_executor(io_, [this, sig](std::vector<std::string> lines) { print_where(sig, lines); }));
+  probe_.async_where(asio::bind_executor(
+      io_, [this, sig](boost::system::error_code, std::vector<std::string> lines) { print_where(sig, lines); }));
   wait_for_where();
 }
 

@@ -36,19 +36,34 @@ inline taskgroup::status run_step_on(boost::asio::io_context& io, const taskgrou
   return result;
 }
 
-/// Runs `group` with `session.run(...)` on the single-threaded `io` (the
-/// session's executor) and returns its result once `io` runs out of work.
+/// Runs `group` with `session.async_run(...)` on the single-threaded `io`
+/// (the session's executor) and returns its result once `io` runs out of
+/// work.
 inline taskgroup::result<taskgroup::run_report> run_group_on(boost::asio::io_context& io,
                                                              taskgroup::local_session& session,
                                                              const taskgroup::task_group& group) {
   taskgroup::result<taskgroup::run_report> out = taskgroup::fail(taskgroup::errc::no_result, "run did not complete");
-  boost::asio::co_spawn(io, session.run(group),
-                        [&out](std::exception_ptr e, taskgroup::result<taskgroup::run_report> r) {
-                          out = e ? taskgroup::fail(taskgroup::errc::op_failed, "exception escaped run") : std::move(r);
-                        });
+  session.async_run(group, [&out](boost::system::error_code, taskgroup::run_report r) {
+    if (r.failure) {
+      out = *r.failure;
+    } else {
+      out = std::move(r);
+    }
+  });
   io.run();
   io.restart();
   return out;
+}
+
+/// A session's blocking run (`run(group, options, ec)`) as a result: the
+/// report, or the run's failure.
+template <class Session>
+taskgroup::result<taskgroup::run_report> run_sync(Session& session, const taskgroup::task_group& group,
+                                                  taskgroup::run_options options = {}) {
+  boost::system::error_code ec;
+  taskgroup::run_report r = session.run(group, std::move(options), ec);
+  if (r.failure) return *r.failure;
+  return r;
 }
 
 /// Reports a failed status to Google Benchmark; true when `st` is ok.

@@ -1,6 +1,6 @@
 // w1_spawn_join_{10k,100k} / ours: a local_session on a single-threaded
 // io_context runs a task group of N tasks on node "n", each task's step one
-// empty net; one benchmark iteration = one `co_await session.run(group)`.
+// empty net; one benchmark iteration = one `session.async_run(group)`.
 // The group is built (and compiled, on the warm-up run) once.
 //
 // ours: the default workspace type (PRIVATE: every task runs in its own
@@ -60,7 +60,7 @@ void run(benchmark::State& state, std::size_t n, std::optional<taskgroup::worksp
 const tgbench::add_contender small{{
     .workload = "w1_spawn_join_10k",
     .name = tgbench::ours,
-    .what = "co_await session.run(group): 10,000 PRIVATE tasks on one node, each step one empty net",
+    .what = "session.async_run(group): 10,000 PRIVATE tasks on one node, each step one empty net",
     .units_per_iteration = static_cast<double>(small_n),
     .fn = [](benchmark::State& state) { run(state, small_n, std::nullopt); },
 }};
@@ -68,7 +68,7 @@ const tgbench::add_contender small{{
 const tgbench::add_contender large{{
     .workload = "w1_spawn_join_100k",
     .name = tgbench::ours,
-    .what = "co_await session.run(group): 100,000 PRIVATE tasks on one node, each step one empty net",
+    .what = "session.async_run(group): 100,000 PRIVATE tasks on one node, each step one empty net",
     .units_per_iteration = static_cast<double>(large_n),
     .fn = [](benchmark::State& state) { run(state, large_n, std::nullopt); },
 }};

@@ -1,7 +1,7 @@
 // w3_timers / ours: a local_session on a single-threaded io_context runs a
 // task group of 10,000 (PRIVATE) tasks on node "n", each task's step a net
 // with one built-in Sleep op (ms = 1); one benchmark iteration = one
-// `co_await session.run(group)`.
+// `session.async_run(group)`.
 #include "w3_timers/w3_timers.hpp"
 
 #include "common/registry.hpp"
@@ -43,7 +43,7 @@ void run(benchmark::State& state) {
 const tgbench::add_contender reg{{
     .workload = "w3_timers",
     .name = tgbench::ours,
-    .what = "co_await session.run(group): 10,000 PRIVATE tasks on one node, each a net with Sleep(ms=1)",
+    .what = "session.async_run(group): 10,000 PRIVATE tasks on one node, each a net with Sleep(ms=1)",
     .units_per_iteration = 1.0,
     .fn = run,
 }};

@@ -4,6 +4,7 @@
 // different nodes run in parallel, so 2 threads should take about half the
 // time. Target: 1 thread / 2 threads >= 1.8.
 #include "common/registry.hpp"
+#include "common/taskgroup_helpers.hpp"
 
 #include <taskgroup/taskgroup.hpp>
 
@@ -43,7 +44,7 @@ void run_on(benchmark::State& state, std::size_t threads) {
   taskgroup::local_session session(threads);
   const taskgroup::task_group g = group();
   for (auto _ : state) {
-    auto r = session.run_blocking(g);
+    auto r = tgbench::run_sync(session, g);
     if (!r) {
       state.SkipWithError(r.error().message.c_str());
       return;
@@ -64,7 +65,7 @@ const tgbench::add_workload reg{{
 const tgbench::add_contender ours{{
     .workload = "w4_nodes_parallel",
     .name = tgbench::ours,
-    .what = "session.run_blocking(group) on local_session(2)",
+    .what = "tgbench::run_sync(session, group) on local_session(2)",
     .fn = [](benchmark::State& s) { run_on(s, 2); },
     .iterations = 3,
 }};

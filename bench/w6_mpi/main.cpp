@@ -81,7 +81,7 @@ int gather(tg::mpi_session& session, MPI_Comm comm) {
       for (int i = 0; i < c.reps + 1; ++i) {
         MPI_Barrier(comm);
         const auto t0 = clock_type::now();
-        auto r = session.run_blocking(g);
+        auto r = tgbench::run_sync(session, g);
         const double ms = ms_since(t0);
         if (!r) {
           std::fprintf(stderr, "rank %d: %s\n", rank, r.error().message.c_str());
@@ -136,7 +136,7 @@ int overhead(tg::mpi_session& session, MPI_Comm comm) {
   for (int i = 0; i < reps + 1; ++i) {
     MPI_Barrier(comm);
     const auto t0 = clock_type::now();
-    auto r = session.run_blocking(g);
+    auto r = tgbench::run_sync(session, g);
     const double ms = ms_since(t0);
     if (!r) {
       std::fprintf(stderr, "rank %d: %s\n", session.rank(), r.error().message.c_str());
@@ -150,7 +150,9 @@ int overhead(tg::mpi_session& session, MPI_Comm comm) {
   std::vector<double> local_runs;
   for (int i = 0; i < reps + 1; ++i) {
     const auto t0 = clock_type::now();
-    if (!local.run_blocking(g)) return 1;
+    boost::system::error_code ec;
+    (void)local.run(g, {}, ec);
+    if (ec) return 1;
     if (i > 0) local_runs.push_back(ms_since(t0));
   }
   const double m = median(mpi_runs);

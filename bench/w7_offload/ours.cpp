@@ -3,6 +3,7 @@
 #include "w7_offload/w7_offload.hpp"
 
 #include "common/registry.hpp"
+#include "common/taskgroup_helpers.hpp"
 
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
@@ -31,7 +32,7 @@ void parallel_on(benchmark::State& state, std::size_t threads) {
   for (auto _ : state) {
     taskgroup::run_options o;
     o.feeds = w7_offload::burn_feeds(1);
-    auto r = session.run_blocking(g, std::move(o));
+    auto r = tgbench::run_sync(session, g, std::move(o));
     if (!r) {
       state.SkipWithError(r.error().message.c_str());
       return;
@@ -71,7 +72,7 @@ void heartbeat_with(benchmark::State& state, bool on_strand) {
     asio::co_spawn(io, beat(done, these), [&ended](std::exception_ptr) { ended.set_value(); });
     taskgroup::run_options o;
     o.feeds = burn_feeds(2);
-    auto r = session.run_blocking(g, std::move(o));
+    auto r = tgbench::run_sync(session, g, std::move(o));
     done = true;
     ended.get_future().wait();
     if (!r) {
@@ -138,7 +139,7 @@ const tgbench::add_contender op_ours{{
           session.set_compute_executor(compute.get_executor());
           const taskgroup::task_group g = w7_offload::trivial_group(trivial_runs);
           for (auto _ : state) {
-            auto r = session.run_blocking(g);
+            auto r = tgbench::run_sync(session, g);
             if (!r) {
               state.SkipWithError(r.error().message.c_str());
               return;

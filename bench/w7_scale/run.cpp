@@ -14,6 +14,7 @@
 
 #include "common/memory.hpp"
 #include "common/registry.hpp"
+#include "common/taskgroup_helpers.hpp"
 #include "w1_memory/probe.hpp"
 
 #include <taskgroup/plan.hpp>
@@ -36,7 +37,7 @@ std::string run_once(const std::filesystem::path& path, std::size_t tasks) {
   auto g = taskgroup::read_plan_file(path);
   if (!g) return g.error().message;
   taskgroup::local_session session(2);
-  auto r = session.run_blocking(g.value());
+  auto r = tgbench::run_sync(session, g.value());
   if (!r) return r.error().message;
   if (r.value().tasks.size() != tasks || !r.value().ok()) {
     return "the report does not hold " + std::to_string(tasks) + " tasks that succeeded";
@@ -80,7 +81,7 @@ const tgbench::add_workload reg_nodes{{
 const tgbench::add_contender nodes_ours{{
     .workload = "w7_run_nodes",
     .name = tgbench::ours,
-    .what = "read_plan_file + local_session(2).run_blocking, 100,000 nodes",
+    .what = "read_plan_file + local_session(2).run, 100,000 nodes",
     .units_per_iteration = static_cast<double>(nodes_n),
     .fn = [](benchmark::State& s) { run_nodes(s, nodes_n); },
     .iterations = 1,
@@ -111,7 +112,7 @@ const tgbench::add_probe reg_probe{{.name = "w7_run_memory/ours", .fn = memory_p
 const tgbench::add_contender memory_ours{{
     .workload = "w7_run_memory",
     .name = tgbench::ours,
-    .what = "read_plan_file + local_session(2).run_blocking of 200,000 tasks, in a child process",
+    .what = "read_plan_file + local_session(2).run of 200,000 tasks, in a child process",
     .fn = [](benchmark::State& s) { tgbench::w1m::run_probe_benchmark(s, "w7_run_memory/ours"); },
     .iterations = 1,
 }};

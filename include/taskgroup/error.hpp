@@ -58,14 +58,18 @@ enum class errc {
   /// An operation on a closed queue blob.
   queue_closed,
   /// The operation was cancelled from outside (or by a failing sibling).
+  /// Equivalent to the condition `operation_canceled`.
   cancelled,
-  /// A deadline expired.
+  /// A deadline expired. Equivalent to the condition `timed_out`.
   timeout,
   /// A plan file is malformed.
   invalid_plan,
   /// A value could not be converted (serialization, codecs).
   not_serializable,
-  /// The session has been closed.
+  /// The session has been closed (or its execution context destroyed):
+  /// it takes no new run. Equivalent to the condition
+  /// `bad_file_descriptor`, which Asio's operations on a closed I/O object
+  /// report.
   session_closed,
   /// A default-constructed result: no operation produced it.
   no_result,
@@ -81,9 +85,24 @@ enum class errc {
   /// An op library cannot be loaded (missing file, not an op library,
   /// another ABI version, its registration failed).
   op_library_failed,
+  /// The MPI session runs one group at a time and one is in flight: try
+  /// again once it has ended. Equivalent to the condition
+  /// `device_or_resource_busy`.
+  session_busy,
 };
 
 /// The `taskgroup` error category (name "taskgroup"). Thread-safe.
+///
+/// Its codes compare equal to the standard conditions they stand for, so
+/// that code written for any Asio operation reads them:
+/// `errc::cancelled` to `operation_canceled`, `errc::timeout` to
+/// `timed_out`, `errc::session_closed` to `bad_file_descriptor`,
+/// `errc::session_busy` to `device_or_resource_busy`. Both
+/// `ec == boost::system::errc::operation_canceled` and
+/// `ec == std::errc::operation_canceled` hold for a cancelled run. (Asio's
+/// own `boost::asio::error::operation_aborted` is a code of another
+/// category, not a condition: `ec == operation_aborted` does not hold;
+/// compare with the condition instead.)
 TASKGROUP_API const boost::system::error_category& error_category() noexcept;
 
 /// Makes an error_code of the `taskgroup` category.

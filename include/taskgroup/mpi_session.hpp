@@ -37,19 +37,19 @@
 // kills every rank). Launch with `mpirun --timeout` as a last guard.
 //
 // Threading: a session and its runs are bound to the session's strand; call
-// `run` from any thread. `run_blocking` runs the protocol (and so its MPI
-// calls) on the calling thread instead; the tasks run on the executor
-// either way. One run at a time: a second concurrent `run` (of any form)
-// fails with `errc::invalid_task`. Outputs are sent from the node
+// `async_run` from any thread. The blocking `run` runs the protocol (and so
+// its MPI calls) on the calling thread instead; the tasks run on the
+// executor either way. One run at a time: a second concurrent run (of any
+// form) fails with `errc::session_busy`. Outputs are sent from the node
 // workspaces: leave those alone while a run is in flight (as with any
-// workspace: touch it only on its node strand or between runs). Construct and destroy sessions in the
-// same order on every rank (the communicator is duplicated and freed
-// collectively). MPI must be initialized with at least
-// MPI_THREAD_SERIALIZED when the executor has several threads, or when
-// both `run_blocking` and the other forms are used (`mpi_environment` asks
-// for it). Below that level only the thread that initialized MPI may make
-// the session's MPI calls: construct the session there, and run either
-// `run_blocking` there or the executor's one thread; otherwise the session
+// workspace: touch it only on its node strand or between runs). Construct
+// and destroy sessions in the same order on every rank (the communicator
+// is duplicated and freed collectively). MPI must be initialized with at
+// least MPI_THREAD_SERIALIZED when the executor has several threads, or
+// when both the blocking `run` and `async_run` are used (`mpi_environment`
+// asks for it). Below that level only the thread that initialized MPI may
+// make the session's MPI calls: construct the session there, and use
+// either the blocking `run` there or the executor's one thread; otherwise the session
 // or the run fails with `errc::mpi_failed` saying so, before any message.
 #pragma once
 
@@ -68,6 +68,7 @@
 #include <boost/asio/associated_cancellation_slot.hpp>
 #include <boost/asio/async_result.hpp>
 #include <boost/asio/awaitable.hpp>
+#include <boost/asio/execution_context.hpp>
 #include <boost/asio/thread_pool.hpp>
 
 #include <mpi.h>
@@ -78,6 +79,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <type_traits>
 
 namespace taskgroup {
 
@@ -166,6 +168,12 @@ class TASKGROUP_API mpi_session {
  public:
   /// A session on `ex`; nodes run on strands of `ex`.
   explicit mpi_session(boost::asio::any_io_executor ex, mpi_options options = {});
+  /// A session on `ctx`'s executor (an `io_context`, a `thread_pool`), as
+  /// Asio's I/O objects are made.
+  template <class ExecutionContext>
+  requires std::is_convertible_v<ExecutionContext&, boost::asio::execution_context&>
+  explicit mpi_session(ExecutionContext& ctx, mpi_options options = {})
+      : mpi_session(boost::asio::any_io_executor(ctx.get_executor()), std::move(options)) {}
   /// A session owning a thread pool of `threads` threads (>= 1).
   explicit mpi_session(std::size_t threads, mpi_options options = {});
   /// With an owned pool, waits for runs in flight; with an executor of
@@ -225,7 +233,8 @@ class TASKGROUP_API mpi_session {
   /// low a thread level for a multi-threaded executor),
   /// `errc::group_mismatch` when ranks built different groups or runs,
   /// `errc::invalid_feed` and `errc::not_serializable` for feeds (above),
-  /// `errc::invalid_task` when a run is already in flight,
+  /// `errc::session_busy` (`device_or_resource_busy`) when a run is
+  /// already in flight,
   /// `options.timeout` is above `taskgroup::max_duration` (on every rank:
   /// rank 0's START carries the refusal) or the session's `mpi_options`
   /// are out of range (see mpi_options), `errc::session_closed` for a
@@ -247,7 +256,7 @@ class TASKGROUP_API mpi_session {
   /// The initiation holds the session's state, not `this`: a run queued
   /// when the session is destroyed starts later and fails cleanly.
   template <class CompletionToken = default_completion_token_t>
-  auto async_run(task_group group, run_options options = {}, CompletionToken&& token = default_completion_token_t()) {
+  auto async_run(task_group group, run_options options, CompletionToken&& token = default_completion_token_t()) {
     auto init = [state = impl_](auto handler, task_group g, run_options o) {
       auto ex = strand_of(*state);
       auto cancel = relay_cancellation(boost::asio::get_associated_cancellation_slot(handler), *state);
@@ -257,20 +266,31 @@ class TASKGROUP_API mpi_session {
     return boost::asio::async_initiate<CompletionToken, void(boost::system::error_code, run_report)>(
         std::move(init), token, std::move(group), std::move(options));
   }
-
-  /// Runs `group` (as `async_run`), completing with the report, or with
-  /// the run's error (`report.failure`) instead: for code that prefers
-  /// values to exceptions. Cancellation: the awaiting coroutine's, as
-  /// `async_run`.
-  boost::asio::awaitable<result<run_report>> run(task_group group, run_options options = {});
+  /// The same with default options.
+  template <class CompletionToken = default_completion_token_t>
+  requires(!std::is_same_v<std::decay_t<CompletionToken>, run_options>) auto async_run(
+      task_group group, CompletionToken&& token = default_completion_token_t()) {
+    return async_run(std::move(group), run_options{}, std::forward<CompletionToken>(token));
+  }
 
   /// Runs `group` and blocks until it ends, with the run's protocol on the
   /// calling thread (no hand-off to the executor's threads at either end)
   /// and its tasks on the executor, which other threads must run (an owned
-  /// pool does). Completes with what `run` does. Errors: those of `run`;
-  /// `errc::invalid_task` when called on the session's strand (it would
-  /// never end) or while another run is in flight.
-  result<run_report> run_blocking(task_group group, run_options options = {});
+  /// pool does): returns the report; on failure throws
+  /// `taskgroup::system_error` whose `what()` is the run's message. Errors:
+  /// those of `async_run`; `errc::invalid_task` when called on the
+  /// session's strand (it would never end); `errc::session_busy` while
+  /// another run is in flight.
+  run_report run(task_group group, run_options options = {});
+  /// The same, keeping the report on failure: sets `ec` to the run's code
+  /// (cleared on success) and returns the report.
+  run_report run(task_group group, run_options options, boost::system::error_code& ec);
+
+  /// The type of `get_executor()`, as on Asio's I/O objects.
+  using executor_type = boost::asio::any_io_executor;
+  /// The executor the session was made on (its owned pool's), which runs
+  /// the nodes' strands. Thread-safe.
+  [[nodiscard]] executor_type get_executor() const;
 
   /// The local session that runs this rank's nodes (its node workspaces).
   [[nodiscard]] local_session& local() noexcept;

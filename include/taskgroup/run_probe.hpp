@@ -8,6 +8,7 @@
 
 #include <boost/asio/any_completion_handler.hpp>
 #include <boost/asio/async_result.hpp>
+#include <boost/system/error_code.hpp>
 
 #include <chrono>
 #include <memory>
@@ -37,7 +38,10 @@ class TASKGROUP_API run_probe {
   /// How long `async_where` waits for a node's strand to answer.
   static constexpr std::chrono::milliseconds answer_within{250};
 
-  /// Completes with `void(std::vector<std::string>)`: one line for each
+  /// Completes with `void(boost::system::error_code, std::vector<std::string>)`:
+  /// the code is always empty (asking cannot fail: `error_code` first only
+  /// so that `as_tuple`, `redirect_error` and throwing tokens apply as to
+  /// any Asio operation), and one line for each
   /// place where a task of the run that has begun and not ended waits, in
   /// task order, in the words of a run's error: `task "n/consumer" (node
   /// "n"): consume/net "take" op #0 (Dequeue): input #0 "jobs": waiting for
@@ -55,21 +59,22 @@ class TASKGROUP_API run_probe {
   /// within 250 ms: ...`. Completes on the token's associated executor (by
   /// default the run's coordinator, or the system executor when no run is
   /// in flight), with work counted on it until then.
-  /// Cancellation: not supported (it is short). Threading: thread-safe.
+  /// The handler's associated allocator holds its state while it waits.
+  /// Cancellation: not supported (it ends within `answer_within`).
+  /// Threading: thread-safe.
   template <class CompletionToken = default_completion_token_t>
   auto async_where(CompletionToken&& token = default_completion_token_t()) {
-    return boost::asio::async_initiate<CompletionToken, void(std::vector<std::string>)>(
-        [s = state_](auto handler) {
-          start_where(s, boost::asio::any_completion_handler<void(std::vector<std::string>)>(std::move(handler)));
-        },
-        token);
+    return boost::asio::async_initiate<CompletionToken, void(boost::system::error_code, std::vector<std::string>)>(
+        [s = state_](auto handler) { start_where(s, where_handler(std::move(handler))); }, token);
   }
 
  private:
   friend struct detail::probe_access;
   struct state;
-  static void start_where(const std::shared_ptr<state>& s,
-                          boost::asio::any_completion_handler<void(std::vector<std::string>)> handler);
+  // Erased with the handler's allocator (any_completion_handler allocates
+  // with it).
+  using where_handler = boost::asio::any_completion_handler<void(boost::system::error_code, std::vector<std::string>)>;
+  static void start_where(const std::shared_ptr<state>& s, where_handler handler);
   std::shared_ptr<state> state_;
 };
 

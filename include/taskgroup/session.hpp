@@ -75,12 +75,15 @@
 #include <boost/asio/async_result.hpp>
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/cancellation_signal.hpp>
+#include <boost/asio/execution_context.hpp>
 #include <boost/asio/strand.hpp>
 
 #include <cstddef>
 #include <exception>
 #include <memory>
 #include <string>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 namespace taskgroup {
@@ -113,6 +116,12 @@ class TASKGROUP_API local_session {
   /// running on the compute executor) must have ended before the context
   /// is destroyed.
   explicit local_session(boost::asio::any_io_executor ex);
+  /// A session on `ctx`'s executor (an `io_context`, a `thread_pool`), as
+  /// Asio's I/O objects are made: the same as
+  /// `local_session(ctx.get_executor())`.
+  template <class ExecutionContext>
+  requires std::is_convertible_v<ExecutionContext&, boost::asio::execution_context&>
+  explicit local_session(ExecutionContext& ctx) : local_session(boost::asio::any_io_executor(ctx.get_executor())) {}
   /// A session owning a thread pool of `threads` threads (>= 1).
   explicit local_session(std::size_t threads);
   /// Closes the session; with an owned pool, waits for runs in flight.
@@ -130,25 +139,34 @@ class TASKGROUP_API local_session {
   local_session(const local_session&) = delete;
   local_session& operator=(const local_session&) = delete;
 
-  /// Runs `group`: the token form, for any completion token (a callback,
-  /// `use_awaitable`, `use_future`, `deferred`, `as_tuple(...)`,
-  /// `redirect_error(...)`, ...; without one, `default_completion_token_t`:
-  /// `co_await session.async_run(group)` works). Completes with
-  /// `void(boost::system::error_code, run_report)`: the code is that of
-  /// `report.failure` (empty on success), and the report is always there,
-  /// saying which tasks succeeded, failed, were cancelled or never ran,
-  /// each with its message; `use_awaitable` and `use_future` throw
-  /// `boost::system::system_error` with the code, its `what()` beginning
-  /// with the run's message (`report.failure`; the report itself is then
-  /// lost: use `run` or `as_tuple` to keep it).
+  /// The type of `get_executor()`, as on Asio's I/O objects.
+  using executor_type = boost::asio::any_io_executor;
+
+  /// Runs `group`: an Asio asynchronous operation, for any completion
+  /// token (a callback, `use_awaitable`, `use_future`, `deferred`,
+  /// `as_tuple(...)`, `redirect_error(...)`, `bind_executor`,
+  /// `bind_allocator`, `bind_cancellation_slot`, ...; without one,
+  /// `default_completion_token_t`: `co_await session.async_run(group)`
+  /// works). Completes with `void(boost::system::error_code, run_report)`:
+  /// the code is that of `report.failure` (none on success), and the
+  /// report is always there, saying which tasks succeeded, failed, were
+  /// cancelled or never ran, each with its message. `use_awaitable` and
+  /// `use_future` throw `taskgroup::system_error` (a
+  /// `boost::system::system_error`) whose `what()` is the run's message;
+  /// the report itself is then lost: `as_tuple` or `redirect_error` keep
+  /// it. The handler is called on its associated executor (by default the
+  /// session's coordinator strand), never inside this call; the state of
+  /// the operation is allocated with its associated allocator.
   ///
   /// Under `run_policy::join` the run fails with the first task failure
   /// (every other task cancelled and unwound first); under `gather` only
   /// with its own ends. Errors: `errc::session_closed`, the group's compile
-  /// errors (`errc::invalid_task`, `errc::invalid_step`, ...; also a `options.probe` already following a run),
-  /// `errc::invalid_feed` (feeds that do not match the group's inputs:
-  /// nothing has run), the first task failure, `errc::timeout` when
-  /// `options.timeout` expires, `errc::cancelled` when cancelled.
+  /// errors (`errc::invalid_task`, `errc::invalid_step`, ...; also a
+  /// `options.probe` already following a run), `errc::invalid_feed` (feeds
+  /// that do not match the group's inputs: nothing has run), the first
+  /// task failure, `errc::timeout` when `options.timeout` expires,
+  /// `errc::cancelled` when cancelled (`ec == std::errc::timed_out`, `ec ==
+  /// std::errc::operation_canceled` hold for them: error.hpp).
   ///
   /// Runs of one group may overlap, each isolated from the others: it has
   /// its own workspace on each node (a child of the node workspace, whose
@@ -168,34 +186,37 @@ class TASKGROUP_API local_session {
   /// completes when the loop runs again (docs/errors.md, "Memory
   /// exhaustion").
   ///
-  /// The initiation holds the session's state, not `this`: a run queued
-  /// when the session is destroyed starts later and fails cleanly.
+  /// Threading: thread-safe. The initiation holds the session's state,
+  /// not `this`: a run queued when the session is destroyed starts later
+  /// and fails cleanly.
   template <class CompletionToken = default_completion_token_t>
-  auto async_run(task_group group, run_options options = {}, CompletionToken&& token = default_completion_token_t()) {
-    // Erased by detail::run_completion_for (not any_completion_handler:
-    // asking an erased handler for its executor allocates where a failure
-    // terminates).
+  auto async_run(task_group group, run_options options, CompletionToken&& token = default_completion_token_t()) {
     auto init = [state = impl_](auto handler, task_group g, run_options o) {
-      using handler_type = decltype(handler);
-      auto done = std::make_unique<detail::run_completion_for<handler_type>>(std::move(handler), coordinator(*state));
-      start_run(state, std::move(g), std::move(o), std::move(done));
+      start_run(state, std::move(g), std::move(o),
+                detail::make_run_completion(std::move(handler), coordinator(*state)));
     };
     return boost::asio::async_initiate<CompletionToken, void(boost::system::error_code, run_report)>(
         std::move(init), token, std::move(group), std::move(options));
   }
+  /// The same with default options.
+  template <class CompletionToken = default_completion_token_t>
+  requires(!std::is_same_v<std::decay_t<CompletionToken>, run_options>) auto async_run(
+      task_group group, CompletionToken&& token = default_completion_token_t()) {
+    return async_run(std::move(group), run_options{}, std::forward<CompletionToken>(token));
+  }
 
-  /// Runs `group` (as `async_run`), completing with the report, or with
-  /// the run's error (`report.failure`) instead: for code that prefers
-  /// values to exceptions. Cancellation: the awaiting coroutine's, as
-  /// `async_run`.
-  boost::asio::awaitable<result<run_report>> run(task_group group, run_options options = {});
-
-  /// Runs `group` and blocks the calling thread until it ends: for
-  /// programs without an event loop. The session's executor must be run by
-  /// other threads (an owned pool is). Errors: those of `run`;
-  /// `errc::invalid_task` when called from a thread of the session's own
-  /// coordinator (it would deadlock).
-  result<run_report> run_blocking(task_group group, run_options options = {});
+  /// Runs `group` and blocks the calling thread until it ends, for
+  /// programs without an event loop of their own (Asio's synchronous
+  /// form): returns the report; on failure throws `taskgroup::system_error`
+  /// whose `what()` is the run's message (`report.failure`). The session's
+  /// executor must be run by other threads (an owned pool is). Errors:
+  /// those of `async_run`; `errc::invalid_task` when called from a thread of
+  /// the session's own coordinator (it would deadlock).
+  run_report run(task_group group, run_options options = {});
+  /// The same, keeping the report on failure: sets `ec` to the run's code
+  /// (cleared on success) and returns the report, `report.failure` saying
+  /// why it failed.
+  run_report run(task_group group, run_options options, boost::system::error_code& ec);
 
   /// The workspace of node `name` (made on first use). Strand-bound: touch
   /// it only on `node_strand(name)` or while no run is in flight.
@@ -233,7 +254,7 @@ class TASKGROUP_API local_session {
   // Starts a run for `done` (lib/session/run.cpp): queued on the
   // coordinator, never run inside the initiating call.
   static void start_run(std::shared_ptr<impl> state, task_group group, run_options options,
-                        std::unique_ptr<detail::run_completion> done);
+                        detail::run_completion_ptr done);
   static void begin(const std::shared_ptr<impl>& state, const std::shared_ptr<detail::run_state>& rs);
   std::shared_ptr<impl> impl_;
 };

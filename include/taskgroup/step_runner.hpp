@@ -44,6 +44,8 @@
 
 #include <taskgroup/export.hpp>
 
+#include <taskgroup/async.hpp>
+#include <taskgroup/detail/throwing_tokens.hpp>
 #include <taskgroup/error.hpp>
 #include <taskgroup/execution_step.hpp>
 #include <taskgroup/operator.hpp>
@@ -51,19 +53,23 @@
 #include <taskgroup/workspace.hpp>
 
 #include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/associated_allocator.hpp>
 #include <boost/asio/associated_cancellation_slot.hpp>
 #include <boost/asio/associated_executor.hpp>
 #include <boost/asio/async_result.hpp>
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/bind_cancellation_slot.hpp>
 #include <boost/asio/bind_executor.hpp>
+#include <boost/asio/cancellation_signal.hpp>
 #include <boost/asio/co_spawn.hpp>
+#include <boost/asio/dispatch.hpp>
 
 #include <cstdint>
 #include <exception>
 #include <memory>
 #include <optional>
 #include <string_view>
+#include <type_traits>
 #include <utility>
 
 namespace taskgroup {
@@ -100,26 +106,102 @@ struct TASKGROUP_API run_step_options {
 TASKGROUP_API boost::asio::awaitable<status> run_step(execution_step step, std::shared_ptr<workspace> ws,
                                                       run_step_options options = {});
 
-/// Token form of `run_step`: starts the run on `ex` (the strand owning
-/// `ws`) and completes with `void(status)` through any Asio completion
-/// token (callback, `use_future`, `use_awaitable`, `deferred`). The token's
-/// cancellation slot cancels the run.
-template <class Executor, class CompletionToken>
-auto async_run_step(Executor ex, execution_step step, std::shared_ptr<workspace> ws, CompletionToken&& token,
-                    run_step_options options = {}) {
+/// What a step run ends with (`async_run_step`): its failure, if any (the
+/// error `run_step` completes with), and its counts.
+struct TASKGROUP_API step_report {
+  std::optional<error> failure;
+  step_stats stats;
+  /// True when the run succeeded.
+  [[nodiscard]] bool ok() const noexcept { return !failure.has_value(); }
+};
+
+/// `run_step` as an Asio asynchronous operation: starts the run on `ex`
+/// (the strand owning `ws`), never inside this call, and completes with
+/// `void(boost::system::error_code, step_report)` through any completion
+/// token (callback, `use_awaitable` (the default), `use_future`,
+/// `deferred`, `as_tuple`, `redirect_error`, ...): the code is that of
+/// `report.failure`, none on success; the report also holds the run's
+/// counts (`options.stats`, when given, is filled too). `use_awaitable`
+/// and `use_future` throw `taskgroup::system_error` whose `what()` is the
+/// step's message. The handler is called on its associated executor (by
+/// default `ex`); the operation's state is allocated with its associated
+/// allocator. Errors: as `run_step`.
+///
+/// Cancellation: through the token's cancellation slot; terminal, partial
+/// and total cancellation all stop the tree (it completes with
+/// `errc::cancelled`: a step run in a workspace of the caller's has no
+/// effects but its blobs, which the caller owns). Threading: `ws` must be
+/// used on `ex` only while the run is in flight.
+template <class Executor, class CompletionToken = default_completion_token_t>
+auto async_run_step(Executor ex, execution_step step, std::shared_ptr<workspace> ws, run_step_options options,
+                    CompletionToken&& token = default_completion_token_t()) {
   auto init = [](auto handler, Executor e, execution_step s, std::shared_ptr<workspace> w, run_step_options o) {
+    using handler_type = decltype(handler);
+    // The operation's own state: the handler while the step runs, and the
+    // counts it reports.
+    struct waiting {
+      handler_type handler;
+      step_stats stats;
+      step_stats* also = nullptr;  // the caller's `options.stats`
+      std::shared_ptr<boost::asio::cancellation_signal> relay;
+    };
     auto slot = boost::asio::get_associated_cancellation_slot(handler);
     auto handler_ex = boost::asio::get_associated_executor(handler, e);
-    boost::asio::co_spawn(e, run_step(std::move(s), std::move(w), o),
-                          boost::asio::bind_cancellation_slot(
-                              slot, boost::asio::bind_executor(
-                                        handler_ex, [h = std::move(handler)](std::exception_ptr ep, status st) mutable {
-                                          if (ep) st = fail(errc::op_failed, "unexpected exception in the step runner");
-                                          std::move(h)(std::move(st));
-                                        })));
+    auto alloc = boost::asio::get_associated_allocator(handler);
+    auto state = std::allocate_shared<waiting>(alloc, waiting{std::move(handler), {}, o.stats, {}});
+    o.stats = &state->stats;
+    // Every cancellation type reaches the tree as terminal (a coroutine
+    // takes terminal cancellation only), emitted on the step's executor.
+    state->relay = std::allocate_shared<boost::asio::cancellation_signal>(alloc);
+    if (slot.is_connected()) {
+      slot.assign([relay = state->relay, e](boost::asio::cancellation_type_t) {
+        boost::asio::dispatch(e, [relay] { relay->emit(boost::asio::cancellation_type::terminal); });
+      });
+    }
+    const boost::asio::cancellation_slot relay_slot = state->relay->slot();
+    boost::asio::co_spawn(
+        e, run_step(std::move(s), std::move(w), o),
+        boost::asio::bind_cancellation_slot(
+            relay_slot, boost::asio::bind_executor(handler_ex, [state = std::move(state)](std::exception_ptr ep,
+                                                                                          status st) mutable {
+              if (ep) st = fail(errc::op_failed, "unexpected exception in the step runner");
+              step_report report{st ? std::nullopt : std::optional<error>(st.error()), state->stats};
+              if (state->also != nullptr) *state->also = state->stats;
+              const boost::system::error_code ec = report.failure ? report.failure->code : boost::system::error_code();
+              // The state is freed before the handler runs; the relay,
+              // whose slot co_spawn was given, lives until it has.
+              if (auto hs = boost::asio::get_associated_cancellation_slot(state->handler); hs.is_connected())
+                hs.clear();
+              handler_type h = std::move(state->handler);
+              const std::shared_ptr<boost::asio::cancellation_signal> relay = std::move(state->relay);
+              state.reset();
+              std::move(h)(ec, std::move(report));
+            })));
   };
-  return boost::asio::async_initiate<CompletionToken, void(status)>(std::move(init), token, std::move(ex),
-                                                                    std::move(step), std::move(ws), options);
+  return boost::asio::async_initiate<CompletionToken, void(boost::system::error_code, step_report)>(
+      std::move(init), token, std::move(ex), std::move(step), std::move(ws), options);
+}
+/// The same with default options.
+template <class Executor, class CompletionToken = default_completion_token_t>
+requires(!std::is_same_v<std::decay_t<CompletionToken>, run_step_options>) auto async_run_step(
+    Executor ex, execution_step step, std::shared_ptr<workspace> ws,
+    CompletionToken&& token = default_completion_token_t()) {
+  return async_run_step(std::move(ex), std::move(step), std::move(ws), run_step_options{},
+                        std::forward<CompletionToken>(token));
 }
 
 }  // namespace taskgroup
+
+namespace boost::asio {
+
+/// `co_await async_run_step(..., use_awaitable)` and `use_future`: the
+/// report, or a `taskgroup::system_error` carrying the step's message.
+template <class Executor>
+class async_result<use_awaitable_t<Executor>, void(boost::system::error_code, taskgroup::step_report)>
+    : public taskgroup::detail::throwing_awaitable<taskgroup::step_report, Executor> {};
+
+template <class Allocator>
+class async_result<use_future_t<Allocator>, void(boost::system::error_code, taskgroup::step_report)>
+    : public taskgroup::detail::throwing_future<taskgroup::step_report, Allocator> {};
+
+}  // namespace boost::asio

@@ -25,8 +25,10 @@
 // instance and task exit.
 //
 // A task is a handle: copies share one task. Adding it to a group uses it:
-// later builder calls are recorded as a misuse ("cannot modify task ...
-// already been used") that fails the next run, naming the task.
+// a later builder call throws `taskgroup::system_error`
+// (`errc::invalid_task`, "task "n/t": Cannot modify task since it is
+// already been used (node)") and leaves the task, its group and their runs
+// as they were.
 //
 // Threading: build on one thread, then share read-only (reentrant). An
 // output handle is read after the run completes; reading it while a run
@@ -209,7 +211,8 @@ class TASKGROUP_API task {
   /// A task named `name` running `s`.
   task(std::string name, execution_step s);
 
-  // --- builder (each records a misuse once the task is used) ------------
+  // --- builder (each throws taskgroup::system_error, errc::invalid_task,
+  // --- on a used task, changing nothing) ---------------------------------
 
   /// The step the task runs (nets go through `do_`-style wrapping).
   task& step(execution_step s);

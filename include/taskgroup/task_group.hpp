@@ -23,7 +23,10 @@
 
 #include <taskgroup/export.hpp>
 
+#include <taskgroup/async.hpp>
 #include <taskgroup/control.hpp>
+#include <taskgroup/detail/run_completion.hpp>
+#include <taskgroup/detail/throwing_tokens.hpp>
 #include <taskgroup/error.hpp>
 #include <taskgroup/execution_step.hpp>
 #include <taskgroup/node.hpp>
@@ -31,7 +34,11 @@
 #include <taskgroup/run_report.hpp>
 #include <taskgroup/task.hpp>
 
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/associated_executor.hpp>
+#include <boost/asio/async_result.hpp>
 #include <boost/asio/awaitable.hpp>
+#include <boost/asio/system_executor.hpp>
 
 #include <chrono>
 #include <functional>
@@ -40,7 +47,9 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <typeinfo>
+#include <utility>
 #include <vector>
 
 namespace taskgroup {
@@ -108,13 +117,13 @@ class TASKGROUP_API task_group {
   /// the step's `run_every`, else 1000 ms). A report step on a node with no
   /// task fails the run: "report step on node "x", which has no task"; so
   /// does an interval outside (0, max_duration] (`errc::invalid_task`).
-  /// On a used group (`used()`) it adds nothing and records a misuse:
-  /// every later run of the group, on any session, fails with
-  /// `errc::invalid_task` "task group: Cannot add report step "r" on node
-  /// "x" to an already used TaskGroup."
+  /// On a used group (`used()`) it adds nothing and throws
+  /// `taskgroup::system_error` (`errc::invalid_task`, "task group: Cannot
+  /// add report step "r" on node "x" to an already used TaskGroup."); the
+  /// group stays as it was and goes on running.
   task_group& report_step(execution_step s, node on = {}, std::optional<std::chrono::milliseconds> interval = {});
   /// Local setup of node `on`: init before all its tasks, exit after. On a
-  /// used group, a misuse as for `report_step` ("Cannot add local setup of
+  /// used group it throws as `report_step` does ("Cannot add local setup of
   /// node "x" to an already used TaskGroup.").
   task_group& local_init(node on, body b);
   task_group& local_exit(node on, body b);
@@ -183,10 +192,31 @@ class TASKGROUP_API task_group {
   /// keeps them, on their mapped nodes).
   result<task> to_task(node on = {});
 
-  /// Runs the group on a local session bound to the awaiting coroutine's
-  /// executor (one group in an async server). Completes as
-  /// `local_session::run`. Cancellation: as `local_session::run`.
-  boost::asio::awaitable<result<run_report>> run(run_options options = {});
+  /// Runs the group on a local session of its own, made on the completion
+  /// handler's associated executor (the awaiting coroutine's, for
+  /// `use_awaitable`; `asio::system_executor` for a handler without one):
+  /// one group in an async server. Otherwise as
+  /// `local_session::async_run`: completes with
+  /// `void(boost::system::error_code, run_report)`, the same errors and
+  /// cancellation (terminal and partial), the operation's state allocated
+  /// with the handler's associated allocator. The session lives until the
+  /// run has ended. Threading: as `local_session::async_run`.
+  template <class CompletionToken = default_completion_token_t>
+  auto async_run(run_options options, CompletionToken&& token = default_completion_token_t()) {
+    auto init = [g = *this](auto handler, run_options o) {
+      auto ex =
+          boost::asio::any_io_executor(boost::asio::get_associated_executor(handler, boost::asio::system_executor()));
+      run_on_own_session(g, std::move(o), ex, detail::make_run_completion(std::move(handler), ex));
+    };
+    return boost::asio::async_initiate<CompletionToken, void(boost::system::error_code, run_report)>(
+        std::move(init), token, std::move(options));
+  }
+  /// The same with default options.
+  template <class CompletionToken = default_completion_token_t>
+  requires(!std::is_same_v<std::decay_t<CompletionToken>, run_options>) auto async_run(
+      CompletionToken&& token = default_completion_token_t()) {
+    return async_run(run_options{}, std::forward<CompletionToken>(token));
+  }
 
   /// The group report steps (`report_step`), in order of addition.
   [[nodiscard]] const std::vector<group_report_step>& report_steps() const noexcept;
@@ -199,6 +229,10 @@ class TASKGROUP_API task_group {
  private:
   friend struct detail::group_access;
   struct data;
+  // async_run's start (lib/session/group_run.cpp): a session on `ex` that
+  // lives until `done` has been completed.
+  static void run_on_own_session(task_group g, run_options options, const boost::asio::any_io_executor& ex,
+                                 detail::run_completion_ptr done);
   std::shared_ptr<data> data_;
 };
 

@@ -35,8 +35,21 @@ class category final : public boost::system::error_category {
       case errc::mpi_failed: return "MPI failed";
       case errc::invalid_feed: return "invalid feed";
       case errc::op_library_failed: return "op library cannot be loaded";
+      case errc::session_busy: return "a run is already in flight on the session";
     }
     return "unknown taskgroup error";
+  }
+  // The standard condition each code stands for, if any: what
+  // `ec == condition` compares through.
+  boost::system::error_condition default_error_condition(int ev) const noexcept override {
+    namespace generic = boost::system::errc;
+    switch (static_cast<errc>(ev)) {
+      case errc::cancelled: return generic::make_error_condition(generic::operation_canceled);
+      case errc::timeout: return generic::make_error_condition(generic::timed_out);
+      case errc::session_closed: return generic::make_error_condition(generic::bad_file_descriptor);
+      case errc::session_busy: return generic::make_error_condition(generic::device_or_resource_busy);
+      default: return {ev, *this};
+    }
   }
 };
 

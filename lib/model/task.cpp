@@ -4,24 +4,12 @@
 #include "model/on_demand.hpp"
 #include "model/step_access.hpp"
 #include "model/task_access.hpp"
-#include "model/task_misuse.hpp"
 
 #include <algorithm>
 #include <atomic>
 #include <memory>
 
 namespace taskgroup {
-
-namespace {
-std::atomic<std::uint64_t> misuse_epoch{0};
-}  // namespace
-
-void detail::record_misuse(std::optional<std::string>& slot, std::string what) {
-  slot = std::move(what);
-  misuse_epoch.fetch_add(1, std::memory_order_release);
-}
-
-std::uint64_t detail::task_misuse_epoch() noexcept { return misuse_epoch.load(std::memory_order_acquire); }
 
 std::string_view to_string(workspace_type t) noexcept { return t == workspace_type::global ? "global" : "private"; }
 
@@ -141,17 +129,16 @@ task::task(std::string name, execution_step s) : task(std::move(name)) { step(st
 
 bool task::check_mutable(const char* what) {
   if (!data_->used) return true;
-  if (!data_->extra.view().misuse) {
-    detail::record_misuse(data_->extra.edit().misuse,
-                          std::string("Cannot modify task since it is already been used (") + what + ")");
-  }
-  return false;
+  // At the call, leaving the task (and its group) as they were.
+  throw system_error(
+      error(errc::invalid_task,
+            "task " + quote(name()) + ": Cannot modify task since it is already been used (" + what + ")"));
 }
 
 task& task::step(execution_step s) {
   if (!check_mutable("step")) return *this;
   if (data_->user) {
-    detail::record_misuse(data_->extra.edit().misuse, "This Task already has an execution step.");
+    if (!data_->extra.view().misuse) data_->extra.edit().misuse = "This Task already has an execution step.";
     return *this;
   }
   data_->user = std::move(s);

@@ -78,11 +78,8 @@ struct TASKGROUP_API group_access {
   /// Whether `r` is the report of a run of the group whose identity is
   /// `group` (false for an empty `group`).
   static bool ran(const run_report& r, const std::weak_ptr<const void>& group) noexcept;
-  /// The group's first misuse (a change after it was used), with context
+  /// The first fault of the group's tasks (`task::validate`), with context
   /// "task group".
-  static status misuse(const task_group& g);
-  /// `misuse`, else the first of its tasks' (`task::validate`), with
-  /// context "task group".
   static status check(const task_group& g);
 };
 

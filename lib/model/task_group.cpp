@@ -3,7 +3,6 @@
 #include "model/limits.hpp"
 #include "model/step_access.hpp"
 #include "model/task_access.hpp"
-#include "model/task_misuse.hpp"
 
 #include <boost/unordered/unordered_flat_set.hpp>
 
@@ -37,15 +36,12 @@ struct task_group::data {
   std::vector<remote_net> remote;
   std::set<std::pair<std::string, std::string>> remote_keys;  // (node, net name) of `remote`
   mutable bool used = false;
-  // The first change made after `used` (report_step and local setup return
-  // the group, so the misuse fails the group's later runs instead).
-  std::optional<std::string> misuse;
 
-  // False, recording a misuse, when the group is used: `what` is added.
-  bool check_mutable(const std::string& what) {
+  // Throws when the group is used: `what` is added. At the call, leaving
+  // the group as it was.
+  bool check_mutable(const std::string& what) const {
     if (!used) return true;
-    if (!misuse) detail::record_misuse(misuse, "Cannot add " + what + " to an already used TaskGroup.");
-    return false;
+    throw system_error(error(errc::invalid_task, "task group: Cannot add " + what + " to an already used TaskGroup."));
   }
   // tasks_by_node cache: the node map it was computed for, and the result.
   std::optional<std::map<std::string, std::string>> remap_used;
@@ -183,13 +179,7 @@ status group_access::check_report(const group_report_step& r, bool node_has_task
   return ok();
 }
 
-status group_access::misuse(const task_group& g) {
-  if (const auto& m = g.data_->misuse) return fail(errc::invalid_task, "task group: " + *m);
-  return ok();
-}
-
 status group_access::check(const task_group& g) {
-  TASKGROUP_TRY(misuse(g));
   for (const auto& t : g.tasks()) {
     if (auto st = t.validate(); !st) return st.error().with_context("task group");
   }

@@ -3,15 +3,15 @@
 // client.cpp, the others' in worker.cpp; docs/mpi-protocol.md).
 #include <taskgroup/mpi_session.hpp>
 
-#include "mpi/cancellation.hpp"
 #include "detail/errors.hpp"
 #include "model/limits.hpp"
-#include "session/report.hpp"
 #include "model/task_access.hpp"
+#include "mpi/cancellation.hpp"
 #include "mpi/recycling.hpp"
 #include "mpi/run.hpp"
 #include "mpi/state.hpp"
 #include "mpi/transport.hpp"
+#include "session/report.hpp"
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>
@@ -158,7 +158,7 @@ asio::awaitable<run_report> run_protocol(detail::mpi::state_ptr s, task_group gr
   // Every rank makes the same check before any message: all fail alike.
   if (auto e = s->wrong_thread("the run's MPI protocol runs")) co_return refused(std::move(*e));
   if (s->running.exchange(true))
-    co_return refused(error(errc::invalid_task, "a run is already in flight on this MPI session"));
+    co_return refused(error(errc::session_busy, "a run is already in flight on this MPI session"));
   const std::uint64_t run_id = ++s->runs;
   co_await asio::this_coro::throw_if_cancelled(false);
   run_report r;
@@ -203,6 +203,7 @@ mpi_session::~mpi_session() {
 int mpi_session::rank() const noexcept { return impl_->rank; }
 int mpi_session::size() const noexcept { return impl_->size; }
 local_session& mpi_session::local() noexcept { return *local_; }
+asio::any_io_executor mpi_session::get_executor() const { return local_->get_executor(); }
 asio::any_io_executor mpi_session::strand_of(const impl& state) { return state.strand_ex; }
 
 result<std::map<std::string, int>> mpi_session::placement(const task_group& group) const { return impl_->place(group); }
@@ -212,38 +213,56 @@ std::shared_ptr<asio::cancellation_signal> mpi_session::relay_cancellation(asio:
   return detail::forward_cancellation(from, state.strand_ex);
 }
 
-asio::awaitable<result<run_report>> mpi_session::run(task_group group, run_options options) {
-  auto [ec, report] = co_await async_run(std::move(group), std::move(options), asio::as_tuple(asio::use_awaitable));
-  co_return detail::result_of(std::move(report));
-}
-
 asio::awaitable<run_report> mpi_session::run_on_strand(std::shared_ptr<impl> state, task_group group,
                                                        run_options options) {
   return run_protocol(std::move(state), std::move(group), options);
 }
 
-result<run_report> mpi_session::run_blocking(task_group group, run_options options) {
-  if (impl_->strand.running_in_this_thread()) {
-    return fail(errc::invalid_task, "run_blocking called from the MPI session's own strand would deadlock");
-  }
-  // The protocol runs on this thread, which would otherwise only wait: no
-  // hand-off to a pool thread at the start of the run nor back at its end.
-  // The tasks run on the session's executor as with `run`.
-  std::unique_lock lock(impl_->blocking_mutex, std::try_to_lock);
-  if (!lock.owns_lock()) return fail(errc::invalid_task, "a run is already in flight on this MPI session");
-  auto& here = impl_->blocking_loop ? *impl_->blocking_loop : impl_->blocking_loop.emplace(1);
-  here.restart();
-  result<run_report> out = error(errc::no_result, "the run did not complete");
-  asio::co_spawn(here, run_protocol(impl_, std::move(group), std::move(options)),
-                 [&out](const std::exception_ptr& ep, run_report r) {
-                   out = ep ? detail::error_from_exception(ep) : detail::result_of(std::move(r));
-                 });
-  try {
-    here.run();
-  } catch (...) {
-    return detail::error_from_exception(std::current_exception());
-  }
-  return out;
+run_report mpi_session::run(task_group group, run_options options, boost::system::error_code& ec) {
+  run_report report = [&] {
+    const auto now = std::chrono::system_clock::now();
+    if (impl_->strand.running_in_this_thread()) {
+      return detail::refused_report(
+          group, error(errc::invalid_task, "mpi_session::run called from the MPI session's own strand would deadlock"),
+          now);
+    }
+    // The protocol runs on this thread, which would otherwise only wait: no
+    // hand-off to a pool thread at the start of the run nor back at its end.
+    // The tasks run on the session's executor as with `async_run`.
+    std::unique_lock lock(impl_->blocking_mutex, std::try_to_lock);
+    if (!lock.owns_lock()) {
+      return detail::refused_report(group, error(errc::session_busy, "a run is already in flight on this MPI session"),
+                                    now);
+    }
+    auto& here = impl_->blocking_loop ? *impl_->blocking_loop : impl_->blocking_loop.emplace(1);
+    here.restart();
+    std::optional<run_report> out;
+    std::optional<error> failed;
+    asio::co_spawn(here, run_protocol(impl_, group, std::move(options)),
+                   [&](const std::exception_ptr& ep, run_report r) {
+                     if (ep) {
+                       failed = detail::error_from_exception(ep);
+                     } else {
+                       out = std::move(r);
+                     }
+                   });
+    try {
+      here.run();
+    } catch (...) {
+      failed = detail::error_from_exception(std::current_exception());
+    }
+    if (out) return std::move(*out);
+    return detail::refused_report(group, failed ? *failed : error(errc::no_result, "the run did not complete"), now);
+  }();
+  ec = report.failure ? report.failure->code : boost::system::error_code();
+  return report;
+}
+
+run_report mpi_session::run(task_group group, run_options options) {
+  boost::system::error_code ec;
+  run_report report = run(std::move(group), std::move(options), ec);
+  if (report.failure) throw system_error(*report.failure);
+  return report;
 }
 
 }  // namespace taskgroup

@@ -8,8 +8,8 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/strand.hpp>
 
-#include "session/strands.hpp"
 #include "model/task_access.hpp"
+#include "session/strands.hpp"
 
 #include <atomic>
 #include <chrono>
@@ -79,7 +79,7 @@ struct session_state {
   int thread_level = MPI_THREAD_SINGLE;
   std::optional<error> init_error;
   // One run at a time, on the strand (run, async_run) or on the thread
-  // blocked in run_blocking: what follows belongs to the run that set it.
+  // blocked in the blocking run: what follows belongs to the run that set it.
   std::atomic<bool> running{false};
   // Set by ~mpi_session first: a run that starts later (queued by
   // async_run, its executor run after the session died) ends with
@@ -87,7 +87,7 @@ struct session_state {
   std::atomic<bool> closed{false};
   std::uint64_t runs = 0;
 
-  // run_blocking's event loop, kept from run to run (a new one would make
+  // the blocking run's event loop, kept from run to run (a new one would make
   // its reactor again each time); one blocking caller at a time.
   std::mutex blocking_mutex;
   std::optional<boost::asio::io_context> blocking_loop;

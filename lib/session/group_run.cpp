@@ -1,17 +1,29 @@
-// task_group::run: a group run on a session of its own, made on the
-// awaiting coroutine's executor.
+// task_group::async_run: a group run on a session of its own, made on the
+// completion handler's executor.
 #include <taskgroup/session.hpp>
 #include <taskgroup/task_group.hpp>
 
-#include <boost/asio/this_coro.hpp>
+#include <boost/asio/bind_cancellation_slot.hpp>
+
+#include <memory>
+#include <utility>
 
 namespace taskgroup {
 
 namespace asio = boost::asio;
 
-asio::awaitable<result<run_report>> task_group::run(run_options options) {
-  local_session session(co_await asio::this_coro::executor);
-  co_return co_await session.run(*this, options);
+void task_group::run_on_own_session(task_group g, run_options options, const asio::any_io_executor& ex,
+                                    detail::run_completion_ptr done) {
+  auto session = std::make_shared<local_session>(ex);
+  // The caller's cancellation slot reaches the run through this handler;
+  // the session is dropped once the run has ended.
+  const asio::cancellation_slot slot = done->slot();
+  local_session& s = *session;
+  s.async_run(std::move(g), std::move(options),
+              asio::bind_cancellation_slot(slot, [session = std::move(session), done = std::move(done)](
+                                                     boost::system::error_code, run_report report) mutable {
+                done.release()->complete(std::move(report));  // it frees itself
+              }));
 }
 
 }  // namespace taskgroup

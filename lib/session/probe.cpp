@@ -142,7 +142,7 @@ asio::awaitable<std::vector<std::string>> where_tasks(std::shared_ptr<run_state>
 
 namespace {
 
-using where_handler = asio::any_completion_handler<void(std::vector<std::string>)>;
+using where_handler = asio::any_completion_handler<void(boost::system::error_code, std::vector<std::string>)>;
 
 // The handler's associated executor (`fallback` when it has none), with
 // work counted on it from the start until the handler has run: its
@@ -156,13 +156,14 @@ auto tracked_executor(const where_handler& h, const Executor& fallback) {
 // the initiating call.
 template <class Executor>
 void complete(where_handler h, std::vector<std::string> found, const Executor& ex) {
-  ex.execute([h = std::move(h), found = std::move(found)]() mutable { std::move(h)(std::move(found)); });
+  ex.execute([h = std::move(h), found = std::move(found)]() mutable {
+    std::move(h)(boost::system::error_code(), std::move(found));
+  });
 }
 
 }  // namespace
 
-void run_probe::start_where(const std::shared_ptr<state>& s,
-                            asio::any_completion_handler<void(std::vector<std::string>)> handler) {
+void run_probe::start_where(const std::shared_ptr<state>& s, where_handler handler) {
   std::shared_ptr<detail::run_state> rs;
   {
     std::lock_guard lock(s->mutex);

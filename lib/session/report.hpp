@@ -53,11 +53,4 @@ inline error with_waiting_tasks(const std::vector<task_report>& tasks, const err
   return {e.code, std::move(message)};
 }
 
-// The report of a run that went well, or the run's failure: what `run`
-// and `run_blocking` complete with.
-inline result<run_report> result_of(run_report r) {
-  if (r.failure) return *r.failure;
-  return r;
-}
-
 }  // namespace taskgroup::detail

@@ -21,8 +21,8 @@ namespace {
 
 void complete_run(run_state& rs, run_report report) {
   report.group = group_access::identity(rs.source);
-  std::unique_ptr<run_completion> done = std::move(rs.done);
-  if (done) done->complete(std::move(report));
+  run_completion_ptr done = std::move(rs.done);
+  if (done) done.release()->complete(std::move(report));  // it frees itself
 }
 
 void deadline_fired(const std::shared_ptr<run_state>& rs, const boost::system::error_code& ec) {

@@ -39,7 +39,10 @@ namespace taskgroup::detail {
 /// touched on the session's coordinator strand only; each node part on its
 /// node's strand.
 struct run_state final : join_core<run_state> {
-  run_state() : join_core(join_mode::fail_fast) {}
+  // The group and options as given (the group's handle is not made anew:
+  // a default task_group allocates).
+  run_state(task_group g, run_options o)
+      : join_core(join_mode::fail_fast), source(std::move(g)), options(std::move(o)) {}
 
   std::shared_ptr<const compiled_group> group;
   task_group source;  ///< the group as given
@@ -70,7 +73,7 @@ struct run_state final : join_core<run_state> {
   std::shared_ptr<const void> session;
 
   // --- the run as a whole, on the coordinator ------------------------------
-  std::unique_ptr<run_completion> done;  ///< the caller's handler
+  run_completion_ptr done;  ///< the caller's handler
   std::chrono::system_clock::time_point started{};
   std::size_t running = 0;                            ///< nodes started and not ended
   std::optional<boost::asio::steady_timer> deadline;  ///< run_options::timeout

@@ -5,7 +5,6 @@
 #include "detail/test_hooks.hpp"
 #include "model/limits.hpp"
 #include "model/task_access.hpp"
-#include "model/task_misuse.hpp"
 #include "session/compiled.hpp"
 #include "session/context_watch.hpp"
 #include "session/report.hpp"
@@ -61,7 +60,6 @@ struct local_session::impl {
   struct cached {
     std::weak_ptr<const void> token;  // the group (detail::group_access::identity)
     std::shared_ptr<const compiled_group> compiled;
-    std::uint64_t checked = 0;  // detail::task_misuse_epoch() when its tasks were last checked
   };
   std::map<const void*, cached> compiled;
 
@@ -134,25 +132,14 @@ struct local_session::impl {
   result<std::shared_ptr<const compiled_group>> compile(const task_group& g) {
     std::lock_guard lock(mutex);
     if (closed) return fail(errc::session_closed, "Session is closed.");
-    // Read before the check: a misuse recorded meanwhile makes the next
-    // run check again.
-    const std::uint64_t epoch = detail::task_misuse_epoch();
     const std::shared_ptr<const void> id = detail::group_access::identity(g);
+    // A used group and its tasks cannot change (their builders throw), so
+    // a cached group is what a new compilation would make.
     auto it = compiled.find(id.get());
-    if (it != compiled.end() && !it->second.token.expired()) {
-      // A used task may still record a misuse (a later builder call),
-      // which fails every later run of its group. Checking 100,000 tasks
-      // on every run would touch each one's state; the epoch says when
-      // some task anywhere has recorded one since the last check.
-      if (it->second.checked != epoch) {
-        TASKGROUP_TRY(detail::group_access::check(g));
-        it->second.checked = epoch;
-      }
-      return it->second.compiled;
-    }
+    if (it != compiled.end() && !it->second.token.expired()) return it->second.compiled;
     std::erase_if(compiled, [](const auto& kv) { return kv.second.token.expired(); });
     TASKGROUP_TRY(auto c, detail::compile_group(g));  // checks every task
-    compiled[id.get()] = cached{id, c, epoch};
+    compiled[id.get()] = cached{id, c};
     return c;
   }
 };
@@ -230,10 +217,8 @@ const asio::any_io_executor& local_session::coordinator(const impl& state) noexc
 }
 
 void local_session::start_run(std::shared_ptr<impl> state, task_group group, run_options options,
-                              std::unique_ptr<detail::run_completion> done) {
-  auto rs = std::make_shared<run_state>();
-  rs->source = std::move(group);
-  rs->options = std::move(options);
+                              detail::run_completion_ptr done) {
+  auto rs = std::make_shared<run_state>(std::move(group), std::move(options));
   rs->done = std::move(done);
   rs->session_coord = coordinator(*state);
   rs->coord = rs->session_coord;
@@ -295,28 +280,40 @@ void local_session::begin(const std::shared_ptr<impl>& state, const std::shared_
   }
 }
 
-asio::awaitable<result<run_report>> local_session::run(task_group group, run_options options) {
-  auto [ec, report] = co_await async_run(std::move(group), std::move(options), asio::as_tuple(asio::use_awaitable));
-  co_return detail::result_of(std::move(report));
+run_report local_session::run(task_group group, run_options options, boost::system::error_code& ec) {
+  run_report report = [&] {
+    const auto now = std::chrono::system_clock::now();
+    // The coordinator strand is gone with its context (context_gone).
+    if (impl_->orphaned.load(std::memory_order_acquire)) {
+      return detail::refused_report(group, error(errc::session_closed, "Session is closed."), now);
+    }
+    if (impl_->coord.running_in_this_thread()) {
+      return detail::refused_report(
+          group,
+          error(errc::invalid_task, "local_session::run called from the session's own coordinator would deadlock"),
+          now);
+    }
+    // The promise lives in the handler: a run dropped uncalled (its event
+    // loop destroyed) breaks it instead of blocking for ever.
+    std::promise<run_report> promise;
+    std::future<run_report> f = promise.get_future();
+    async_run(group, std::move(options),
+              [p = std::move(promise)](boost::system::error_code, run_report r) mutable { p.set_value(std::move(r)); });
+    try {
+      return f.get();
+    } catch (...) {
+      return detail::refused_report(group, detail::error_from_exception(std::current_exception()), now);
+    }
+  }();
+  ec = report.failure ? report.failure->code : boost::system::error_code();
+  return report;
 }
 
-result<run_report> local_session::run_blocking(task_group group, run_options options) {
-  // The coordinator strand is gone with its context (context_gone).
-  if (impl_->orphaned.load(std::memory_order_acquire)) return fail(errc::session_closed, "Session is closed.");
-  if (impl_->coord.running_in_this_thread()) {
-    return fail(errc::invalid_task, "run_blocking called from the session's own coordinator would deadlock");
-  }
-  // The promise lives in the handler: a run dropped uncalled (its event
-  // loop destroyed) breaks it instead of blocking for ever.
-  std::promise<run_report> promise;
-  std::future<run_report> f = promise.get_future();
-  async_run(std::move(group), std::move(options),
-            [p = std::move(promise)](boost::system::error_code, run_report r) mutable { p.set_value(std::move(r)); });
-  try {
-    return detail::result_of(f.get());
-  } catch (...) {
-    return detail::error_from_exception(std::current_exception());
-  }
+run_report local_session::run(task_group group, run_options options) {
+  boost::system::error_code ec;
+  run_report report = run(std::move(group), std::move(options), ec);
+  if (report.failure) throw system_error(*report.failure);
+  return report;
 }
 
 status check_output_codecs(const task_group& group, const codec_registry& codecs) {

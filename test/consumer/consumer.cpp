@@ -56,9 +56,10 @@ int main() {
     return 1;
   }
   tg::local_session session(1);
-  auto report = session.run_blocking(group);
-  if (!report) {
-    std::cerr << "consumer: " << report.error().message << '\n';
+  boost::system::error_code ec;
+  auto report = session.run(group, {}, ec);
+  if (ec) {
+    std::cerr << "consumer: " << report.failure->message << '\n';
     return 1;
   }
   auto got = sum.get();

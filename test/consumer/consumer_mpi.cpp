@@ -33,9 +33,10 @@ int main(int argc, char** argv) {
       return 1;
     }
   }
-  auto report = session.run_blocking(group);
-  if (!report) {
-    std::cerr << "consumer_mpi: rank " << mpi.rank() << ": " << report.error().message << '\n';
+  boost::system::error_code ec;
+  auto report = session.run(group, {}, ec);
+  if (ec) {
+    std::cerr << "consumer_mpi: rank " << mpi.rank() << ": " << report.failure->message << '\n';
     return 1;
   }
   if (!session.is_client()) return 0;

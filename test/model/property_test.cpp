@@ -34,6 +34,7 @@
 #include "detail/test_hooks.hpp"
 #include "model/generate.hpp"
 #include "model/model.hpp"
+#include "support/run.hpp"
 
 #include <taskgroup/plan.hpp>
 #include <taskgroup/session.hpp>
@@ -311,7 +312,7 @@ std::optional<failure> check_config(const model::group_spec& spec, const expecta
   hooks.frame_free_tasks = 0;
   hooks.coroutine_tasks = 0;
   for (std::size_t run = 0; run < x.runs.size(); ++run) {
-    auto r = s.run_blocking(g, opts);
+    auto r = test::run_sync(s, g, opts);
     const auto& mo = x.runs[run];
     auto f = compare_run(mo, r, s, x.blobs[run], x.nodes);
     if (!f && cfg.observe && mo.ok) {

@@ -9,6 +9,7 @@
 
 #include <catch2/catch.hpp>
 
+#include "support/run.hpp"
 #include "support/values.hpp"
 
 #include <atomic>
@@ -112,7 +113,7 @@ TEST_CASE("feeds given on rank 0 alone reach the tasks on ranks 1 and 2, run aft
   mpi_session s(2);
   fed_group f(s.rank());
   for (i64 base : {10, 200, 3000}) {
-    auto r = s.run_blocking(f.g, options_on(s, good_feeds(base)));
+    auto r = test::run_sync(s, f.g, options_on(s, good_feeds(base)));
     REQUIRE(r);
     // Each rank's handles hold what its own tasks wrote; rank 0's all.
     CHECK(r.value().of(f.g));  // every rank's report is of its run of the group
@@ -155,20 +156,20 @@ TEST_CASE("a feed rank 0's check refuses fails the run on every rank, as locally
     auto local = check_feeds(f.g, c.given);
     REQUIRE_FALSE(local);
     CHECK(local.error().message == c.message);
-    auto r = s.run_blocking(f.g, options_on(s, c.given));
+    auto r = test::run_sync(s, f.g, options_on(s, c.given));
     REQUIRE_FALSE(r);
     CHECK(r.error().code == errc::invalid_feed);
     CHECK(r.error().message == c.message);
     CHECK(*f.ran == 0);
   }
-  CHECK(s.run_blocking(f.g, options_on(s, good_feeds(1))));  // the session runs on
+  CHECK(test::run_sync(s, f.g, options_on(s, good_feeds(1))));  // the session runs on
 }
 
 TEST_CASE("a feed whose type has no codec fails the run at its start on every rank", "[mpi_feeds]") {
   mpi_session s(2);  // the global registry knows no `point`
   fed_group f(s.rank());
   REQUIRE(f.g.input<point>("p", node("n1")));
-  auto r = s.run_blocking(f.g, options_on(s, good_feeds(1).set("n1", "p", point{1, 2})));
+  auto r = test::run_sync(s, f.g, options_on(s, good_feeds(1).set("n1", "p", point{1, 2})));
   REQUIRE_FALSE(r);
   CHECK(r.error().code == errc::not_serializable);
   CHECK_THAT(r.error().message, Catch::StartsWith("feed \"n1/p\": no codec for type ") && Catch::Contains("point") &&
@@ -188,11 +189,11 @@ TEST_CASE("a feed a rank cannot decode fails the run on every rank, naming the r
   mpi_session s(2, o);
   fed_group f(s.rank());
   REQUIRE(f.g.input<point>("p", node("n2"), false));
-  auto r = s.run_blocking(f.g, options_on(s, good_feeds(1).set("n2", "p", point{1, 2})));
+  auto r = test::run_sync(s, f.g, options_on(s, good_feeds(1).set("n2", "p", point{1, 2})));
   REQUIRE_FALSE(r);
   CHECK(r.error().code == errc::not_serializable);
   CHECK_THAT(r.error().message, Catch::StartsWith("rank 2: feed \"n2/p\": no codec tagged \"point\""));
   if (s.rank() == 2) CHECK(*f.ran == 0);  // rank 2 ran nothing
   // The session runs on (the optional input left out).
-  CHECK(s.run_blocking(f.g, options_on(s, good_feeds(2))));
+  CHECK(test::run_sync(s, f.g, options_on(s, good_feeds(2))));
 }

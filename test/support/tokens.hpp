@@ -2,6 +2,7 @@
 // completion token, and what the caller saw.
 #pragma once
 
+#include <taskgroup/error.hpp>
 #include <taskgroup/run_report.hpp>
 #include <taskgroup/task_group.hpp>
 
@@ -25,7 +26,8 @@ namespace taskgroup::test {
 /// `default_token`: no token given, the operation co_awaited.
 enum class token_kind { callback, future, awaitable, as_tuple, redirect_error, deferred, default_token };
 
-/// Whether `kind` reports a failure by throwing (`boost::system::system_error`).
+/// Whether `kind` reports a failure by throwing (`taskgroup::system_error`,
+/// a `boost::system::system_error`: only that type is caught here).
 inline bool throws(token_kind kind) {
   return kind == token_kind::future || kind == token_kind::awaitable || kind == token_kind::default_token;
 }
@@ -46,14 +48,14 @@ boost::asio::awaitable<void> await_forms(Session& session, task_group g, token_k
   namespace asio = boost::asio;
   switch (kind) {
     case token_kind::awaitable: try { out.report = co_await session.async_run(g, {}, asio::use_awaitable);
-      } catch (const boost::system::system_error& e) {
+      } catch (const taskgroup::system_error& e) {
         out.threw = true;
         out.code = e.code();
         out.what = e.what();
       }
       break;
     case token_kind::default_token: try { out.report = co_await session.async_run(g);
-      } catch (const boost::system::system_error& e) {
+      } catch (const taskgroup::system_error& e) {
         out.threw = true;
         out.code = e.code();
         out.what = e.what();
@@ -97,7 +99,7 @@ seen run_with(boost::asio::io_context& io, Session& session, const task_group& g
       io.run();
       try {
         out.report = f.get();
-      } catch (const boost::system::system_error& e) {
+      } catch (const taskgroup::system_error& e) {
         out.threw = true;
         out.code = e.code();
         out.what = e.what();

@@ -1,10 +1,13 @@
-// `use_awaitable` and `use_future` for a run's completion signature,
-// `void(boost::system::error_code, taskgroup::run_report)`: on failure
+// `use_awaitable` and `use_future` for the completion signatures of a run,
+// `void(boost::system::error_code, taskgroup::run_report)`, and of a step
+// run, `void(boost::system::error_code, taskgroup::step_report)`: on failure
 // they throw (the awaiting coroutine) or store (the future) a
-// `boost::system::system_error` whose `what()` carries the run's own
-// message (`report.failure`), not only its code's. Asio's generic forms
-// would throw `system_error(ec)` and drop the report with its message.
-// Included by session.hpp; nothing here is called directly.
+// `taskgroup::system_error` whose `what()` is the run's own message
+// (`report.failure`), not only its code's: the exception every throwing
+// path of the library throws. Asio's generic forms would throw
+// `system_error(ec)` and drop the message.
+// Included by session.hpp and step_runner.hpp; nothing here is called
+// directly.
 #pragma once
 
 #include <taskgroup/run_report.hpp>
@@ -25,52 +28,52 @@
 
 namespace taskgroup::detail {
 
-/// The exception a throwing token makes of a failed run: the code, and
-/// the run's message (`report.failure`) as `what()`'s prefix.
-inline boost::system::system_error run_exception(const boost::system::error_code& ec, const run_report& report) {
-  return boost::system::system_error(ec, report.failure ? report.failure->message : std::string());
+/// The exception a throwing token makes of a failed run or step run
+/// (`report.failure`): the library's `system_error` (a
+/// `boost::system::system_error`), as `result::value()` throws, its
+/// `what()` the run's message.
+template <class Report>
+taskgroup::system_error report_exception(const boost::system::error_code& ec, const Report& report) {
+  return taskgroup::system_error(report.failure ? *report.failure : error(ec, ec.message()));
 }
 
-}  // namespace taskgroup::detail
-
-namespace boost::asio {
-
-/// `co_await x.async_run(g, opts, use_awaitable)`: the report, or a thrown
-/// `system_error` carrying the run's message. Cancellation: the awaiting
+/// `co_await op(..., use_awaitable)`: the report, or a thrown
+/// `system_error` carrying its message. Cancellation: the awaiting
 /// coroutine's, as for any Asio operation.
-template <class Executor>
-class async_result<use_awaitable_t<Executor>, void(boost::system::error_code, taskgroup::run_report)> {
+template <class Report, class Executor>
+class throwing_awaitable {
  public:
-  using return_type = awaitable<taskgroup::run_report, Executor>;
+  using return_type = boost::asio::awaitable<Report, Executor>;
 
   template <class Initiation, class... InitArgs>
-  static return_type initiate(Initiation initiation, use_awaitable_t<Executor> token, InitArgs... args) {
+  static return_type initiate(Initiation initiation, boost::asio::use_awaitable_t<Executor> token, InitArgs... args) {
     // The generic as_tuple form delivers the code and the report together
     // (its signature is another, so this specialization is not re-entered).
-    auto tuple_token = as_tuple(token);
+    auto tuple_token = boost::asio::as_tuple(token);
     auto [ec, report] =
-        co_await async_initiate<decltype(tuple_token), void(boost::system::error_code, taskgroup::run_report)>(
+        co_await boost::asio::async_initiate<decltype(tuple_token), void(boost::system::error_code, Report)>(
             std::move(initiation), tuple_token, std::move(args)...);
-    if (ec) throw taskgroup::detail::run_exception(ec, report);
+    if (ec) throw report_exception(ec, report);
     co_return std::move(report);
   }
 };
 
-/// `x.async_run(g, opts, use_future)`: a future of the report, or of a
-/// `system_error` carrying the run's message.
-template <class Allocator>
-class async_result<use_future_t<Allocator>, void(boost::system::error_code, taskgroup::run_report)> {
+/// `op(..., use_future)`: a future of the report, or of a `system_error`
+/// carrying its message.
+template <class Report, class Allocator>
+class throwing_future {
  public:
-  using return_type = std::future<taskgroup::run_report>;
+  using return_type = std::future<Report>;
 
   template <class Initiation, class... InitArgs>
-  static return_type initiate(Initiation initiation, const use_future_t<Allocator>& token, InitArgs... args) {
-    auto promise = std::make_shared<std::promise<taskgroup::run_report>>(std::allocator_arg, token.get_allocator());
+  static return_type initiate(Initiation initiation, const boost::asio::use_future_t<Allocator>& token,
+                              InitArgs... args) {
+    auto promise = std::make_shared<std::promise<Report>>(std::allocator_arg, token.get_allocator());
     return_type future = promise->get_future();
     std::move(initiation)(
-        [promise](const boost::system::error_code& ec, taskgroup::run_report report) {
+        [promise](const boost::system::error_code& ec, Report report) {
           if (ec) {
-            promise->set_exception(std::make_exception_ptr(taskgroup::detail::run_exception(ec, report)));
+            promise->set_exception(std::make_exception_ptr(report_exception(ec, report)));
           } else {
             promise->set_value(std::move(report));
           }
@@ -79,5 +82,17 @@ class async_result<use_future_t<Allocator>, void(boost::system::error_code, task
     return future;
   }
 };
+
+}  // namespace taskgroup::detail
+
+namespace boost::asio {
+
+template <class Executor>
+class async_result<use_awaitable_t<Executor>, void(boost::system::error_code, taskgroup::run_report)>
+    : public taskgroup::detail::throwing_awaitable<taskgroup::run_report, Executor> {};
+
+template <class Allocator>
+class async_result<use_future_t<Allocator>, void(boost::system::error_code, taskgroup::run_report)>
+    : public taskgroup::detail::throwing_future<taskgroup::run_report, Allocator> {};
 
 }  // namespace boost::asio
