@@ -407,6 +407,28 @@ TEST_CASE("in turn, the first failure is the error and the children after it do 
   CHECK(ws->read<i64>("after").value() == 0);
 }
 
+// The same rule when the children are spawned (each a step of steps, so
+// not run in turn): a child spawned after a sibling failed, inline, does
+// not start either (it ran to its end before the join heard of the failure).
+TEST_CASE("spawned, the children after the first failure do not start either", "[step]") {
+  auto ws = workspace::make("w");
+  ws->set("before", i64{0});
+  ws->set("after", i64{0});
+  auto nested = [](const char* name, net n) {
+    return step(name).add_substep(step(std::string(name) + "1").add_net(n));
+  };
+  auto s = step("plan")
+               .substeps({nested("before", incr("b", "before")), nested("thrower", failing("throw", "boom")),
+                          nested("after", incr("a", "after"))})
+               .concurrent_substeps(true)
+               .iterations(3);
+  auto st = run_tree(s, ws);
+  REQUIRE_FALSE(st);
+  CHECK(st.error().message == "plan/thrower/thrower1/net \"throw\" op #0 (Fail): boom");
+  CHECK(ws->read<i64>("before").value() == 1);
+  CHECK(ws->read<i64>("after").value() == 0);
+}
+
 TEST_CASE("in turn, a long child yields to the strand and a cancellation there stops the rest", "[step][in_turn]") {
   auto make = [] {
     return step("s")

@@ -27,10 +27,10 @@
 //   through.
 //
 // Failure: the first failure in a concurrent step cancels its siblings at
-// once (pending Sleep, Dequeue, timers abort; substeps run in turn that
-// have not started yet do not start) and the step completes with that
-// error after every sibling has unwound. Report-step failures
-// propagate like any other. Messages name the step path:
+// once (pending Sleep, Dequeue, timers abort; siblings that have not
+// started yet, run in turn or spawned, do not start) and the step
+// completes with that error after every sibling has unwound. Report-step
+// failures propagate like any other. Messages name the step path:
 // `train/body:parallel/instance 3/net "read" op #1 (Dequeue): ...`.
 //
 // Cancellation: terminal, partial or total cancellation of the awaiting

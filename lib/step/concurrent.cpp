@@ -97,25 +97,32 @@ std::size_t runner::concurrent_children(const program_step& n) {
   return units * static_cast<std::size_t>(n.instances());
 }
 
-asio::awaitable<status> runner::concurrent_iteration(std::shared_ptr<spawn_join>& join, const program_step& n,
-                                                     workspace& ws, const bound_step& b, const step_path* path,
-                                                     const std::vector<step_path>& paths) {
+asio::awaitable<status> runner::concurrent_iteration(concurrency& plan, const program_step& n, workspace& ws,
+                                                     const bound_step& b, const step_path* path) {
   const std::size_t units = n.nets.empty() ? n.recurring_size() : 1;
   const auto instances = static_cast<std::size_t>(n.instances());
-  auto child = [this, &n, &ws, &b, path, &paths, units, instances](std::size_t k) {
+  plan.failed = false;
+  auto child = [this, &n, &ws, &b, path, &paths = plan.paths, units, instances, failed = &plan.failed](std::size_t k) {
     const std::int64_t instance = instances > 1 ? static_cast<std::int64_t>(k / units) : -1;
-    if (!n.nets.empty()) return nets_instance(b, path, instance);
+    if (*failed) return not_started(n.nets.empty() ? &paths[k] : path, n.nets.empty() ? -1 : instance);
+    if (!n.nets.empty()) return nets_instance(b, path, instance, failed);
     const std::size_t idx = n.recurring_at(k % units);
     const program_step& c = n.children[idx];
     // The parent's workspace outlives the iteration (it waits for every
     // child), so a plain child needs neither `exec` nor a reference.
-    if (exec_elidable(c)) return iterate(c, ws, b.children[idx], &paths[k]);
-    return substep_instance(c, shared(ws), b.children[idx], path, instance);
+    if (exec_elidable(c)) return iterate(c, ws, b.children[idx], &paths[k], failed);
+    return substep_instance(c, shared(ws), b.children[idx], path, instance, failed);
   };
-  return spawn_join::round<true>(join, ex_, child, [](std::size_t) { return 0; });
+  return spawn_join::round<true>(plan.join, ex_, child, [](std::size_t) { return 0; });
 }
 
-asio::awaitable<status> runner::nets_instance(const bound_step& b, const step_path* parent, std::int64_t instance) {
+asio::awaitable<status> runner::not_started(const step_path* at, std::int64_t instance) {
+  step_path path{at, "", instance};
+  co_return cancelled_at(instance >= 0 ? &path : at);
+}
+
+asio::awaitable<status> runner::nets_instance(const bound_step& b, const step_path* parent, std::int64_t instance,
+                                              bool* failed) {
   step_path path{parent, "", instance};
   const step_path* p = instance >= 0 ? &path : parent;
   for (net_instance* inst : b.nets) {
@@ -127,15 +134,21 @@ asio::awaitable<status> runner::nets_instance(const bound_step& b, const step_pa
       st = inst->run_sync();
     }
     ctx_.net_ends(*inst, st);
-    if (!st) co_return named_at(std::move(st), p);
+    if (!st) {
+      *failed = true;
+      co_return named_at(std::move(st), p);
+    }
   }
   co_return ok();
 }
 
 asio::awaitable<status> runner::substep_instance(const program_step& c, std::shared_ptr<workspace> ws,
-                                                 const bound_step& b, const step_path* parent, std::int64_t instance) {
+                                                 const bound_step& b, const step_path* parent, std::int64_t instance,
+                                                 bool* failed) {
   step_path path{parent, c.name, instance};
-  co_return co_await exec(c, std::move(ws), &b, &path);
+  status st = co_await exec(c, std::move(ws), &b, &path);
+  if (!st) *failed = true;
+  co_return st;
 }
 
 runner::concurrency runner::plan_concurrency(const program_step& n, const bound_step& b, const step_path* path) {

@@ -112,11 +112,13 @@ asio::awaitable<status> runner::iterate(step_machine& m, workspace& ws, const st
 }
 
 asio::awaitable<status> runner::iterate(const program_step& n, workspace& ws, const bound_step& b,
-                                        const step_path* path) {
+                                        const step_path* path, bool* failed) {
   asio::cancellation_state cs = co_await asio::this_coro::cancellation_state;
   step_machine m(n, b);
   yield_clock clock{yield_every_};
-  co_return co_await drive(m, ws, path, stop_query{&cs}, clock);
+  status st = co_await drive(m, ws, path, stop_query{&cs}, clock);
+  if (!st && failed != nullptr) *failed = true;
+  co_return st;
 }
 
 asio::awaitable<status> runner::drive(step_machine& m, workspace& ws, const step_path* path, const stop_query& stop,
@@ -174,7 +176,7 @@ asio::awaitable<status> runner::drive(step_machine& m, workspace& ws, const step
           // Turns what an awaited Asio operation throws (cancellation of
           // an already-cancelled coroutine) into a status, as `guarded`.
           try {
-            st = co_await concurrent_iteration(plan.join, n, ws, b, path, plan.paths);
+            st = co_await concurrent_iteration(plan, n, ws, b, path);
           } catch (...) {
             st = detail::error_from_exception(std::current_exception());
           }

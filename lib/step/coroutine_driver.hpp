@@ -126,15 +126,19 @@ class runner {
   asio::awaitable<status> iterate(step_machine& m, workspace& ws, const step_path* path);
 
   // The same for a plain child of no observed run (`exec_elidable`): its
-  // machine in this frame, no begin or end to tell.
-  asio::awaitable<status> iterate(const program_step& n, workspace& ws, const bound_step& b, const step_path* path);
+  // machine in this frame, no begin or end to tell. `failed`, when given,
+  // is set on a failure (`concurrent_iteration`).
+  asio::awaitable<status> iterate(const program_step& n, workspace& ws, const bound_step& b, const step_path* path,
+                                  bool* failed = nullptr);
 
   // How a concurrent step's iterations run: in turn (its children cannot
-  // wait), or as rounds of one join; the children's paths.
+  // wait), or as rounds of one join; the children's paths; whether a child
+  // of the join's current round has failed (`concurrent_iteration`).
   struct concurrency {
     std::vector<step_path> paths;
     std::shared_ptr<spawn_join> join;
     bool in_turn = false;
+    bool failed = false;
   };
   concurrency plan_concurrency(const program_step& n, const bound_step& b, const step_path* path);
   // One call of the synchronous loop: its end, or none when a yield is due.
@@ -196,15 +200,23 @@ class runner {
   static std::size_t concurrent_children(const program_step& n);
 
   // One concurrent iteration: a round of the step's join over its children
-  // (fail-fast: the first failing child cancels the others at once).
-  asio::awaitable<status> concurrent_iteration(std::shared_ptr<spawn_join>& join, const program_step& n, workspace& ws,
-                                               const bound_step& b, const step_path* path,
-                                               const std::vector<step_path>& paths);
+  // (fail-fast: the first failing child cancels the others at once). A
+  // child spawned after a sibling has failed does not start, as in turn: a
+  // child runs inline until it first waits, and the join hears of a failure
+  // only by a post, after the children spawned meanwhile had run.
+  asio::awaitable<status> concurrent_iteration(concurrency& plan, const program_step& n, workspace& ws,
+                                               const bound_step& b, const step_path* path);
 
-  asio::awaitable<status> nets_instance(const bound_step& b, const step_path* parent, std::int64_t instance);
+  // A child that does not start: cancelled where it would have run (the
+  // join has a failure to report by the time it hears of this end).
+  static asio::awaitable<status> not_started(const step_path* at, std::int64_t instance);
+
+  // The children of a round; each sets `failed` on a failure.
+  asio::awaitable<status> nets_instance(const bound_step& b, const step_path* parent, std::int64_t instance,
+                                        bool* failed);
 
   asio::awaitable<status> substep_instance(const program_step& c, std::shared_ptr<workspace> ws, const bound_step& b,
-                                           const step_path* parent, std::int64_t instance);
+                                           const step_path* parent, std::int64_t instance, bool* failed);
 
   static std::shared_ptr<workspace> shared(workspace& ws) { return ws.shared_from_this(); }
 
