@@ -32,18 +32,23 @@
 // by kind; the first of each kind is shrunk greedily (while it fails the same
 // way) and printed: the spec dump, the first difference and the plan JSON.
 #include "detail/test_hooks.hpp"
+#include "model/compare.hpp"
 #include "model/generate.hpp"
 #include "model/model.hpp"
-#include "support/run.hpp"
 
 #include <taskgroup/plan.hpp>
 #include <taskgroup/session.hpp>
 
+#include <boost/asio/bind_cancellation_slot.hpp>
+#include <boost/asio/cancellation_signal.hpp>
+#include <boost/asio/post.hpp>
 #include <boost/asio/thread_pool.hpp>
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
+#include <future>
 #include <iostream>
 #include <map>
 #include <memory>
@@ -54,7 +59,10 @@
 #include <vector>
 
 using namespace taskgroup;
+using taskgroup::model::ending;
+using taskgroup::model::ending_of;
 using taskgroup::model::event;
+using taskgroup::model::failure;
 
 namespace {
 
@@ -62,25 +70,28 @@ class recorder final : public run_observer {
  public:
   void task_begin(const event_source& at) override { add(at.task, at.node, event::type::task_begin, at.task); }
   void task_end(const task_report& r) override {
-    add(r.name, r.node, event::type::task_end, r.name, r.iterations, r.status == task_status::succeeded);
+    const ending end = r.status == task_status::succeeded ? ending::ok
+                       : r.status == task_status::failed  ? ending::failed
+                                                          : ending::cancelled;
+    add(r.name, r.node, event::type::task_end, r.name, r.iterations, end);
   }
   void step_begin(const event_source& at, std::string_view s) override {
     add(at.task, at.node, event::type::step_begin, s);
   }
   void step_end(const event_source& at, std::string_view s, std::uint64_t it, const status& st) override {
-    add(at.task, at.node, event::type::step_end, s, it, static_cast<bool>(st));
+    add(at.task, at.node, event::type::step_end, s, it, ending_of(st));
   }
   void net_begin(const event_source& at, std::string_view s) override {
     add(at.task, at.node, event::type::net_begin, s);
   }
   void net_end(const event_source& at, std::string_view s, const status& st) override {
-    add(at.task, at.node, event::type::net_end, s, 0, static_cast<bool>(st));
+    add(at.task, at.node, event::type::net_end, s, 0, ending_of(st));
   }
   void report_begin(const event_source& at, std::string_view s) override {
     add(at.task, at.node, event::type::report_begin, s);
   }
   void report_end(const event_source& at, std::string_view s, const status& st) override {
-    add(at.task, at.node, event::type::report_end, s, 0, static_cast<bool>(st));
+    add(at.task, at.node, event::type::report_end, s, 0, ending_of(st));
   }
   std::vector<event> take() {
     std::lock_guard lock(m_);
@@ -89,13 +100,67 @@ class recorder final : public run_observer {
 
  private:
   void add(std::string_view t, std::string_view n, event::type ty, std::string_view name, std::uint64_t it = 0,
-           bool ok = true) {
+           ending end = ending::ok) {
     std::lock_guard lock(m_);
-    events_.push_back(event{std::string(t), std::string(n), ty, std::string(name), it, ok});
+    events_.push_back(event{std::string(t), std::string(n), ty, std::string(name), it, end});
   }
   std::mutex m_;
   std::vector<event> events_;
 };
+
+// The cancellation signal bound to the completion token of the run in
+// flight (the test runs one at a time): what CancelRun emits.
+std::atomic<boost::asio::cancellation_signal*> run_signal{nullptr};
+
+// CancelRun: cancels the run, then waits until that cancellation reaches
+// it, so the task is cancelled at this op whatever the threads do (the
+// run's cancellation comes back through the session's coordinator).
+class cancel_run_kernel final : public op_kernel {
+ public:
+  cancel_run_kernel() noexcept : op_kernel(callback_form) {}
+  void start(const boost::asio::any_io_executor& ex, op_completion done) noexcept override {
+    boost::asio::cancellation_slot slot = done.slot();
+    auto held = std::make_shared<op_completion>(std::move(done));
+    slot.assign([held, ex](boost::asio::cancellation_type_t) {
+      boost::asio::post(ex, [held] {
+        if (auto s = held->slot(); s.is_connected()) s.clear();
+        (*held)(fail(errc::cancelled, model::cancel_run_text));
+      });
+    });
+    run_signal.load()->emit(boost::asio::cancellation_type::terminal);
+  }
+};
+
+const operator_registry& test_registry() {
+  static const operator_registry r = [] {
+    operator_registry reg(operator_registry::global());
+    auto made = reg.add(operator_schema("CancelRun")
+                            .inputs(0)
+                            .outputs(0)
+                            .factory(
+                                [](op_context&) -> result<std::unique_ptr<op_kernel>> {
+                                  return std::unique_ptr<op_kernel>(std::make_unique<cancel_run_kernel>());
+                                },
+                                /*async=*/true));
+    if (!made) std::abort();
+    return reg;
+  }();
+  return r;
+}
+
+// One run, its report kept whatever its end, its token's cancellation
+// slot bound to `run_signal`.
+run_report run_once(local_session& s, const task_group& g, const run_options& o) {
+  boost::asio::cancellation_signal sig;
+  run_signal = &sig;
+  std::promise<run_report> done;
+  s.async_run(g, o, boost::asio::bind_cancellation_slot(sig.slot(), [&done](boost::system::error_code, run_report r) {
+                done.set_value(std::move(r));
+              }));
+  run_report r = done.get_future().get();
+  run_signal = nullptr;
+  return r;
+}
 
 struct config {
   bool coroutine_only;
@@ -106,57 +171,6 @@ struct config {
            " thread(s), " + (observe ? "observer" : "no observer");
   }
 };
-
-struct failure {
-  std::string kind;
-  std::string detail;
-};
-
-model::value value_of(const blob* b) {
-  if (b == nullptr || !b->has_value()) return {};
-  if (const auto* i = b->try_get<std::int64_t>()) return {model::value::type::i64, *i, false};
-  if (const auto* v = b->try_get<bool>()) return {model::value::type::boolean, 0, *v};
-  return {model::value::type::other, 0, false};
-}
-
-using event_list = std::vector<const event*>;
-
-std::string first_difference(const event_list& want, const event_list& got) {
-  std::size_t i = 0;
-  while (i < want.size() && i < got.size() && *want[i] == *got[i]) ++i;
-  std::ostringstream o;
-  o << "at event #" << i << ": model " << (i < want.size() ? want[i]->str() : "(end)") << ", library "
-    << (i < got.size() ? got[i]->str() : "(end)") << " (" << want.size() << " vs " << got.size() << " events)";
-  return o.str();
-}
-
-bool same_events(const event_list& a, const event_list& b) {
-  return std::equal(a.begin(), a.end(), b.begin(), b.end(), [](const event* x, const event* y) { return *x == *y; });
-}
-
-// Per task (and per node for its own work), in order, or as multisets where
-// the model ran concurrent parts. Pointers, so sorting moves no strings.
-std::optional<std::string> compare_events(const model::run_outcome& m, const std::vector<event>& got) {
-  std::map<std::string, event_list> want_by, got_by;
-  for (const auto& e : m.events) want_by[e.node + "|" + e.task].push_back(&e);
-  for (const auto& e : got) got_by[e.node + "|" + e.task].push_back(&e);
-  auto less = [](const event* x, const event* y) { return *x < *y; };
-  for (auto& [key, want] : want_by) {
-    auto& have = got_by[key];
-    const bool unordered = m.unordered.count(key) != 0;
-    if (unordered) {
-      std::sort(want.begin(), want.end(), less);
-      std::sort(have.begin(), have.end(), less);
-    }
-    if (!same_events(want, have)) {
-      return "events of " + key + (unordered ? " (as a multiset)" : " (in order)") + " " + first_difference(want, have);
-    }
-  }
-  for (const auto& [key, have] : got_by) {
-    if (!want_by.count(key) && !have.empty()) return "unexpected events for " + key + ": " + have.front()->str();
-  }
-  return std::nullopt;
-}
 
 void set_initial(const model::group_spec& spec, local_session* s, model::session* m) {
   for (std::size_t i = 0; i < spec.nodes.size(); ++i) {
@@ -175,57 +189,6 @@ void set_initial(const model::group_spec& spec, local_session* s, model::session
       }
     }
   }
-}
-
-using node_blobs = std::vector<std::map<std::string, model::value>>;  // by node index
-
-std::optional<failure> compare_run(const model::run_outcome& m, const result<run_report>& r, local_session& s,
-                                   const node_blobs& model_blobs, const std::vector<std::string>& nodes) {
-  if (m.ok != static_cast<bool>(r)) {
-    return failure{"status", "model " + (m.ok ? std::string("succeeded") : "failed: " + m.error) + ", library " +
-                                 (r ? std::string("succeeded") : "failed: " + r.error().message)};
-  }
-  if (!m.ok) return std::nullopt;
-  for (std::size_t k = 0; k < m.tasks.size(); ++k) {
-    const auto& want = m.tasks[k];
-    const auto& got = r.value().tasks.at(k);
-    if (want.ok != (got.status == task_status::succeeded) || want.iterations != got.iterations) {
-      return failure{"task", "task " + want.name + ": model iterations " + std::to_string(want.iterations) +
-                                 ", library " + std::to_string(got.iterations) + " (" +
-                                 std::string(to_string(got.status)) + ")"};
-    }
-    std::vector<std::pair<std::string, model::value>> outs;
-    for (const auto& [name, v] : got.outputs) outs.emplace_back(name, value_of(v.get()));
-    if (outs != want.outputs) {
-      std::string d = "task " + want.name + " outputs:";
-      for (std::size_t i = 0; i < want.outputs.size(); ++i) {
-        d += " " + want.outputs[i].first + " model " + want.outputs[i].second.str() + " library " +
-             (i < outs.size() ? outs[i].second.str() : "(missing)");
-      }
-      return failure{"output", d};
-    }
-  }
-  for (std::size_t i = 0; i < nodes.size(); ++i) {
-    const std::string& node = nodes[i];
-    auto ws = s.node_workspace(node);
-    std::map<std::string, model::value> got;
-    for (const auto& name : ws->local_blobs()) got[name] = value_of(ws->find(name));
-    const auto& want = model_blobs[i];
-    if (got != want) {
-      std::string d = "node " + node + " blobs:";
-      for (const auto& [name, v] : want) {
-        auto it = got.find(name);
-        if (it == got.end() || !(it->second == v)) {
-          d += " " + name + " model " + v.str() + " library " + (it == got.end() ? "(absent)" : it->second.str());
-        }
-      }
-      for (const auto& [name, v] : got) {
-        if (!want.count(name)) d += " " + name + " model (absent) library " + v.str();
-      }
-      return failure{"blobs", d};
-    }
-  }
-  return std::nullopt;
 }
 
 std::optional<failure> check_driver(const config& cfg, const std::vector<model::driver>& expected) {
@@ -247,16 +210,36 @@ std::optional<failure> check_driver(const config& cfg, const std::vector<model::
   return std::nullopt;
 }
 
-// What the model says for each run of a spec, computed once per seed.
+using model::node_blobs;
+
+// What the model says for each run of a spec, computed once per seed with
+// every task begun; a run in which the library began fewer tasks (it may,
+// once the run fails) is computed again with those (`with_began`).
 struct expectation {
+  const model::group_spec* spec = nullptr;
   std::vector<std::string> nodes;
   std::vector<model::run_outcome> runs;
-  std::vector<node_blobs> blobs;       // after each run
-  std::vector<model::driver> drivers;  // per task
+  std::vector<node_blobs> blobs;                                                  // after each run
+  std::vector<model::driver> drivers;                                             // per task
+  std::map<std::vector<bool>, std::pair<model::run_outcome, node_blobs>> others;  // the last run's
+
+  // The model's last run (runs before it all succeed) with `began`.
+  const std::pair<model::run_outcome, node_blobs>& with_began(const std::vector<bool>& began) {
+    auto it = others.find(began);
+    if (it != others.end()) return it->second;
+    model::session m;
+    set_initial(*spec, nullptr, &m);
+    const task_group g = model::build(*spec);
+    for (std::size_t run = 0; run + 1 < runs.size(); ++run) (void)m.run(g);
+    std::pair<model::run_outcome, node_blobs> out{m.run(g, &began), {}};
+    for (const auto& n : nodes) out.second.push_back(m.blobs(n));
+    return others.emplace(began, std::move(out)).first->second;
+  }
 };
 
 expectation expect(const model::group_spec& spec) {
   expectation x;
+  x.spec = &spec;
   for (std::size_t i = 0; i < spec.nodes.size(); ++i) x.nodes.push_back(model::node_name(static_cast<int>(i)));
   model::session m;
   set_initial(spec, nullptr, &m);
@@ -271,11 +254,11 @@ expectation expect(const model::group_spec& spec) {
   return x;
 }
 
-// The model against the helpers' documentation: counters after each run.
+// The model against the helpers' documentation: counters after each run
+// that succeeded (the helpers say nothing of a failure's effects).
 std::optional<failure> check_intent(const model::group_spec& spec, const expectation& x) {
   const auto want = model::intent(spec);
-  for (std::size_t run = 0; run < x.runs.size(); ++run) {
-    if (!x.runs[run].ok) return failure{"intent", "the model failed: " + x.runs[run].error};
+  for (std::size_t run = 0; run < x.runs.size() && x.runs[run].ok; ++run) {
     for (std::size_t i = 0; i < x.nodes.size(); ++i) {
       const auto& blobs = x.blobs[run][i];
       for (int c = 0; c < model::counters; ++c) {
@@ -293,16 +276,40 @@ std::optional<failure> check_intent(const model::group_spec& spec, const expecta
   return std::nullopt;
 }
 
+// What the model says of run `run`, given the tasks the library began:
+// all of them, or fewer where the model allows it (a failure otherwise).
+std::optional<failure> expected_run(expectation& x, std::size_t run, const run_report& r, const model::run_outcome*& mo,
+                                    const node_blobs*& mb) {
+  mo = &x.runs[run];
+  mb = &x.blobs[run];
+  std::vector<bool> began;
+  bool fewer = false;
+  for (std::size_t k = 0; k < r.tasks.size(); ++k) {
+    began.push_back(r.tasks[k].began);
+    const model::task_outcome& t = x.runs[run].tasks.at(k);
+    if (r.tasks[k].began || t.status == task_status::not_run) continue;
+    if (!t.may_skip) return failure{"began", "task " + t.name + " did not begin; the model says it must"};
+    fewer = true;
+  }
+  if (fewer && run + 1 == x.runs.size()) {
+    const auto& other = x.with_began(began);
+    mo = &other.first;
+    mb = &other.second;
+  }
+  return std::nullopt;
+}
+
 // One configuration: a fresh session (fresh node workspaces) on a pool of
-// cfg.threads threads, the group run spec.runs times. The pools live for the
-// whole test: making threads for every session would dominate its time.
-// A wrong driver choice goes to `driver` and the comparisons go on, so that
-// a driver bug does not hide the others.
-std::optional<failure> check_config(const model::group_spec& spec, const expectation& x, const config& cfg,
+// cfg.threads threads, the group run spec.runs times (up to the first run
+// that fails). The pools live for the whole test: making threads for every
+// session would dominate its time. A wrong driver choice goes to `driver`
+// and the comparisons go on, so that a driver bug does not hide the others.
+std::optional<failure> check_config(const model::group_spec& spec, expectation& x, const config& cfg,
                                     std::optional<failure>& driver) {
   static boost::asio::thread_pool one(1), two(2);
   auto& hooks = detail::test_driver_hooks();
   local_session s(cfg.threads == 1 ? one.get_executor() : two.get_executor());
+  s.set_registry(test_registry());
   set_initial(spec, &s, nullptr);
   const task_group g = model::build(spec);
   recorder rec;
@@ -312,14 +319,16 @@ std::optional<failure> check_config(const model::group_spec& spec, const expecta
   hooks.frame_free_tasks = 0;
   hooks.coroutine_tasks = 0;
   for (std::size_t run = 0; run < x.runs.size(); ++run) {
-    auto r = test::run_sync(s, g, opts);
-    const auto& mo = x.runs[run];
-    auto f = compare_run(mo, r, s, x.blobs[run], x.nodes);
-    if (!f && cfg.observe && mo.ok) {
-      if (auto d = compare_events(mo, rec.take())) f = failure{"events", *d};
+    const run_report r = run_once(s, g, opts);
+    const model::run_outcome* mo = nullptr;
+    const node_blobs* mb = nullptr;
+    auto f = expected_run(x, run, r, mo, mb);
+    if (!f) f = model::compare_run(*mo, r, s, *mb, x.nodes);
+    if (!f && cfg.observe) {
+      if (auto d = model::compare_events(*mo, rec.take())) f = failure{"events", *d};
     }
     auto where = [&](failure& w) { w.detail = cfg.str() + ", run " + std::to_string(run + 1) + ": " + w.detail; };
-    if (mo.ok && !driver) {
+    if (mo->ok && !driver) {
       if ((driver = check_driver(cfg, x.drivers))) {
         // Apart with and without an observer: observing a run must not
         // change which driver runs it.
@@ -341,7 +350,7 @@ std::optional<failure> check_config(const model::group_spec& spec, const expecta
 // The first difference between library and model; else the model against
 // the helpers' documentation; else a wrong driver choice.
 std::optional<failure> check(const model::group_spec& spec) {
-  const expectation x = expect(spec);
+  expectation x = expect(spec);
   static const config configs[] = {{false, 1, false}, {false, 1, true}, {false, 2, false}, {false, 2, true},
                                    {true, 1, false},  {true, 1, true},  {true, 2, false},  {true, 2, true}};
   auto& hooks = detail::test_driver_hooks();
