@@ -20,6 +20,11 @@ std::string to_string(kind k) {
 
 std::string node_name(int i) { return "n" + std::to_string(i); }
 
+std::string to_string(extra x) {
+  static const char* const names[] = {"none", "sleep", "fail", "fail_at", "cancel", "block"};
+  return names[static_cast<int>(x)];
+}
+
 namespace {
 
 using i64 = std::int64_t;
@@ -121,14 +126,57 @@ body to_body(const body::item& it) {
 
 void append(body& b, const body::item& it) { b = body{b, to_body(it)}; }
 
+// The leaf's extra op(s). fail_at counts the leaf's runs in g<id>/r (set
+// to 0 when its task's root starts, `counted_root`) and divides by
+// n - runs.
+void extra_ops(net& n, const gnode& g) {
+  switch (g.x) {
+    case extra::none: return;
+    case extra::sleep:
+      if (g.x_n == 0) {
+        n.op("Sleep", {}, {}, {{"ms", i64{0}}});
+      } else {
+        n.op("Sleep", {}, {}, {{"ms", 0.01}});
+      }
+      return;
+    case extra::fail: n.op("Fail", {}, {}, {{"message", gname(g) + " fails"}}); return;
+    case extra::fail_at:
+      n.op("Add", {gblob(g, "r"), konst(1)}, {gblob(g, "r")})
+          .op("ConstantFill", {}, {gblob(g, "n")}, {{"value", i64{g.x_n}}})
+          .op("Sub", {gblob(g, "n"), gblob(g, "r")}, {gblob(g, "d")})
+          .op("Div", {konst(1), gblob(g, "d")}, {gblob(g, "q")});
+      return;
+    case extra::cancel: n.op("CancelRun", {}, {}); return;
+    case extra::block: n.op("Sleep", {}, {}, {{"ms", i64{3600 * 1000}}}); return;
+  }
+}
+
 net leaf_net(const gnode& g) {
   net n(gname(g));
+  if (g.x_first) extra_ops(n, g);
   if (g.tmp) {
     n.op("ConstantFill", {}, {gblob(g, "tmp")}, {{"value", i64{2}}});
     n.op("Add", {counter(0), gblob(g, "tmp")}, {counter(0)});
   }
   for (const auto& a : g.adds) n.op("Add", {counter(a.counter), konst(a.konst)}, {counter(a.counter)});
+  if (!g.x_first) extra_ops(n, g);
   return n;
+}
+
+void fail_at_leaves(const gnode& g, std::vector<const gnode*>& out) {
+  if (g.k == kind::leaf && g.x == extra::fail_at) out.push_back(&g);
+  for (const auto& k : g.kids) fail_at_leaves(k, out);
+}
+
+// A task's root with its fail_at counters set to 0 first, when it has any:
+// do_(t<j>:counts, [set them, root]).
+execution_step counted_root(const std::string& task, execution_step root, const gnode& tree) {
+  std::vector<const gnode*> leaves;
+  fail_at_leaves(tree, leaves);
+  if (leaves.empty()) return root;
+  net reset(task + ":counts/reset");
+  for (const gnode* l : leaves) reset.op("ConstantFill", {}, {gblob(*l, "r")}, {{"value", i64{0}}});
+  return do_(task + ":counts", body{body(reset), body(std::move(root))});
 }
 
 body::item emit(const gnode& g);
@@ -334,6 +382,8 @@ group_spec generate(std::uint64_t seed) {
     n.reset = gen.coin(0.2);
     for (int c = 0; c < counters; ++c) n.initial.push_back(gen.pick(0, 3));
   }
+  decorate(s, seed);
+  settle(s);
   return s;
 }
 
@@ -356,7 +406,7 @@ task_group build(const group_spec& spec) {
     execution_step s = std::holds_alternative<net>(root)
                            ? execution_step(gname(ts.root) + "/step").add_net(std::get<net>(root))
                            : std::get<execution_step>(root);
-    task t("t" + std::to_string(j), s);
+    task t("t" + std::to_string(j), counted_root("t" + std::to_string(j), s, ts.root));
     t.num_instances(ts.instances);
     if (!ts.init.empty()) t.init(leaves_body(ts.init));
     if (!ts.exit.empty()) t.exit(leaves_body(ts.exit));

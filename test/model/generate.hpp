@@ -15,6 +15,28 @@
 // their own (`g<id>/tmp`). Every helper names its blobs after its id, so no
 // two helpers share one. Conditions that read a counter are generated only
 // where nothing runs concurrently with them (`safe` mode off).
+//
+// Failures, cancellation, waits (decorate.cpp). A leaf may run one more op
+// (`extra`): a Sleep that ends on its own, in any seed; and in about a
+// third of the seeds one trigger, an op that fails (Fail, or Div by zero
+// on the leaf's n-th run in its task's run) or that cancels the run
+// (the test's CancelRun), with, in other tasks and in the trigger's
+// concurrent siblings, Sleeps of an hour that only the run's end stops
+// ("blockers"). Such a seed is deterministic by construction on any
+// number of threads, whatever the order of tasks and nodes:
+//   - one trigger, in task T (instances 1) or in node N's own work;
+//   - T's trigger has at most one concurrent ancestor, whose children have
+//     none of their own, and no Sleep runs in a concurrent step: the
+//     trigger's failure is inline, so the siblings after it do not start
+//     and those before it have ended or wait in a blocker;
+//   - every other task can only be cancelled where it waits for that: it
+//     has no concurrency, instance, report step or short Sleep (no point
+//     where it suspends before its end or a blocker), and the other
+//     nodes have no local init, exit or group report step. The library
+//     then begins a task or not (its report says which), and a task that
+//     began runs to its end or to a blocker;
+//   - blockers stay only where the model says the run fails or is
+//     cancelled (`settle`): else the run would wait an hour.
 #pragma once
 
 #include <taskgroup/task_group.hpp>
@@ -56,6 +78,16 @@ enum class kind : std::uint8_t {
 
 std::string to_string(kind k);
 
+/// An op a leaf runs besides its adds, before or after them.
+enum class extra : std::uint8_t {
+  none,
+  sleep,    // Sleep: 0 ms (ends at once) with n = 0, else 0.01 ms on the timer
+  fail,     // Fail, message "g<id> fails"
+  fail_at,  // Div by zero on the leaf's n-th run in its task's run (T's root counts)
+  cancel,   // CancelRun: asks for the run's cancellation, then waits for it
+  block,    // Sleep of an hour: waits until the run ends
+};
+
 /// `c<counter> += k<konst>` (konst 1..3).
 struct add_op {
   int counter = 0;
@@ -80,6 +112,9 @@ struct gnode {
   std::vector<bool> case_conds;  // switch: one per kid
   std::vector<add_op> adds;      // leaf
   bool tmp = false;              // leaf: also makes g<id>/tmp and adds it to c0
+  extra x = extra::none;         // leaf: one more op
+  int x_n = 0;                   // sleep: 0 or short; fail_at: the run that fails
+  bool x_first = false;          // the extra op before the adds
   std::vector<gnode> kids;
 };
 
@@ -111,6 +146,20 @@ constexpr int counters = 3;
 
 /// A random group spec (deterministic in `seed`).
 group_spec generate(std::uint64_t seed);
+
+/// Adds the Sleeps and, to some seeds, a trigger and blockers (the top of
+/// this file), drawn from `seed` apart from the tree's own draws.
+void decorate(group_spec& spec, std::uint64_t seed);
+
+/// Drops the blockers of a spec whose runs the model says would wait for
+/// a cancellation that never comes (a trigger not reached).
+void settle(group_spec& spec);
+
+/// Whether a leaf of the spec has `x` (a trigger: fail, fail_at, cancel).
+bool has_extra(const group_spec& spec, extra x);
+
+/// The extra op's name, as `dump` shows it.
+std::string to_string(extra x);
 
 /// Node `i` of a spec is named `n<i>`; task `j` is `t<j>`.
 std::string node_name(int i);

@@ -5,26 +5,50 @@
 // with and without only_once), every control helper, while_/until nested in
 // loops, concurrent substeps, instances, create_workspace, task and group
 // report steps, task/instance/local setup, PRIVATE or GLOBAL, 1-3 nodes and
-// tasks. It runs 2 or 3 times on one session, under 8 configurations: the
-// automatic driver and the coroutine driver only (test hooks) x 1 and 2
-// threads x with and without an observer. After each run it compares:
-//   - the run's status, each task's status, iterations and declared outputs;
-//   - every node workspace's local blobs (names, types, values);
-//   - with an observer, the events of each task and of each node's own work,
+// tasks, Sleeps that end on their own (at once, or on the timer: the
+// frame-free driver starts them through their callback form, the
+// coroutine driver awaits them). About a third of the seeds also have one
+// trigger: an op that fails (at once, or on its n-th run) or that cancels
+// the run through the cancellation slot of its completion token (the
+// test's CancelRun), in a task's tree, setup or report step or in a node's
+// local init, exit or group report step, with tasks and concurrent
+// siblings that wait (an hour's Sleep) until the run's end cancels them;
+// each such seed is deterministic by construction (generate.hpp). It runs
+// 2 or 3 times on one session (up to the first run that fails), under 8
+// configurations: the automatic driver and the coroutine driver only (test
+// hooks) x 1 and 2 threads x with and without an observer. After each run
+// it compares:
+//   - the run's status, and when it failed its error code and message (the
+//     node, task, step path, net and op; for a cancellation, where each
+//     task that had begun waited);
+//   - each task's status (succeeded, failed, cancelled, not run), error,
+//     iterations and declared outputs; which tasks began is the library's
+//     choice once the run fails (the order of tasks is unspecified): the
+//     model checks that only a task it allows was not begun, and follows it;
+//   - every node workspace's local blobs (names, types, values): what was
+//     written before a failure or a cancellation, and nothing after;
+//   - with an observer, the events of each task and of each node's own work
+//     (how each execution, net and task ended: well, failed or cancelled),
 //     in order; where the model ran something concurrently (concurrent
 //     substeps, instances, two report steps side by side) as multisets;
-//   - which driver ran: coroutine only: every task on the coroutine driver;
-//     automatic: the two counts add up to the tasks, and tasks whose tree is
-//     small and plain (model::expected_driver) run frame-free, with or
-//     without an observer;
+//   - which driver ran (runs that succeeded): coroutine only: every task on
+//     the coroutine driver; automatic: the two counts add up to the tasks,
+//     and tasks whose tree is small and plain (model::expected_driver) run
+//     frame-free, with or without an observer;
 //   - the model's counters against `intent` (what each helper is documented
-//     to do), which catches helpers whose assembled steps misbehave even when
-//     the step semantics are followed (e.g. while_ entered a second time).
+//     to do) over the runs that succeeded, which catches helpers whose
+//     assembled steps misbehave even when the step semantics are followed
+//     (e.g. while_ entered a second time).
 // Not covered: timing (report steps run every hour, so exactly once at the
-// end; periodic report counts and timeouts are not generated), failures and
-// cancellation (no generated op fails), asynchronous ops, setup objects
-// shared between tasks, the order of events across tasks and nodes (only
-// within each), the MPI session.
+// end; periodic report counts and step timeouts are not generated; a Sleep
+// that ends on its own never meets a cancellation), a cancellation or a
+// failure that reaches a task between two of its waits or in a concurrent
+// step's barrier (only where it waits for it: the generator keeps the
+// other tasks free of such points), two failures in one run (which one is
+// the run's error), queues and other waits that other tasks end,
+// run_policy::gather, deadlines, setup objects shared between tasks, the
+// order of events across tasks and nodes (only within each), the MPI
+// session.
 //
 // TASKGROUP_MODEL_TREES=N (default 10000) and TASKGROUP_MODEL_SEED=S (first
 // seed, default 1) choose the seeds; TASKGROUP_MODEL_VERBOSE=1 prints every
@@ -315,6 +339,10 @@ std::optional<failure> check_config(const model::group_spec& spec, expectation& 
   recorder rec;
   run_options opts;
   if (cfg.observe) opts.observer = &rec;
+  // A run that waits for a cancellation it never gets ends all the same.
+  if (model::has_extra(spec, model::extra::block) || model::has_extra(spec, model::extra::cancel)) {
+    opts.timeout = std::chrono::seconds(60);
+  }
   hooks.coroutine_only = cfg.coroutine_only;
   hooks.frame_free_tasks = 0;
   hooks.coroutine_tasks = 0;

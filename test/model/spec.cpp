@@ -124,6 +124,10 @@ void dump_node(std::ostringstream& o, const gnode& g, int indent) {
   if (g.k == kind::leaf) {
     for (const auto& a : g.adds) o << " c" << a.counter << "+=k" << a.konst;
     if (g.tmp) o << " tmp";
+    if (g.x != extra::none) {
+      o << (g.x_first ? " first:" : " then:") << to_string(g.x);
+      if (g.x == extra::sleep || g.x == extra::fail_at) o << "(" << g.x_n << ")";
+    }
     o << "\n";
     return;
   }
@@ -227,6 +231,11 @@ void node_candidates(const gnode& g, std::vector<gnode>& out) {
       c.tmp = false;
       out.push_back(std::move(c));
     }
+    if (g.x != extra::none) {
+      gnode c = g;
+      c.x = extra::none;
+      out.push_back(std::move(c));
+    }
   }
   for (std::size_t i = 0; i < g.kids.size(); ++i) {
     std::vector<gnode> sub;
@@ -282,6 +291,8 @@ std::vector<group_spec> shrink_candidates(const group_spec& spec) {
       variant([&](group_spec& c) { c.tasks[j].root = r; });
     }
   }
+  // A variant without its trigger would wait an hour in its blockers.
+  for (auto& c : out) settle(c);
   return out;
 }
 
