@@ -505,5 +505,5 @@ TEST_CASE("write_plan refuses text longer than max_plan_size, which read_plan wo
   auto text = write_plan(g);
   REQUIRE_FALSE(text);
   CHECK(text.error().code == errc::not_serializable);
-  CHECK_THAT(text.error().message, Catch::Contains("more than 268435456 (taskgroup::max_plan_size, 256 MiB)"));
+  CHECK_THAT(text.error().message, Catch::Contains("more than 268435456 bytes (taskgroup::max_plan_size, 256 MiB)"));
 }

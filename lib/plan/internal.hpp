@@ -79,7 +79,9 @@ using element_fn = std::function<status(const json::value&, std::size_t)>;
 status each_element(std::string_view text, std::size_t at, const element_fn& f);
 
 /// `v` as pretty-printed text (no recursion: plans may nest deeply).
-std::string pretty_text(const json::value& v);
+// `v` as indented text, or nothing when the text would be longer than
+// `limit` bytes (printing stops there).
+std::optional<std::string> pretty_text(const json::value& v, std::size_t limit);
 
 /// Destroys `v` level by level: Boost.JSON's own destructor recurses once
 /// per nesting level, too deep for a small stack at `max_json_depth` (a

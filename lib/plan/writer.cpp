@@ -3,6 +3,8 @@
 
 #include "model/task_access.hpp"
 
+#include <limits>
+
 namespace taskgroup {
 
 namespace json = boost::json;
@@ -281,18 +283,17 @@ result<json::value> plan_to_json(const task_group& group) {
   return out;
 }
 
-std::string pretty_json(const json::value& v) { return pretty_text(v); }
+std::string pretty_json(const json::value& v) { return *pretty_text(v, std::numeric_limits<std::size_t>::max()); }
 
 result<std::string> write_plan(const task_group& group) {
   TASKGROUP_TRY(auto v, plan_to_json(group));
   const flat_value doc(std::move(v));
-  std::string text = pretty_text(doc.v);
-  if (text.size() > max_plan_size) {
-    return fail(errc::not_serializable, "the plan would be " + std::to_string(text.size()) + " bytes, more than " +
-                                            std::to_string(max_plan_size) +
-                                            " (taskgroup::max_plan_size, 256 MiB), which read_plan refuses");
+  auto text = pretty_text(doc.v, max_plan_size);
+  if (!text) {
+    return fail(errc::not_serializable, "the plan would be more than " + std::to_string(max_plan_size) +
+                                            " bytes (taskgroup::max_plan_size, 256 MiB), which read_plan refuses");
   }
-  return text;
+  return std::move(*text);
 }
 
 }  // namespace taskgroup
