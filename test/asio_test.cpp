@@ -8,6 +8,7 @@
 // MPI suite). One translation unit, kept cheap to compile.
 #include <taskgroup/taskgroup.hpp>
 
+#include "support/counting_allocator.hpp"
 #include "support/steps.hpp"
 
 #include <boost/asio/as_tuple.hpp>
@@ -45,32 +46,6 @@ using namespace std::chrono_literals;
 namespace asio = boost::asio;
 
 namespace {
-
-// Counts what it allocates and frees: bound to a handler, it must be used.
-struct allocation_counts {
-  std::atomic<int> allocated{0};
-  std::atomic<int> freed{0};
-};
-template <class T>
-struct counting_allocator {
-  using value_type = T;
-  allocation_counts* counts;
-  explicit counting_allocator(allocation_counts* c) noexcept : counts(c) {}
-  template <class U>
-  counting_allocator(const counting_allocator<U>& o) noexcept : counts(o.counts) {}  // NOLINT
-  T* allocate(std::size_t n) {
-    ++counts->allocated;
-    return std::allocator<T>().allocate(n);
-  }
-  void deallocate(T* p, std::size_t n) noexcept {
-    ++counts->freed;
-    std::allocator<T>().deallocate(p, n);
-  }
-  template <class U>
-  bool operator==(const counting_allocator<U>& o) const noexcept {
-    return counts == o.counts;
-  }
-};
 
 // A group of one task on node "n": x = 7, declared output; or, failing,
 // its op fails; or, waiting, it sleeps an hour (until cancelled).

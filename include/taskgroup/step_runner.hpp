@@ -151,14 +151,16 @@ auto async_run_step(Executor ex, execution_step step, std::shared_ptr<workspace>
     auto state = std::allocate_shared<waiting>(alloc, waiting{std::move(handler), {}, o.stats, {}});
     o.stats = &state->stats;
     // Every cancellation type reaches the tree as terminal (a coroutine
-    // takes terminal cancellation only), emitted on the step's executor.
-    state->relay = std::allocate_shared<boost::asio::cancellation_signal>(alloc);
+    // takes terminal cancellation only), emitted on the step's executor;
+    // a handler without a slot needs no relay.
+    boost::asio::cancellation_slot relay_slot;
     if (slot.is_connected()) {
+      state->relay = std::allocate_shared<boost::asio::cancellation_signal>(alloc);
       slot.assign([relay = state->relay, e](boost::asio::cancellation_type_t) {
         boost::asio::dispatch(e, [relay] { relay->emit(boost::asio::cancellation_type::terminal); });
       });
+      relay_slot = state->relay->slot();
     }
-    const boost::asio::cancellation_slot relay_slot = state->relay->slot();
     boost::asio::co_spawn(
         e, run_step(std::move(s), std::move(w), o),
         boost::asio::bind_cancellation_slot(

@@ -254,15 +254,13 @@ run_report mpi_session::run(task_group group, run_options options, boost::system
     if (out) return std::move(*out);
     return detail::refused_report(group, failed ? *failed : error(errc::no_result, "the run did not complete"), now);
   }();
-  ec = report.failure ? report.failure->code : boost::system::error_code();
+  ec = detail::report_code(report);
   return report;
 }
 
 run_report mpi_session::run(task_group group, run_options options) {
   boost::system::error_code ec;
-  run_report report = run(std::move(group), std::move(options), ec);
-  if (report.failure) throw system_error(*report.failure);
-  return report;
+  return detail::report_or_throw(run(std::move(group), std::move(options), ec));
 }
 
 }  // namespace taskgroup

@@ -1,6 +1,6 @@
 // Internal: what the reports of the local and the MPI session share: the
-// report of a run that ended before its tasks ran, the list of tasks a
-// stuck run left waiting.
+// report of a run that ended before its tasks ran, the blocking runs'
+// ends, the list of tasks a stuck run left waiting.
 #pragma once
 
 #include <taskgroup/run_report.hpp>
@@ -28,6 +28,16 @@ inline run_report refused_report(const task_group& group, error e, std::chrono::
   }
   r.failure = std::move(e);
   return r;
+}
+
+// The blocking runs' ends, alike on both sessions: the code of `report`
+// (none on success), and the report or, on failure, its error thrown.
+inline boost::system::error_code report_code(const run_report& report) noexcept {
+  return report.failure ? report.failure->code : boost::system::error_code();
+}
+inline run_report report_or_throw(run_report report) {
+  if (report.failure) throw system_error(*report.failure);
+  return report;
 }
 
 // Where a run stood when its deadline or a cancellation from outside ended

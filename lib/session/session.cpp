@@ -305,15 +305,13 @@ run_report local_session::run(task_group group, run_options options, boost::syst
       return detail::refused_report(group, detail::error_from_exception(std::current_exception()), now);
     }
   }();
-  ec = report.failure ? report.failure->code : boost::system::error_code();
+  ec = detail::report_code(report);
   return report;
 }
 
 run_report local_session::run(task_group group, run_options options) {
   boost::system::error_code ec;
-  run_report report = run(std::move(group), std::move(options), ec);
-  if (report.failure) throw system_error(*report.failure);
-  return report;
+  return detail::report_or_throw(run(std::move(group), std::move(options), ec));
 }
 
 status check_output_codecs(const task_group& group, const codec_registry& codecs) {

@@ -21,6 +21,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include "support/counting_allocator.hpp"
 #include "support/run.hpp"
 #include "support/tokens.hpp"
 #include "support/values.hpp"
@@ -125,32 +126,6 @@ net sized_strings(const std::string& name, std::vector<std::size_t> sizes, char 
   });
   return n;
 }
-
-// Counts what it allocates and frees: bound to a handler, it must be used.
-struct allocation_counts {
-  std::atomic<int> allocated{0};
-  std::atomic<int> freed{0};
-};
-template <class T>
-struct counting_allocator {
-  using value_type = T;
-  allocation_counts* counts;
-  explicit counting_allocator(allocation_counts* c) noexcept : counts(c) {}
-  template <class U>
-  counting_allocator(const counting_allocator<U>& o) noexcept : counts(o.counts) {}  // NOLINT
-  T* allocate(std::size_t n) {
-    ++counts->allocated;
-    return std::allocator<T>().allocate(n);
-  }
-  void deallocate(T* p, std::size_t n) noexcept {
-    ++counts->freed;
-    std::allocator<T>().deallocate(p, n);
-  }
-  template <class U>
-  bool operator==(const counting_allocator<U>& o) const noexcept {
-    return counts == o.counts;
-  }
-};
 
 // `t` on node n1 (rank 1), beside a trivial task on n0 (rank 0).
 task_group on_rank_one(const task& t) {
