@@ -10,6 +10,7 @@
 #include <optional>
 #include <string>
 #include <system_error>
+#include <vector>
 
 namespace taskgroup::plan_detail {
 
@@ -45,25 +46,28 @@ result<std::string> read_file_text(const std::filesystem::path& path, std::strin
   }
   // Reads up to one byte past the limit: a file that gives it (one that
   // grew, or whose size is not known: a pipe, a device) is too large. A
-  // regular file is read in one call into a buffer of its size.
-  std::string text;
-  std::size_t chunk = size ? static_cast<std::size_t>(*size) + 1 : std::size_t{64} << 10;
+  // regular file is read in one call into a buffer of its size; any other
+  // in blocks that are joined once at the end (no buffer grown by copying,
+  // nothing zero-filled first: a device that never ends costs one read of
+  // the limit).
+  const std::size_t block = size ? static_cast<std::size_t>(*size) + 1 : std::size_t{1} << 20;
+  std::vector<std::unique_ptr<char[]>> blocks;
+  std::size_t total = 0;
+  std::size_t last = 0;  // bytes in the last block
   for (;;) {
-    const std::size_t at = text.size();
-    const std::size_t want = std::min(chunk, max_plan_size + 1 - at);
-    // Grown by doubling, never past the limit's byte.
-    if (at + want > text.capacity())
-      text.reserve(std::min(std::max(at + want, 2 * text.capacity()), max_plan_size + 1));
-    text.resize(at + want);
-    const std::size_t got = std::fread(text.data() + at, 1, want, f.get());
-    text.resize(at + got);
-    if (text.size() > max_plan_size) {
+    const std::size_t want = std::min(block, max_plan_size + 1 - total);
+    blocks.push_back(std::make_unique_for_overwrite<char[]>(want));
+    last = std::fread(blocks.back().get(), 1, want, f.get());
+    total += last;
+    if (total > max_plan_size) {
       return fail(errc::invalid_plan, named + " holds more than " + std::to_string(max_plan_size) + " bytes" +
                                           std::string(max_plan_size_named));
     }
-    if (got < want) break;              // the end, or an error
-    chunk = std::max(chunk, at + got);  // doubles what was read so far
+    if (last < want) break;  // the end, or an error
   }
+  std::string text;
+  text.reserve(total);
+  for (std::size_t i = 0; i < blocks.size(); ++i) text.append(blocks[i].get(), i + 1 == blocks.size() ? last : block);
   if (std::ferror(f.get())) {
     const int e = errno;
     if (e == EISDIR) return fail(errc::invalid_plan, "cannot read " + named + ": it is a directory");
