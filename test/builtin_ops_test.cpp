@@ -117,7 +117,7 @@ T value_of(const workspace& ws, std::string_view name) {
 }
 
 // A copyable type unknown to the built-ins.
-struct point {
+struct opaque_point {
   int x = 0;
   int y = 0;
 };
@@ -371,7 +371,7 @@ TEST_CASE("Copy copies built-in and other copyable values, independently of the 
   ws->set("i", i64{4});
   ws->set("s", std::string("abc"));
   ws->set("v", std::vector<double>{1.0, 2.0});
-  ws->set("p", point{1, 2});
+  ws->set("p", opaque_point{1, 2});
   net n("copy");
   n.op("Copy", {"i"}, {"i2"}).op("Copy", {"s"}, {"s2"}).op("Copy", {"v"}, {"v2"}).op("Copy", {"p"}, {"p2"});
   REQUIRE_OK(instantiate(*ws, n).run_sync());
@@ -379,12 +379,12 @@ TEST_CASE("Copy copies built-in and other copyable values, independently of the 
   CHECK(value_of<i64>(*ws, "i2") == 4);
   CHECK(value_of<std::string>(*ws, "s2") == "abc");
   CHECK(value_of<std::vector<double>>(*ws, "v2") == std::vector<double>{1.0, 2.0});
-  CHECK(value_of<point>(*ws, "p2").y == 2);
+  CHECK(value_of<opaque_point>(*ws, "p2").y == 2);
 
   ws->get<std::vector<double>>("v").value()->push_back(3.0);
-  ws->get<point>("p").value()->y = 5;
+  ws->get<opaque_point>("p").value()->y = 5;
   CHECK(value_of<std::vector<double>>(*ws, "v2").size() == 2);
-  CHECK(value_of<point>(*ws, "p2").y == 2);
+  CHECK(value_of<opaque_point>(*ws, "p2").y == 2);
 }
 
 TEST_CASE("Copy of a move-only blob fails naming the input", "[builtin_ops]") {
@@ -844,7 +844,7 @@ TEST_CASE("to_display_string renders every built-in type", "[builtin_ops]") {
   CHECK(to_display_string(blob(std::vector<bool>{true, false})) == "[true, false]");
   CHECK(to_display_string(blob(std::vector<std::string>{"a", "b"})) == "[a, b]");
   CHECK(to_display_string(blob()) == "<empty>");
-  CHECK(to_display_string(blob(point{})) == "<" + type_name<point>() + ">");
+  CHECK(to_display_string(blob(opaque_point{})) == "<" + type_name<opaque_point>() + ">");
 
   auto q = std::make_shared<blob_queue>(3);
   blob item(i64{1});
@@ -1305,7 +1305,7 @@ TEST_CASE("Append rejects mismatched elements, non-vector heads and empty elemen
   ws->set("s", std::string("x"));
   ws->set("vd", std::vector<double>{1.0});
   ws->set("i", i64{1});
-  ws->set("p", point{});
+  ws->set("p", opaque_point{});
   ws->create("e");
   require_error(run_once(*ws, one("Append", {"v", "s"}, {"r"})), errc::type_mismatch,
                 "net \"n\" op #0 (Append): input #1 \"s\": expected int64 or vector<int64>, got string");
@@ -1322,7 +1322,7 @@ TEST_CASE("Append rejects mismatched elements, non-vector heads and empty elemen
   require_error(st, errc::type_mismatch,
                 "net \"n\" op #0 (Append): input #1 \"p\": expected int64, double, bool, string or a vector of them, "
                 "got " +
-                    type_name<point>());
+                    type_name<opaque_point>());
   CHECK(value_of<std::vector<i64>>(*ws, "v") == std::vector<i64>{1});
 }
 

@@ -19,7 +19,7 @@ namespace {
 constexpr std::size_t max_ops_shown = 24;
 constexpr std::size_t max_line = 72;
 
-std::string number_text(double d) {
+std::string exact_number_text(double d) {
   char buf[40];
   std::snprintf(buf, sizeof buf, "%.17g", d);
   return buf;
@@ -36,7 +36,7 @@ std::string arg_text(const argument& a) {
         if constexpr (std::is_same_v<T, std::int64_t>) {
           return std::to_string(v);
         } else if constexpr (std::is_same_v<T, double>) {
-          return number_text(v);
+          return exact_number_text(v);
         } else if constexpr (std::is_same_v<T, bool>) {
           return v ? "true" : "false";
         } else if constexpr (std::is_same_v<T, std::string>) {
@@ -51,7 +51,7 @@ std::string arg_text(const argument& a) {
             if constexpr (std::is_same_v<E, std::int64_t>) {
               out += std::to_string(x);
             } else if constexpr (std::is_same_v<E, double>) {
-              out += number_text(x);
+              out += exact_number_text(x);
             } else if constexpr (std::is_same_v<E, std::string>) {
               out += quoted_text(x);
             } else {
