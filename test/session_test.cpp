@@ -1183,7 +1183,7 @@ namespace {
 
 // A group whose runs wait on two nodes: a frame-free task on its Sleeps,
 // a coroutine task on an hour-long timer.
-task_group waiting_group(const std::shared_ptr<stuck_counters>& c) {
+task_group stuck_counting_group(const std::shared_ptr<stuck_counters>& c) {
   task_group g;
   REQUIRE(g.add(task("nap", step("s").add_net(sleepy("nap", "n", 1)).iterations(3)), node("n1")));
   REQUIRE(g.add(task("stuck", step("stuck").add_net(stuck("stuck", c))), node("n2")));
@@ -1199,7 +1199,7 @@ TEST_CASE("the io_context may be destroyed before its session, with runs queued 
   const int handlers = GENERATE(0, 1, 4, 1000);  // 1000: while any is ready
   INFO(handlers << " handlers run before the io_context is destroyed");
   auto c = std::make_shared<stuck_counters>();
-  const task_group g = waiting_group(c);
+  const task_group g = stuck_counting_group(c);
   // A GLOBAL group's first run holds its node for ever: the second waits
   // for its turn there.
   task_group global(workspace_type::global);
@@ -1282,7 +1282,7 @@ TEST_CASE("a session owning its pool may be destroyed from a run's completion ha
 TEST_CASE("a thread pool may be destroyed before a session on its executor, with a run in flight",
           "[session][lifetime]") {
   auto c = std::make_shared<stuck_counters>();
-  const task_group g = waiting_group(c);
+  const task_group g = stuck_counting_group(c);
   std::unique_ptr<local_session> session;
   std::atomic<bool> completed{false};
   {
