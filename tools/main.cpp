@@ -207,7 +207,7 @@ int main(int argc, char** argv) {
   ops->add_option("--load", ops_args.libraries, "Load an op library (a shared object; repeatable) first")
       ->type_name("LIB")
       ->allow_extra_args(false);
-  ops->add_flag("--json", ops_json, "Print the listing as JSON (shape in the README, \"Listing the operators\")");
+  ops->add_flag("--json", ops_json, "Print the listing as JSON (shape in docs/command.md, \"Listing the operators\")");
 
   try {
     app.parse(argc, argv);

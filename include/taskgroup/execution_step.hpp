@@ -3,18 +3,20 @@
 // An `execution_step` holds nets or substeps (never both) and the fields of
 // Caffe2's ExecutionStep (docs/semantics.md, "Execution steps"):
 //
+// clang-format off
 // | builder call | Caffe2 field | meaning |
 // |---|---|---|
 // | `nets({a, b})`, `add_net(n)` | network | nets run in order each iteration |
 // | `substeps({s, t})`, `add_substep(s)` | substep | child steps; an empty child (no nets, no substeps) is dropped |
 // | `iterations(n)` | num_iter | default 1; 0 runs nothing |
-// | `should_stop_blob("b")` | should_stop_blob | a bool blob checked after every net, every sequential substep, every
-// concurrent iteration; true ends the step with success | | `only_once()` | only_once | with a stop blob only: run
-// iteration 0 only | | `concurrent_substeps()` | concurrent_substeps | substeps run concurrently, with a barrier per
-// iteration | | `run_every(ms)` | run_every_ms | makes the step a report substep of its parent | | `create_workspace()`
-// | create_workspace | every execution gets a fresh child workspace and fresh net instances | |
-// `concurrent_instances(n)` | num_concurrent_instances | n copies of the children run concurrently | | `timeout(ms)` |
-// (ours) | a deadline for one execution of the step |
+// | `should_stop_blob("b")` | should_stop_blob | a bool blob checked after every net, every sequential substep, every concurrent iteration; true ends the step with success |
+// | `only_once()` | only_once | with a stop blob only: run iteration 0 only |
+// | `concurrent_substeps()` | concurrent_substeps | substeps run concurrently, with a barrier per iteration |
+// | `run_every(ms)` | run_every_ms | makes the step a report substep of its parent |
+// | `create_workspace()` | create_workspace | every execution gets a fresh child workspace and fresh net instances |
+// | `concurrent_instances(n)` | num_concurrent_instances | n copies of the children run concurrently |
+// | `timeout(ms)` | (ours) | a deadline for one execution of the step |
+// clang-format on
 //
 // A step is a handle: copies share one step. Adding a step to another
 // freezes it: later builder calls on it (except `run_every`, as in Caffe2)
