@@ -97,7 +97,9 @@ asio::awaitable<status> runner::iterate_beside_reports(step_machine& m, const st
 asio::awaitable<status> runner::run_waiting_net(net_instance& inst, const step_path* path) {
   wait_site site;
   watch(site, inst, path);
-  co_return told_if_starved(inst, site.op, co_await run_net_at(inst, &site.op));
+  // The net's run moves site.op to the op it waits in: read it after.
+  status st = co_await run_net_at(inst, &site.op);
+  co_return told_if_starved(inst, site.op, std::move(st));
 }
 
 status runner::named_at(status st, const step_path* path) {
