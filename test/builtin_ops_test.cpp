@@ -39,9 +39,10 @@ using test::require_error;
 using test::sleep_left_ms;
 using namespace std::chrono_literals;
 
+using i64 = std::int64_t;
+
 namespace {
 
-using i64 = std::int64_t;
 using Catch::Matchers::Contains;
 using Catch::Matchers::EndsWith;
 using Catch::Matchers::StartsWith;

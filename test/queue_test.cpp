@@ -29,9 +29,10 @@ using namespace taskgroup;
 using test::message_of;
 using test::require_error;
 
+using i64 = std::int64_t;
+
 namespace {
 
-using i64 = std::int64_t;
 using pop_result = result<std::optional<blob>>;
 
 // Rethrows an exception escaping a spawned coroutine out of io_context::run.

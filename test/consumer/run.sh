@@ -16,9 +16,9 @@ cd "$work"
 # would be found first. What is checked here is which parts a consumer
 # gets built and that they link and run, not how fast they run: the
 # library is compiled without optimization or debug information
-# (buildtype=plain), four source files a translation unit
+# (buildtype=plain), sixteen source files a translation unit
 # (unity=subprojects; the test command's own builds group eight).
-meson setup build --wrap-mode=nodownload --force-fallback-for=taskgroup -Dunity=subprojects -Dbuildtype=plain >setup.log 2>&1 || { cat setup.log; exit 1; }
+meson setup build --wrap-mode=nodownload --force-fallback-for=taskgroup -Dunity=subprojects -Dunity_size=16 -Dbuildtype=plain >setup.log 2>&1 || { cat setup.log; exit 1; }
 
 meson compile -C build >compile.log 2>&1 || { cat compile.log; exit 1; }
 # Tests, examples, tools and benchmarks are built only at top level.

@@ -8,6 +8,8 @@
 #include <sstream>
 #include <utility>
 
+using i64 = std::int64_t;
+
 namespace taskgroup::model {
 
 std::string to_string(kind k) {
@@ -27,7 +29,6 @@ std::string to_string(extra x) {
 
 namespace {
 
-using i64 = std::int64_t;
 constexpr auto hour = std::chrono::milliseconds(3600 * 1000);
 
 std::string counter(int i) { return "c" + std::to_string(i); }

@@ -6,11 +6,12 @@
 #include <functional>
 #include <sstream>
 
+using i64 = std::int64_t;
+
 namespace taskgroup::model {
 
 namespace {
 
-using i64 = std::int64_t;
 using counts = std::vector<i64>;
 
 // --- intent: each helper as control.hpp documents it ------------------------

@@ -22,9 +22,9 @@
 #include <memory>
 #include <string>
 
-namespace taskgroup::test {
-
 using i64 = std::int64_t;
+
+namespace taskgroup::test {
 
 /// Checks that a valid tree of registered operators survives a plan round
 /// trip: written, read back and written again, the JSON is the same.
