@@ -41,7 +41,11 @@ def main():
     print("|---|---|---|---|---|---|---|")
     for wid, ws in by_id.items():
         unit = ws[0]["unit"]
-        names = [c["name"] for c in ws[0]["contenders"]]
+        # A contender left out of every process (--benchmark_filter) has
+        # no figure: not listed.
+        names = [c["name"] for c in ws[0]["contenders"]
+                 if all(next(x for x in w["contenders"] if x["name"] == c["name"]).get("median") is not None
+                        for w in ws)]
         med = {n: [next(c["median"] for c in w["contenders"] if c["name"] == n) for w in ws] for n in names}
         ours = f"{span(med['ours'])} {unit}" if "ours" in med else ""
         bases = "; ".join(f"{n} {span(med[n])}" for n in names if n != "ours")
