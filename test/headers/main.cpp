@@ -1,3 +1,3 @@
 // The header check passes by compiling: each generated translation unit
-// includes one public header first and alone.
+// includes one header first and alone.
 int main() { return 0; }
