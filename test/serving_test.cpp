@@ -27,6 +27,7 @@
 #include <future>
 #include <mutex>
 #include <optional>
+#include <random>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -230,6 +231,54 @@ TEST_CASE("a run's workspace is a child of the node's: node state is shared on p
   CHECK(ws->read<i64>("y").value() == 21);
   CHECK_FALSE(ws->has("x"));
   CHECK_FALSE(ws->has("scratch"));
+}
+
+TEST_CASE("a node's next run finds nothing of the last, though it reuses its workspaces", "[serving]") {
+  // Generated: groups of PRIVATE tasks on two nodes, run in batches that
+  // overlap. Each task counts with Iter in its own workspace ("it") and in
+  // a declared output of the run's workspace ("z<k>"): both must read 1 in
+  // every run, whichever run's emptied workspaces it was given.
+  const std::uint64_t seed = GENERATE(range(std::uint64_t{1}, std::uint64_t{9}));
+  INFO("seed " << seed << " (serving_test reused workspaces)");
+  std::mt19937_64 rng(seed);
+  auto pick = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
+  struct counted {
+    task_group g;
+    std::vector<task_output<i64>> ys, zs;
+  };
+  std::vector<counted> groups(static_cast<std::size_t>(pick(1, 3)));
+  for (auto& c : groups) {
+    const int tasks = pick(1, 3);
+    for (int k = 0; k < tasks; ++k) {
+      const std::string y = "y" + std::to_string(k), z = "z" + std::to_string(k);
+      net n("count" + std::to_string(k));
+      if (pick(0, 1) == 1) n.op("Sleep", {}, {}, {{"ms", i64{1}}});
+      n.op("Iter", {}, {"it"}).op("Copy", {"it"}, {y}).op("Iter", {}, {z});
+      task t("t" + std::to_string(k), step("s").add_net(n));
+      c.ys.push_back(t.output<i64>(y));
+      c.zs.push_back(t.output<i64>(z));
+      REQUIRE(c.g.add(t, node(pick(0, 1) == 0 ? "a" : "b")));
+    }
+  }
+  local_session session(2);
+  for (int batch = 0; batch < 6; ++batch) {
+    std::vector<std::size_t> which;
+    std::vector<std::future<run_report>> runs;
+    for (int i = pick(1, 4); i > 0; --i) {
+      which.push_back(static_cast<std::size_t>(pick(0, static_cast<int>(groups.size()) - 1)));
+      runs.push_back(session.async_run(groups[which.back()].g, {}, asio::use_future));
+    }
+    for (std::size_t i = 0; i < runs.size(); ++i) {
+      INFO("batch " << batch << ", run " << i << " of group " << which[i]);
+      const run_report r = runs[i].get();
+      REQUIRE(r.ok());
+      const counted& c = groups[which[i]];
+      for (std::size_t k = 0; k < c.ys.size(); ++k) {
+        CHECK(c.ys[k].get(r).value() == 1);
+        CHECK(c.zs[k].get(r).value() == 1);
+      }
+    }
+  }
 }
 
 TEST_CASE("runs of a GLOBAL group take turns on its node", "[serving]") {

@@ -43,6 +43,16 @@ struct node_state {
   /// The remote nets made in `ws`, by name: which net each is, so that a
   /// later run of the same group finds its own (touched on `strand`).
   std::map<std::string, net, std::less<>> remote_nets;
+  /// What an ended run here leaves for the next one, which takes it
+  /// rather than making its own (touched on `strand`): its workspace (a
+  /// child of `ws`, for a group with no GLOBAL task here) and the PRIVATE
+  /// task workspace its tasks left (a child of that one), both emptied;
+  /// its tasks' frame-free run, reset (null when none).
+  struct spares {
+    std::shared_ptr<workspace> run_ws;
+    std::shared_ptr<workspace> task_ws;
+    std::unique_ptr<frame_free_run> driver;
+  } spare;
 };
 
 /// A task of a compiled group. A group is kept compiled while it lives (one
@@ -89,6 +99,12 @@ struct compiled_group {
   /// coordinated on that node's strand, with no hop to the session's
   /// coordinator and back.
   mutable node_state* only_node = nullptr;
+  /// The session node of each node, null until a run has placed it
+  /// (guarded by the session's mutex; empty before the first run).
+  /// `all_placed`, read under the same mutex, says none is null: the
+  /// entries never change after that, and runs read them without it.
+  mutable std::vector<node_state*> placed;
+  mutable bool all_placed = false;
   /// Taken while a run fills the output handles of the group's tasks:
   /// runs coordinated on different strands may end at once.
   mutable std::mutex publishing;

@@ -4,6 +4,7 @@
 #include "detail/errors.hpp"
 #include "session/node_tasks.hpp"
 #include "session/run.hpp"
+#include "session/workspace_reuse.hpp"
 
 #include <boost/asio/bind_cancellation_slot.hpp>
 #include <boost/asio/co_spawn.hpp>
@@ -34,7 +35,9 @@ error node_run::node_error(const error& e) const {
   return {e.code, "node " + quote(compiled->name) + ": " + e.message};
 }
 
-void node_run::start(const std::shared_ptr<run_state>& rs) {
+void node_run::start(const std::shared_ptr<run_state>& rs, bool fresh_clock) {
+  // Feeds copied in take time of their own.
+  start_fresh = fresh_clock && fed.empty();
   options_.registry = rs->registry;
   observed_ = rs->observed;
   observed_.at = event_source{{}, compiled->name};
@@ -70,6 +73,7 @@ void node_run::advance(const std::shared_ptr<run_state>& rs, status st) {
           tasks_.reset();
           stage_ = stage::fetch;
           fetch_outputs(*rs);
+          if (!outputs.empty()) tasks_ended_at = {};  // copied out since
           if (!st) return finish(rs, std::move(st));
           break;
         case stage::fetch:
@@ -88,6 +92,8 @@ void node_run::advance(const std::shared_ptr<run_state>& rs, status st) {
 
 void node_run::spawn(const std::shared_ptr<run_state>& rs, asio::awaitable<status> a) {
   in_coroutine_ = true;
+  start_fresh = false;  // it goes on in another handler
+  tasks_ended_at = {};
   asio::co_spawn(node->executor, std::move(a),
                  asio::bind_cancellation_slot(signal_.slot(), [rs, this](std::exception_ptr e, status st) {
                    in_coroutine_ = false;
@@ -99,8 +105,16 @@ void node_run::spawn(const std::shared_ptr<run_state>& rs, asio::awaitable<statu
 // with GLOBAL tasks; otherwise a child of it), its declared outputs and
 // feeds in it.
 status node_run::set_up(run_state& rs) {
-  // Named as the node: messages read the same either way.
-  ws = compiled->global ? node->ws : node->ws->create_child(compiled->name);
+  // Named as the node: messages read the same either way (and a spare
+  // one, an earlier run's here, is already).
+  if (compiled->global) {
+    ws = node->ws;
+  } else if (node->spare.run_ws) {
+    ws = std::move(node->spare.run_ws);
+    spare_task_ws = std::move(node->spare.task_ws);
+  } else {
+    ws = node->ws->create_child(compiled->name);
+  }
   watch.feeders = compiled->feeders;
   // Every declared output lives in the run's workspace, made before any
   // task starts, so private tasks write through to it and it survives
@@ -146,7 +160,20 @@ void node_run::finish(const std::shared_ptr<run_state>& rs, status st) {
   stage_ = stage::done;
   restore_feeds();
   turn_ = node_turns::turn();
+  recycle_workspace();
   rs->node_ended(index, std::move(st));
+}
+
+// The run's own workspace here, when nothing else holds it or its spare
+// task workspace (an op that kept one, say), is emptied for the node's
+// next run: its blobs go now, as they would with it.
+void node_run::recycle_workspace() noexcept {
+  if (!ws || compiled->global) return;
+  const long holders = spare_task_ws ? 2 : 1;  // this part, and the spare's parent link
+  if (ws.use_count() != holders || (spare_task_ws && spare_task_ws.use_count() != 1)) return;
+  workspace_reuse::clear(*ws);
+  node->spare.run_ws = std::move(ws);
+  node->spare.task_ws = std::move(spare_task_ws);
 }
 
 }  // namespace taskgroup::detail

@@ -9,6 +9,7 @@
 #include <boost/asio/cancellation_signal.hpp>
 #include <boost/container/small_vector.hpp>
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -72,17 +73,30 @@ class node_run {
   std::vector<const taskgroup::feeds::entry*> fed;
   /// The run's, on its coordinator: started and not ended.
   bool live = false;
+  /// Clock readings shared along one handler, so that a run coordinated
+  /// on its one node's strand reads the clock twice, not four times:
+  /// `start_fresh`, the run's start (run_state::started) was read in the
+  /// handler that starts this node's tasks, which take it as theirs;
+  /// `tasks_ended_at`, the end of the node's last task, read in the
+  /// handler where the node then ended, with nothing after it but
+  /// bookkeeping (zero otherwise).
+  bool start_fresh = false;
+  std::chrono::system_clock::time_point tasks_ended_at{};
 
   /// The run's workspace on the node, from set-up (the node's own for a
   /// `compiled_node::global` node).
   std::shared_ptr<workspace> ws;
+  /// An emptied PRIVATE task workspace, a child of `ws`, for its tasks
+  /// (node_tasks takes it and gives it back when they have ended).
+  std::shared_ptr<workspace> spare_task_ws;
   /// Its tasks' outputs in the order of compiled_node::tasks, fetched when
   /// the tasks have ended; empty while none is.
   std::vector<fetched_outputs> outputs;
   node_watch watch;
 
   /// Starts the node (on its strand): its end goes to `rs`'s join.
-  void start(const std::shared_ptr<run_state>& rs);
+  /// `fresh_clock`: `rs->started` was read in this handler.
+  void start(const std::shared_ptr<run_state>& rs, bool fresh_clock = false);
   /// Asks the node to stop (on its strand): the stage that runs ends
   /// cancelled, tasks not yet started are reported cancelled, and no later
   /// stage starts.
@@ -105,6 +119,7 @@ class node_run {
   status place_feeds();
   void restore_feeds() noexcept;
   void fetch_outputs(const run_state& rs);
+  void recycle_workspace() noexcept;
   [[nodiscard]] error node_error(const error& e) const;
 
   stage stage_ = stage::idle;

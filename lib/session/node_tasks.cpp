@@ -43,17 +43,24 @@ asio::awaitable<status> run_task(std::shared_ptr<run_state> rs, std::size_t k, s
 }  // namespace
 
 std::shared_ptr<node_tasks> node_tasks::make(std::shared_ptr<run_state> rs, std::size_t i) {
-  return std::shared_ptr<node_tasks>(new node_tasks(std::move(rs), i));
+  return std::make_shared<node_tasks>(key(), std::move(rs), i);
 }
 
-node_tasks::node_tasks(std::shared_ptr<run_state> rs, std::size_t i)
+node_tasks::node_tasks(key, std::shared_ptr<run_state> rs, std::size_t i)
     // The node's strand: where runs complete.
     : join_core(rs->options.policy == run_policy::gather ? join_mode::gather : join_mode::fail_fast),
       task_host(rs->registry != nullptr ? *rs->registry : operator_registry::global(), rs->nodes[i].node->executor),
       rs_(std::move(rs)),
-      node_(i) {
+      node_(i),
+      spare_ws_(std::move(part().spare_task_ws)) {
   // The waiting runs, in view of run_probe while the tasks run.
   part().watch.waiting = &waiting_;
+  // An earlier run's, on the same strand: reported to these tasks now.
+  if (std::unique_ptr<frame_free_run>& d = part().node->spare.driver) {
+    d->reset();
+    d->rehost(*this);
+    spare_ = std::move(d);
+  }
   // Where the frame-free runs' step and net events happen, when they are
   // asked for: one entry per task of the node.
   const observation& o = rs_->observed;
@@ -82,10 +89,11 @@ asio::awaitable<status> node_tasks::run(std::shared_ptr<node_tasks>& t) {
 
 void node_tasks::go_on() {
   const std::vector<std::size_t>& tasks = part().compiled->tasks;
-  if (next_ == 0) now_ = std::chrono::system_clock::now();
+  if (next_ == 0) now_ = std::exchange(part().start_fresh, false) ? rs_->started : std::chrono::system_clock::now();
   constexpr std::uint32_t yield_every = run_step_options{}.yield_every;
   while (next_ < tasks.size()) {
     const std::size_t k = tasks[next_++];
+    ended_at_ = {};  // set again when this task ends inline
     // Stopped (from outside, or by a failure under fail_fast): the rest
     // never start.
     if (stopping()) {
@@ -117,6 +125,7 @@ void node_tasks::go_on() {
     for (const auto& [k, ws] : coroutine_tasks_) cancel_unstarted(*rs_, k);
     coroutine_tasks_.clear();
   } else if (!coroutine_tasks_.empty()) {
+    ended_at_ = {};
     start_coroutine_tasks();
   }
   starting_ = false;
@@ -167,6 +176,7 @@ bool node_tasks::start_frame_free(std::size_t j, std::size_t k, std::shared_ptr<
   ws.reset();
   // One clock reading per task: its end is the next one's start.
   now_ = std::chrono::system_clock::now();
+  ended_at_ = now_;
   ended(k, *spare_, now_);
   return true;
 }
@@ -218,6 +228,7 @@ void node_tasks::spawn_coroutine_task(std::size_t j) {
 }
 
 void node_tasks::coroutine_task_ended(std::size_t j, status st) {
+  ended_at_ = {};
   coroutine_running_[j] = 0;
   --coroutines_running_;
   child_ended(st);
@@ -230,7 +241,13 @@ void node_tasks::settle() {
   complete();
 }
 
-void node_tasks::round_ended(status st) { part().tasks_ended(rs_, std::move(st)); }
+void node_tasks::round_ended(status st) {
+  // For the node's next run.
+  part().spare_task_ws = std::move(spare_ws_);
+  part().tasks_ended_at = ended_at_;
+  if (spare_) part().node->spare.driver = std::move(spare_);
+  part().tasks_ended(rs_, std::move(st));
+}
 
 void node_tasks::cancel_running() noexcept {
   stopping_ = true;
@@ -249,7 +266,8 @@ void node_tasks::ended(std::size_t k, const frame_free_run& r, std::chrono::syst
 }
 
 void node_tasks::run_ended(frame_free_run& r) noexcept {
-  ended(r.task, r, std::chrono::system_clock::now());
+  ended_at_ = std::chrono::system_clock::now();
+  ended(r.task, r, ended_at_);
   std::unique_ptr<frame_free_run> done = remove(r);
   if (!spare_) spare_ = std::move(done);
   if (!waiting_.empty()) return;

@@ -37,6 +37,14 @@ namespace taskgroup::detail {
 class node_tasks final : public join_core<node_tasks>, public task_host {
  public:
   static std::shared_ptr<node_tasks> make(std::shared_ptr<run_state> rs, std::size_t i);
+
+ private:
+  struct key {  // `make`'s only: one allocation with the count
+    explicit key() = default;
+  };
+
+ public:
+  node_tasks(key, std::shared_ptr<run_state> rs, std::size_t i);
   ~node_tasks();
 
   /// Starts the tasks; their end goes to the node's part.
@@ -54,8 +62,6 @@ class node_tasks final : public join_core<node_tasks>, public task_host {
   void round_ended(status st);
 
  private:
-  node_tasks(std::shared_ptr<run_state> rs, std::size_t i);
-
   // Starts the node's tasks from `next_` until all have started or a
   // yield is due; then the coroutine tasks.
   void go_on();
@@ -85,6 +91,9 @@ class node_tasks final : public join_core<node_tasks>, public task_host {
   std::uint32_t since_yield_ = 0;
   bool starting_ = true;  // the start loop has not finished
   std::chrono::system_clock::time_point now_{};
+  // The end of the last task to end, read in the handler now running
+  // (node_run::tasks_ended_at); zero when unknown.
+  std::chrono::system_clock::time_point ended_at_{};
   // Declined by the frame-free driver: started as coroutines after the
   // rest (task, workspace if made), each with a signal of its own, emitted
   // while it runs.

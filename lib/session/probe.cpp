@@ -175,7 +175,7 @@ void run_probe::start_where(const std::shared_ptr<state>& s, where_handler handl
     asio::post(asio::system_executor(), [h = std::move(handler), ex]() mutable { complete(std::move(h), {}, ex); });
     return;
   }
-  const asio::any_io_executor coord = rs->session_coord;
+  const asio::any_io_executor coord = *rs->session_coord;
   auto ex = tracked_executor(handler, coord);
   asio::co_spawn(coord, detail::where_tasks(std::move(rs)),
                  [h = std::move(handler), ex](std::exception_ptr e, std::vector<std::string> found) mutable {

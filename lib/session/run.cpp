@@ -19,7 +19,7 @@ namespace asio = boost::asio;
 
 namespace {
 
-void complete_run(run_state& rs, run_report report) {
+void complete_run(run_state& rs, run_report&& report) {
   report.group = group_access::identity(rs.source);
   run_completion_ptr done = std::move(rs.done);
   if (done) done.release()->complete(std::move(report));  // it frees itself
@@ -36,7 +36,12 @@ void deadline_fired(const std::shared_ptr<run_state>& rs, const boost::system::e
 run_report report_of_run(run_state& rs) {
   run_report report;
   report.started = rs.started;
-  report.finished = std::chrono::system_clock::now();
+  // One node, coordinated on its strand, whose last task's end was read
+  // in this same handler: the run ends then too.
+  const node_run* one = rs.active.size() == 1 ? &rs.nodes[rs.active.front()] : nullptr;
+  const bool reuse = one != nullptr && one->node == rs.coord_node && rs.options.strict_codecs == nullptr &&
+                     one->tasks_ended_at != std::chrono::system_clock::time_point{};
+  report.finished = reuse ? one->tasks_ended_at : std::chrono::system_clock::now();
   const compiled_group& g = *rs.group;
   report.tasks.reserve(rs.records.size());
   boost::container::small_vector<std::size_t, 8> next(g.nodes.size(), 0);
@@ -51,11 +56,11 @@ run_report report_of_run(run_state& rs) {
 
 // Starts node i on its strand; a node that cannot even be started (out of
 // memory) has ended with that error.
-void launch(const std::shared_ptr<run_state>& rs, std::size_t i) {
+void launch(const std::shared_ptr<run_state>& rs, std::size_t i, bool fresh_clock) {
   rs->nodes[i].live = true;
   ++rs->running;
   // The run is coordinated on this node's strand: already there.
-  if (rs->nodes[i].node == rs->coord_node) return rs->nodes[i].start(rs);
+  if (rs->nodes[i].node == rs->coord_node) return rs->nodes[i].start(rs, fresh_clock);
   try {
     asio::post(rs->nodes[i].node->executor, [rs, i] { rs->nodes[i].start(rs); });
   } catch (...) {
@@ -116,17 +121,20 @@ void run_state::cancel_running() noexcept {
 }
 
 void run_state::node_ended(std::size_t i, status st) {
-  asio::dispatch(coord, [rs = shared_from_this(), i, st = std::move(st)]() mutable {
-    rs->nodes[i].live = false;
-    rs->child_ended(st);
-    if (--rs->running == 0) rs->complete();
-  });
+  auto told = [i](run_state& rs, const status& ended) {
+    rs.nodes[i].live = false;
+    rs.child_ended(ended);
+    if (--rs.running == 0) rs.complete();
+  };
+  // Coordinated on this node's strand: already there.
+  if (nodes[i].node == coord_node) return told(*this, st);
+  asio::dispatch(coord, [rs = shared_from_this(), told, st = std::move(st)] { told(*rs, st); });
 }
 
 void lay_out(run_state& rs) {
   const compiled_group& g = *rs.group;
   rs.records.resize(g.tasks.size());
-  rs.nodes = std::make_unique<node_run[]>(g.nodes.size());
+  rs.nodes.make(g.nodes.size());
   for (std::size_t i = 0; i < g.nodes.size(); ++i) {
     rs.nodes[i].index = i;
     rs.nodes[i].compiled = &g.nodes[i];
@@ -164,8 +172,11 @@ void start_nodes(const std::shared_ptr<run_state>& rs) {
   }
   // Counted before any starts: a node that ends at once must not end the
   // run before the others started.
+  // The run's start read in this handler, and no observer's run_begin
+  // since.
+  const bool fresh = std::exchange(rs->started_fresh, false) && rs->observed.observer == nullptr;
   ++rs->running;
-  for (std::size_t i : rs->active) launch(rs, i);
+  for (std::size_t i : rs->active) launch(rs, i, fresh);
   if (--rs->running == 0) rs->complete();
 }
 

@@ -14,6 +14,7 @@
 
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/steady_timer.hpp>
+#include <boost/container/small_vector.hpp>
 
 #include <atomic>
 #include <chrono>
@@ -26,6 +27,28 @@
 #include <vector>
 
 namespace taskgroup::detail {
+
+/// A run's node parts, indexed as its group's nodes: a group of one node
+/// keeps its part inside the run (no allocation of its own).
+class node_runs {
+ public:
+  /// `n` parts, each made new. Once.
+  void make(std::size_t n) {
+    if (n == 1) {
+      data_ = &one_.emplace();
+    } else {
+      many_ = std::make_unique<node_run[]>(n);
+      data_ = many_.get();
+    }
+  }
+  node_run& operator[](std::size_t i) noexcept { return data_[i]; }
+  const node_run& operator[](std::size_t i) const noexcept { return data_[i]; }
+
+ private:
+  std::optional<node_run> one_;
+  std::unique_ptr<node_run[]> many_;
+  node_run* data_ = nullptr;
+};
 
 /// One run. Its nodes are the children of its join (join_core, as a
 /// node's tasks and a concurrent step's iterations are), awaited by a
@@ -50,10 +73,11 @@ struct run_state final : join_core<run_state> {
   /// `options.observer`, asked once what it wants when the run starts.
   observation observed;
   const operator_registry* registry = nullptr;
-  std::vector<task_record> records;  ///< aligned with group->tasks
+  /// Aligned with group->tasks (one task's inside the run).
+  boost::container::small_vector<task_record, 1> records;
   /// Aligned with group->nodes; `node` is null for one that does not take
   /// part (run_options::only_nodes).
-  std::unique_ptr<node_run[]> nodes;
+  node_runs nodes;
   /// The nodes that take part, in group order: the compiled group's list
   /// of all, or `only`'s (run_options::only_nodes).
   std::span<const std::size_t> active;
@@ -66,15 +90,20 @@ struct run_state final : join_core<run_state> {
   boost::asio::any_io_executor coord;
   const node_state* coord_node = nullptr;
   /// The session's coordinator strand, where run_probe asks (never a node
-  /// strand, which a task may hold), and the session's state, which owns
-  /// the nodes' strands (held as long as the run is: a probe holds the run
-  /// only while it asks).
-  boost::asio::any_io_executor session_coord;
-  std::shared_ptr<const void> session;
+  /// strand, which a task may hold), sharing the ownership of the
+  /// session's state, which owns the nodes' strands (held as long as the
+  /// run is: a probe holds the run only while it asks).
+  std::shared_ptr<const boost::asio::any_io_executor> session_coord;
+  /// Every node of `group` had been placed on the session's nodes when
+  /// the run was initiated (compiled_group::all_placed).
+  bool placed = false;
 
   // --- the run as a whole, on the coordinator ------------------------------
   run_completion_ptr done;  ///< the caller's handler
   std::chrono::system_clock::time_point started{};
+  /// `started` was read in the handler now running (begin's, until it
+  /// starts the nodes).
+  bool started_fresh = false;
   std::size_t running = 0;                            ///< nodes started and not ended
   std::optional<boost::asio::steady_timer> deadline;  ///< run_options::timeout
   std::optional<error> expired;                       ///< the deadline's error, once it fired

@@ -51,8 +51,8 @@ struct local_session::impl {
   const strand_t& coord = coordinator.strand;
   const asio::any_io_executor& coord_ex = coordinator.executor;
 
-  mutable std::mutex mutex;  // guards what follows
-  bool closed = false;
+  mutable std::mutex mutex;         // guards what follows
+  std::atomic<bool> closed{false};  // written under `mutex`
   const operator_registry* registry = nullptr;
   std::optional<asio::any_io_executor> compute;                  // offloaded kernels' (none: the default)
   std::vector<std::unique_ptr<node_state>> nodes;                // in order of first use
@@ -108,25 +108,53 @@ struct local_session::impl {
                                                             std::move(strand.executor),
                                                             workspace::make(name),
                                                             std::make_shared<detail::node_turns>(),
+                                                            {},
                                                             {}}));
     if (compute) nodes.back()->ws->set_compute_executor(*compute);
     node_index.emplace(nodes.back()->name, nodes.back().get());
     return *nodes.back();
   }
 
-  // Chooses `rs`'s coordinator at its initiation: the node's strand for a
-  // group of one node that a run of this session has placed, else the
-  // session's coordinator (already set). A group is looked up again in
-  // begin, which may still refuse the run.
-  void coordinate(run_state& rs) {
+  // At a run's initiation, under one lock: the registry it uses, its
+  // compiled group when this session has one (its begin then compiles
+  // nothing and, once every node of the group is placed, takes no lock),
+  // and its coordinator: the node's strand for a group of one node that a
+  // run of this session has placed, else the session's. A closed session
+  // is seen in begin, which may still refuse the run.
+  void look_up(run_state& rs) {
+    const asio::any_io_executor* chosen = &local_session::coordinator(*this);
+    {
+      std::lock_guard lock(mutex);
+      rs.registry = registry;
+      auto it = compiled.find(detail::group_access::identity(rs.source).get());
+      if (!closed && it != compiled.end() && !it->second.token.expired()) {
+        rs.group = it->second.compiled;
+        rs.placed = rs.group->all_placed;
+        if (const node_state* n = rs.group->only_node; n != nullptr && n->executor) {
+          chosen = &n->executor;
+          rs.coord_node = n;
+        }
+      }
+      rs.coord = *chosen;
+    }
+  }
+
+  // Places the active nodes of `rs` on the session's nodes (made on first
+  // use), and the remote nets of its group: `remote_on` gets the node of
+  // each, null for one the run leaves out.
+  void place(run_state& rs, std::vector<node_state*>& remote_on) {
     std::lock_guard lock(mutex);
-    if (closed) return;
-    auto it = compiled.find(detail::group_access::identity(rs.source).get());
-    if (it == compiled.end() || it->second.token.expired()) return;
-    const node_state* n = it->second.compiled->only_node;
-    if (n == nullptr || !n->executor) return;
-    rs.coord = n->executor;
-    rs.coord_node = n;
+    const compiled_group& g = *rs.group;
+    if (g.placed.empty()) g.placed.resize(g.nodes.size(), nullptr);
+    for (std::size_t i : rs.active) {
+      if (g.placed[i] == nullptr) g.placed[i] = &node(g.nodes[i].name);
+    }
+    g.all_placed = std::find(g.placed.begin(), g.placed.end(), nullptr) == g.placed.end();
+    // A group of one node: its later runs are coordinated there.
+    if (g.nodes.size() == 1) g.only_node = g.placed.front();
+    for (const auto& r : rs.source.remote_nets()) {
+      remote_on.push_back(detail::takes_part(rs.options, r.node) ? &node(r.node) : nullptr);
+    }
   }
 
   result<std::shared_ptr<const compiled_group>> compile(const task_group& g) {
@@ -220,10 +248,8 @@ void local_session::start_run(std::shared_ptr<impl> state, task_group group, run
                               detail::run_completion_ptr done) {
   auto rs = std::make_shared<run_state>(std::move(group), std::move(options));
   rs->done = std::move(done);
-  rs->session_coord = coordinator(*state);
-  rs->coord = rs->session_coord;
-  state->coordinate(*rs);
-  rs->session = state;
+  state->look_up(*rs);
+  rs->session_coord = std::shared_ptr<const asio::any_io_executor>(state, &coordinator(*state));
   detail::follow_cancellation(rs);
   const asio::any_io_executor& coord = rs->coord;  // not `state`'s: moved into the handler
   asio::post(coord, [state = std::move(state), rs] { begin(state, rs); });
@@ -232,7 +258,7 @@ void local_session::start_run(std::shared_ptr<impl> state, task_group group, run
 // On the coordinator: what a run checks before it starts anything (each
 // failure refuses it: every task not run). Holds the session's state,
 // which the session may have dropped meanwhile (a closed session refuses
-// the run in compile()).
+// the run).
 void local_session::begin(const std::shared_ptr<impl>& state, const std::shared_ptr<run_state>& rs) {
   try {
     rs->started = std::chrono::system_clock::now();
@@ -241,9 +267,13 @@ void local_session::begin(const std::shared_ptr<impl>& state, const std::shared_
     if (std::string f = detail::run_timeout_fault(opt.timeout); !f.empty()) {
       return detail::refuse_run(rs, error(errc::invalid_task, "run_options::timeout " + f));
     }
-    auto compiled = state->compile(group);
-    if (!compiled) return detail::refuse_run(rs, compiled.error());
-    rs->group = std::move(compiled).value();
+    if (!rs->group) {
+      auto compiled = state->compile(group);
+      if (!compiled) return detail::refuse_run(rs, compiled.error());
+      rs->group = std::move(compiled).value();
+    } else if (state->closed.load(std::memory_order_relaxed)) {
+      return detail::refuse_run(rs, error(errc::session_closed, "Session is closed."));
+    }
     auto active = detail::active_nodes(group, *rs->group, opt, rs->only);
     if (!active) return detail::refuse_run(rs, active.error());
     rs->active = std::move(active).value();
@@ -254,19 +284,13 @@ void local_session::begin(const std::shared_ptr<impl>& state, const std::shared_
     // Checked against the run's own copy, which the nodes read.
     if (status st = detail::check_feeds(group, rs->options.feeds, *rs); !st) return detail::refuse_run(rs, st.error());
     std::vector<node_state*> remote_on;  // the node of each remote net, null when left out
-    {
-      std::lock_guard lock(state->mutex);
-      rs->registry = state->registry;
-      for (std::size_t i : rs->active) rs->nodes[i].node = &state->node(rs->group->nodes[i].name);
-      // A group of one node: its later runs are coordinated there.
-      if (rs->group->nodes.size() == 1 && rs->group->only_node == nullptr && !rs->active.empty()) {
-        rs->group->only_node = rs->nodes[rs->active.front()].node;
-      }
-      for (const auto& r : group.remote_nets()) {
-        remote_on.push_back(detail::takes_part(opt, r.node) ? &state->node(r.node) : nullptr);
-      }
+    // Every node placed by an earlier run, no remote net: nothing to lock.
+    if (!rs->placed || !group.remote_nets().empty()) state->place(*rs, remote_on);
+    for (std::size_t i : rs->active) rs->nodes[i].node = rs->group->placed[i];
+    if (remote_on.empty()) {
+      rs->started_fresh = true;
+      return detail::start_nodes(rs);
     }
-    if (remote_on.empty()) return detail::start_nodes(rs);
     // Made on their nodes first (a coroutine: a hop to each node).
     const operator_registry& registry = rs->registry != nullptr ? *rs->registry : operator_registry::global();
     asio::co_spawn(rs->coord, detail::make_remote_nets(rs->coord, group, std::move(remote_on), registry),

@@ -51,7 +51,7 @@ class compact_status {
 
 class frame_free_driver final : public frame_free_run {
  public:
-  explicit frame_free_driver(task_host& host) noexcept : host_(host) {}
+  explicit frame_free_driver(task_host& host) noexcept : host_(&host) {}
 
   outcome start(const compiled_step& s, std::shared_ptr<workspace>& ws) override {
     const program_step& root = s.root;
@@ -61,13 +61,13 @@ class frame_free_driver final : public frame_free_run {
     if (root.create_ws) own = ws->create_child(ws->name() + "/" + root.name);
     workspace& w = own ? *own : *ws;
     const step_path path{nullptr, root.name};
-    if (status st = bind_step(root, w, host_.registry(), bound_, &path); !st) {
-      host_.run_begins(*this);  // as the coroutine driver, which binds once the task has begun
+    if (status st = bind_step(root, w, host_->registry(), bound_, &path); !st) {
+      host_->run_begins(*this);  // as the coroutine driver, which binds once the task has begun
       result_ = std::move(st);
       return outcome::ended;
     }
     if (!startable(root, bound_)) return outcome::declined;
-    host_.run_begins(*this);
+    host_->run_begins(*this);
     stack_.clear();
     push(root, bound_);
     if (advance()) return outcome::ended;
@@ -88,6 +88,7 @@ class frame_free_driver final : public frame_free_run {
     ws_.reset();
     observed = &no_observation;
   }
+  void rehost(task_host& host) noexcept override { host_ = &host; }
 
  private:
   // Every asynchronous kernel of the bound tree has a callback form.
@@ -109,7 +110,7 @@ class frame_free_driver final : public frame_free_run {
   // The machines report to the run's counts and to the host's
   // observation (not kept apart: a waiting task holds its run).
   [[nodiscard]] step_context ctx() noexcept { return step_context{&stats_, observed}; }
-  [[nodiscard]] stop_query stop() const noexcept { return stop_query{nullptr, host_.stopping_flag()}; }
+  [[nodiscard]] stop_query stop() const noexcept { return stop_query{nullptr, host_->stopping_flag()}; }
 
   // An execution of `n` begins.
   void push(const program_step& n, const bound_step& b) { stack_.emplace_back(n, b).begins(ctx()); }
@@ -302,7 +303,7 @@ class frame_free_driver final : public frame_free_run {
     if (stop().requested()) return status(fail(errc::cancelled, "cancelled"));
     in_start_ = true;
     ended_early_ = false;
-    start(host_.executor(), op_completion(*this, signal_.slot()));
+    start(host_->executor(), op_completion(*this, signal_.slot()));
     in_start_ = false;
     if (ended_early_) return result_.take();
     waiting_ = true;
@@ -318,7 +319,7 @@ class frame_free_driver final : public frame_free_run {
     waiting_ = false;
     if (!advance(std::move(st))) return;  // waits again
     reset();
-    host_.run_ended(*this);  // last: the host may destroy this run (and itself)
+    host_->run_ended(*this);  // last: the host may destroy this run (and itself)
   }
 
   void abandon() noexcept override {
@@ -328,10 +329,10 @@ class frame_free_driver final : public frame_free_run {
       return;
     }
     waiting_ = false;
-    host_.run_abandoned(*this);  // last: the host may destroy this run (and itself)
+    host_->run_abandoned(*this);  // last: the host may destroy this run (and itself)
   }
 
-  task_host& host_;
+  task_host* host_;
   std::shared_ptr<workspace> ws_;  // while waiting: the root step's own workspace, else the task's
   bound_step bound_;
   boost::container::small_vector<step_machine, 1> stack_;  // a task's tree is mostly one step

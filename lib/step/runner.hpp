@@ -132,13 +132,13 @@ class task_host {
   /// The registry its runs bind their nets with.
   [[nodiscard]] const operator_registry& registry() const noexcept { return registry_; }
   /// Where its runs' asynchronous ops complete: it must run on the strand
-  /// owning the runs' workspaces. Held by the host, not by each run (a
+  /// owning the runs' workspaces. Held for the host, not by each run (a
   /// waiting task holds its run).
   [[nodiscard]] const boost::asio::any_io_executor& executor() const noexcept { return ex_; }
 
  protected:
-  task_host(const operator_registry& registry, boost::asio::any_io_executor ex)
-      : registry_(registry), ex_(std::move(ex)) {}
+  /// `ex` must outlive the host (a node's executor, kept by its session).
+  task_host(const operator_registry& registry, const boost::asio::any_io_executor& ex) : registry_(registry), ex_(ex) {}
   ~task_host() = default;
   task_host(const task_host&) = delete;
   task_host& operator=(const task_host&) = delete;
@@ -146,7 +146,7 @@ class task_host {
 
  private:
   const operator_registry& registry_;
-  boost::asio::any_io_executor ex_;
+  const boost::asio::any_io_executor& ex_;
 };
 
 /// One execution of a compiled tree run as a plain state machine, with no
@@ -179,8 +179,11 @@ class frame_free_run : protected op_completion::target {
   virtual void cancel() noexcept = 0;
   [[nodiscard]] virtual status result() const = 0;
   [[nodiscard]] virtual const step_stats& stats() const noexcept = 0;
-  /// Drops what an ended run still holds (its workspace).
+  /// Drops what an ended run still holds (its workspace, its observation).
   virtual void reset() noexcept = 0;
+  /// An ended run, reset, reports to `host` from now on (a host's spare
+  /// run handed to the next host on the same strand).
+  virtual void rehost(task_host& host) noexcept = 0;
   /// Where a waiting run stands (`path/net "x" op #i (Type): what it
   /// waits for`); empty when it does not wait.
   [[nodiscard]] virtual std::string where() const = 0;

@@ -41,7 +41,7 @@ class TASKGROUP_API run_completion {
   /// handler's associated executor, once, never inside the initiating
   /// call; frees this object first, as Asio frees an operation's state
   /// before its handler runs.
-  virtual void complete(run_report r) noexcept = 0;
+  virtual void complete(run_report&& r) noexcept = 0;
   /// The handler's cancellation slot (not connected when it has none).
   [[nodiscard]] virtual boost::asio::cancellation_slot slot() const noexcept = 0;
   /// Frees this object without calling the handler (a run dropped with
@@ -75,7 +75,7 @@ class run_completion_for final : public run_completion {
 
   ~run_completion_for() = default;
 
-  void complete(run_report r) noexcept override {
+  void complete(run_report&& r) noexcept override {
     // Out of this object before it is freed.
     allocator_type alloc_self(boost::asio::get_associated_allocator(handler_));
     auto work = std::move(work_);
