@@ -255,7 +255,7 @@ class TASKGROUP_API local_session {
   // coordinator, never run inside the initiating call.
   static void start_run(std::shared_ptr<impl> state, task_group group, run_options options,
                         detail::run_completion_ptr done);
-  static void begin(const std::shared_ptr<impl>& state, const std::shared_ptr<detail::run_state>& rs);
+  static void begin(impl& state, const std::shared_ptr<detail::run_state>& rs);
   std::shared_ptr<impl> impl_;
 };
 

@@ -67,6 +67,9 @@ struct TASKGROUP_API group_access {
   /// The group's shared state: its identity (what a session caches the
   /// compiled group under) and, weakly held, whether it still lives.
   static std::shared_ptr<const void> identity(const task_group& g) noexcept;
+  /// The same as a key (no reference taken) and as a weak reference.
+  static const void* key(const task_group& g) noexcept;
+  static std::weak_ptr<const void> weak_identity(const task_group& g) noexcept;
   /// Local init/exit work of node `name`, claiming setup objects.
   static std::pair<std::vector<body>, std::vector<body>> local_work(const task_group& g, const std::string& name);
   /// Marks the group used (sessions do it when they compile it).

@@ -160,6 +160,8 @@ std::vector<std::pair<std::string, std::shared_ptr<setup_object>>> task_group::l
 namespace detail {
 
 std::shared_ptr<const void> group_access::identity(const task_group& g) noexcept { return g.data_; }
+const void* group_access::key(const task_group& g) noexcept { return g.data_.get(); }
+std::weak_ptr<const void> group_access::weak_identity(const task_group& g) noexcept { return g.data_; }
 
 void group_access::mark_used(const task_group& g) noexcept { g.data_->used = true; }
 

@@ -22,7 +22,8 @@ void task_group::run_on_own_session(task_group g, run_options options, const asi
   s.async_run(std::move(g), std::move(options),
               asio::bind_cancellation_slot(slot, [session = std::move(session), done = std::move(done)](
                                                      boost::system::error_code, run_report report) mutable {
-                done.release()->complete(std::move(report));  // it frees itself
+                // It frees itself.
+                done.release()->complete(std::make_shared<run_report>(std::move(report)));
               }));
 }
 

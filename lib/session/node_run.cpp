@@ -70,7 +70,7 @@ void node_run::advance(const std::shared_ptr<run_state>& rs, status st) {
           stage_ = stage::tasks;
           return start_tasks(rs);
         case stage::tasks:
-          tasks_.reset();
+          tasks_ = nullptr;
           stage_ = stage::fetch;
           fetch_outputs(*rs);
           if (!outputs.empty()) tasks_ended_at = {};  // copied out since
@@ -136,7 +136,7 @@ void node_run::start_tasks(const std::shared_ptr<run_state>& rs) {
     return advance(rs, error(errc::cancelled, "cancelled"));
   }
   std::shared_ptr<node_tasks> t = node_tasks::make(rs, index);
-  tasks_ = t;
+  tasks_ = t.get();
   if (compiled->reports.empty()) return t->start();  // its end: tasks_ended
   spawn(rs,
         run_with_reporters(tasks_awaited(std::move(t)), compiled->reports, ws, options_, observed_, compiled->name));
@@ -148,8 +148,10 @@ void node_run::stop() {
   // passes the cancellation on; the tasks alone are told directly.
   if (in_coroutine_) {
     signal_.emit(asio::cancellation_type::terminal);
-  } else if (auto t = tasks_.lock()) {
-    t->stop();
+  } else if (tasks_ != nullptr) {
+    // Held while told: a run cancelled inline may end the tasks.
+    const std::shared_ptr<node_tasks> held = tasks_->shared_from_this();
+    held->stop();
   }
 }
 

@@ -105,6 +105,10 @@ class node_run {
   void tasks_ended(const std::shared_ptr<run_state>& rs, status st) { advance(rs, std::move(st)); }
 
   [[nodiscard]] stage current() const noexcept { return stage_; }
+  /// Its tasks are gone (node_tasks' destructor).
+  void tasks_gone(const node_tasks* t) noexcept {
+    if (tasks_ == t) tasks_ = nullptr;
+  }
 
  private:
   // The stage that ran has ended with `st`: the next one starts.
@@ -126,8 +130,8 @@ class node_run {
   bool stopped_ = false;       // the run asked the node to stop
   bool in_coroutine_ = false;  // a spawned stage runs: `signal_` reaches it
   boost::asio::cancellation_signal signal_;
-  std::weak_ptr<node_tasks> tasks_;  // while they run (they hold the run)
-  node_turns::turn turn_;            // a GLOBAL node's, until the node has ended
+  node_tasks* tasks_ = nullptr;  // while they live (they hold the run; they clear it as they go)
+  node_turns::turn turn_;        // a GLOBAL node's, until the node has ended
   std::vector<displaced_feed> displaced_;
   run_step_options options_;  // of its init, exit and report steps
   observation observed_;      // of the same, for the node's own work

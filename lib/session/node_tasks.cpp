@@ -76,6 +76,7 @@ node_tasks::node_tasks(key, std::shared_ptr<run_state> rs, std::size_t i)
 
 node_tasks::~node_tasks() {
   if (part().watch.waiting == &waiting_) part().watch.waiting = nullptr;
+  part().tasks_gone(this);
 }
 
 void node_tasks::start() {

@@ -19,10 +19,12 @@ namespace asio = boost::asio;
 
 namespace {
 
-void complete_run(run_state& rs, run_report&& report) {
-  report.group = group_access::identity(rs.source);
+// The run's report (`rs.report`, made) goes to the caller's handler.
+void complete_run(run_state& rs) {
+  rs.report.group = group_access::weak_identity(rs.source);
   run_completion_ptr done = std::move(rs.done);
-  if (done) done.release()->complete(std::move(report));  // it frees itself
+  // It frees itself; the report travels as a pointer into the run.
+  if (done) done.release()->complete(std::shared_ptr<run_report>(rs.shared_from_this(), &rs.report));
 }
 
 void deadline_fired(const std::shared_ptr<run_state>& rs, const boost::system::error_code& ec) {
@@ -33,8 +35,8 @@ void deadline_fired(const std::shared_ptr<run_state>& rs, const boost::system::e
 
 // The run's report, in task order, each task's made in place: a node's
 // tasks are in task order in its list, so task k is at `next[node]` there.
-run_report report_of_run(run_state& rs) {
-  run_report report;
+void make_report(run_state& rs) {
+  run_report& report = rs.report;
   report.started = rs.started;
   // One node, coordinated on its strand, whose last task's end was read
   // in this same handler: the run ends then too.
@@ -51,7 +53,6 @@ run_report report_of_run(run_state& rs) {
     const std::size_t j = next[ct.node_index]++;
     fill_report(report.tasks.emplace_back(), ct, rs.records[k], fetched.empty() ? nullptr : &fetched[j]);
   }
-  return report;
 }
 
 // Starts node i on its strand; a node that cannot even be started (out of
@@ -92,7 +93,7 @@ void run_state::round_ended(status st) {
   if (options.strict_codecs != nullptr) {
     if (status sc = round_trip_outputs(*this, *options.strict_codecs); !sc && st) st = sc;
   }
-  run_report report = report_of_run(*this);
+  make_report(*this);
   // The run's own ends (deadline, cancellation from outside) are errors
   // under every policy; a task's failure (even its own step timeout) is the
   // run's error under join only.
@@ -106,7 +107,7 @@ void run_state::round_ended(status st) {
   // Every run of the session ends here, on the coordinator: the handles'
   // "last run" is filled on one strand whatever runs overlap.
   publish_outputs(*group, report, active);
-  complete_run(*this, std::move(report));
+  complete_run(*this);
 }
 
 void run_state::cancel_running() noexcept {
@@ -128,7 +129,7 @@ void run_state::node_ended(std::size_t i, status st) {
   };
   // Coordinated on this node's strand: already there.
   if (nodes[i].node == coord_node) return told(*this, st);
-  asio::dispatch(coord, [rs = shared_from_this(), told, st = std::move(st)] { told(*rs, st); });
+  asio::dispatch(*coord, [rs = shared_from_this(), told, st = std::move(st)] { told(*rs, st); });
 }
 
 void lay_out(run_state& rs) {
@@ -142,7 +143,8 @@ void lay_out(run_state& rs) {
 }
 
 void refuse_run(const std::shared_ptr<run_state>& rs, const error& e) {
-  complete_run(*rs, refused_report(rs->source, e, rs->started));
+  rs->report = refused_report(rs->source, e, rs->started);
+  complete_run(*rs);
 }
 
 void start_nodes(const std::shared_ptr<run_state>& rs) {
@@ -167,7 +169,7 @@ void start_nodes(const std::shared_ptr<run_state>& rs) {
     return rs->complete();
   }
   if (opt.timeout) {
-    rs->deadline.emplace(rs->coord, *opt.timeout);
+    rs->deadline.emplace(*rs->coord, *opt.timeout);
     rs->deadline->async_wait([rs](const boost::system::error_code& ec) { deadline_fired(rs, ec); });
   }
   // Counted before any starts: a node that ends at once must not end the
@@ -190,7 +192,7 @@ void cancel_run(const std::shared_ptr<run_state>& rs) {
 void follow_cancellation(const std::shared_ptr<run_state>& rs) {
   asio::cancellation_slot slot = rs->done->slot();
   if (!slot.is_connected()) return;
-  slot.assign([weak = std::weak_ptr<run_state>(rs), coord = rs->coord](asio::cancellation_type_t type) {
+  slot.assign([weak = std::weak_ptr<run_state>(rs)](asio::cancellation_type_t type) {
     // Total cancellation cannot be honoured (a run that has started has
     // had effects): only terminal and partial reach the run.
     if ((type & (asio::cancellation_type::terminal | asio::cancellation_type::partial)) ==
@@ -199,7 +201,7 @@ void follow_cancellation(const std::shared_ptr<run_state>& rs) {
     std::shared_ptr<run_state> asked = weak.lock();
     if (!asked) return;
     asked->cancel_asked.store(true, std::memory_order_release);
-    asio::dispatch(coord, [weak] {
+    asio::dispatch(*asked->coord, [weak] {
       if (std::shared_ptr<run_state> run = weak.lock()) cancel_run(run);
     });
   });

@@ -86,8 +86,9 @@ struct run_state final : join_core<run_state> {
   /// joined and ends. The session's coordinator strand, or for a group of
   /// one node seen before (compiled_group::only_node) that node's strand,
   /// `coord_node`: the run then starts its node and hears of its end
-  /// inline, as one hop of Asio's own would.
-  boost::asio::any_io_executor coord;
+  /// inline, as one hop of Asio's own would. Not a copy: the session's
+  /// (held through `session_coord`) or its node's, which the session keeps.
+  const boost::asio::any_io_executor* coord = nullptr;
   const node_state* coord_node = nullptr;
   /// The session's coordinator strand, where run_probe asks (never a node
   /// strand, which a task may hold), sharing the ownership of the
@@ -100,6 +101,8 @@ struct run_state final : join_core<run_state> {
 
   // --- the run as a whole, on the coordinator ------------------------------
   run_completion_ptr done;  ///< the caller's handler
+  /// The report, made as the run ends, moved out by the caller's handler.
+  run_report report;
   std::chrono::system_clock::time_point started{};
   /// `started` was read in the handler now running (begin's, until it
   /// starts the nodes).

@@ -126,7 +126,7 @@ struct local_session::impl {
     {
       std::lock_guard lock(mutex);
       rs.registry = registry;
-      auto it = compiled.find(detail::group_access::identity(rs.source).get());
+      auto it = compiled.find(detail::group_access::key(rs.source));
       if (!closed && it != compiled.end() && !it->second.token.expired()) {
         rs.group = it->second.compiled;
         rs.placed = rs.group->all_placed;
@@ -135,7 +135,7 @@ struct local_session::impl {
           rs.coord_node = n;
         }
       }
-      rs.coord = *chosen;
+      rs.coord = chosen;
     }
   }
 
@@ -248,18 +248,20 @@ void local_session::start_run(std::shared_ptr<impl> state, task_group group, run
                               detail::run_completion_ptr done) {
   auto rs = std::make_shared<run_state>(std::move(group), std::move(options));
   rs->done = std::move(done);
-  state->look_up(*rs);
-  rs->session_coord = std::shared_ptr<const asio::any_io_executor>(state, &coordinator(*state));
+  impl& s = *state;
+  s.look_up(*rs);
+  // The run holds the session's state from here (its begin reads it).
+  rs->session_coord = std::shared_ptr<const asio::any_io_executor>(std::move(state), &coordinator(s));
   detail::follow_cancellation(rs);
-  const asio::any_io_executor& coord = rs->coord;  // not `state`'s: moved into the handler
-  asio::post(coord, [state = std::move(state), rs] { begin(state, rs); });
+  const asio::any_io_executor& coord = *rs->coord;  // bound before `rs` moves into the handler
+  asio::post(coord, [&s, rs = std::move(rs)] { begin(s, rs); });
 }
 
 // On the coordinator: what a run checks before it starts anything (each
-// failure refuses it: every task not run). Holds the session's state,
-// which the session may have dropped meanwhile (a closed session refuses
-// the run).
-void local_session::begin(const std::shared_ptr<impl>& state, const std::shared_ptr<run_state>& rs) {
+// failure refuses it: every task not run). `state` is held by the run
+// (run_state::session_coord): the session may have dropped it meanwhile
+// (a closed session refuses the run).
+void local_session::begin(impl& state, const std::shared_ptr<run_state>& rs) {
   try {
     rs->started = std::chrono::system_clock::now();
     const task_group& group = rs->source;
@@ -268,10 +270,10 @@ void local_session::begin(const std::shared_ptr<impl>& state, const std::shared_
       return detail::refuse_run(rs, error(errc::invalid_task, "run_options::timeout " + f));
     }
     if (!rs->group) {
-      auto compiled = state->compile(group);
+      auto compiled = state.compile(group);
       if (!compiled) return detail::refuse_run(rs, compiled.error());
       rs->group = std::move(compiled).value();
-    } else if (state->closed.load(std::memory_order_relaxed)) {
+    } else if (state.closed.load(std::memory_order_relaxed)) {
       return detail::refuse_run(rs, error(errc::session_closed, "Session is closed."));
     }
     auto active = detail::active_nodes(group, *rs->group, opt, rs->only);
@@ -285,7 +287,7 @@ void local_session::begin(const std::shared_ptr<impl>& state, const std::shared_
     if (status st = detail::check_feeds(group, rs->options.feeds, *rs); !st) return detail::refuse_run(rs, st.error());
     std::vector<node_state*> remote_on;  // the node of each remote net, null when left out
     // Every node placed by an earlier run, no remote net: nothing to lock.
-    if (!rs->placed || !group.remote_nets().empty()) state->place(*rs, remote_on);
+    if (!rs->placed || !group.remote_nets().empty()) state.place(*rs, remote_on);
     for (std::size_t i : rs->active) rs->nodes[i].node = rs->group->placed[i];
     if (remote_on.empty()) {
       rs->started_fresh = true;
@@ -293,7 +295,7 @@ void local_session::begin(const std::shared_ptr<impl>& state, const std::shared_
     }
     // Made on their nodes first (a coroutine: a hop to each node).
     const operator_registry& registry = rs->registry != nullptr ? *rs->registry : operator_registry::global();
-    asio::co_spawn(rs->coord, detail::make_remote_nets(rs->coord, group, std::move(remote_on), registry),
+    asio::co_spawn(*rs->coord, detail::make_remote_nets(*rs->coord, group, std::move(remote_on), registry),
                    [rs](std::exception_ptr e, status st) {
                      if (e) st = detail::error_from_exception(e);
                      if (!st) return detail::refuse_run(rs, st.error());

@@ -37,11 +37,14 @@ class TASKGROUP_API run_completion {
   run_completion() = default;
   run_completion(const run_completion&) = delete;
   run_completion& operator=(const run_completion&) = delete;
-  /// Calls the handler with the report (and its failure's code) on the
-  /// handler's associated executor, once, never inside the initiating
+  /// Calls the handler with the report `*r` (and its failure's code) on
+  /// the handler's associated executor, once, never inside the initiating
   /// call; frees this object first, as Asio frees an operation's state
-  /// before its handler runs.
-  virtual void complete(run_report&& r) noexcept = 0;
+  /// before its handler runs. `r` is where the run keeps its report (it
+  /// owns what holds it): the report is moved out of it there, and `r`
+  /// dropped, before the handler is called; until then the report moves
+  /// as one pointer.
+  virtual void complete(std::shared_ptr<run_report> r) noexcept = 0;
   /// The handler's cancellation slot (not connected when it has none).
   [[nodiscard]] virtual boost::asio::cancellation_slot slot() const noexcept = 0;
   /// Frees this object without calling the handler (a run dropped with
@@ -75,7 +78,7 @@ class run_completion_for final : public run_completion {
 
   ~run_completion_for() = default;
 
-  void complete(run_report&& r) noexcept override {
+  void complete(std::shared_ptr<run_report> r) noexcept override {
     // Out of this object before it is freed.
     allocator_type alloc_self(boost::asio::get_associated_allocator(handler_));
     auto work = std::move(work_);
@@ -87,8 +90,10 @@ class run_completion_for final : public run_completion {
         ex, boost::asio::bind_allocator(alloc, [h = std::move(h), r = std::move(r), work = std::move(work)]() mutable {
           // Cleared where it is emitted: the handler's executor.
           if (auto s = boost::asio::get_associated_cancellation_slot(h); s.is_connected()) s.clear();
-          const boost::system::error_code ec = r.failure ? r.failure->code : boost::system::error_code();
-          std::move(h)(ec, std::move(r));
+          run_report report = std::move(*r);
+          r.reset();  // the run's state, as far as it is this handler's
+          const boost::system::error_code ec = report.failure ? report.failure->code : boost::system::error_code();
+          std::move(h)(ec, std::move(report));
         }));
   }
   [[nodiscard]] boost::asio::cancellation_slot slot() const noexcept override {
