@@ -7,6 +7,7 @@
 #include <boost/asio/bind_cancellation_slot.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/post.hpp>
+#include <boost/asio/recycling_allocator.hpp>
 
 #include <exception>
 #include <string>
@@ -43,7 +44,8 @@ asio::awaitable<status> run_task(std::shared_ptr<run_state> rs, std::size_t k, s
 }  // namespace
 
 std::shared_ptr<node_tasks> node_tasks::make(std::shared_ptr<run_state> rs, std::size_t i) {
-  return std::make_shared<node_tasks>(key(), std::move(rs), i);
+  // Asio's per-thread cache of small blocks, as for its own operations.
+  return std::allocate_shared<node_tasks>(asio::recycling_allocator<node_tasks>(), key(), std::move(rs), i);
 }
 
 node_tasks::node_tasks(key, std::shared_ptr<run_state> rs, std::size_t i)
