@@ -12,7 +12,6 @@
 #include <boost/asio/associated_allocator.hpp>
 #include <boost/asio/associated_executor.hpp>
 #include <boost/asio/awaitable.hpp>
-#include <boost/asio/bind_allocator.hpp>
 #include <boost/asio/bind_cancellation_slot.hpp>
 #include <boost/asio/bind_executor.hpp>
 #include <boost/asio/cancellation_signal.hpp>
@@ -81,20 +80,10 @@ class run_completion_for final : public run_completion {
   void complete(std::shared_ptr<run_report> r) noexcept override {
     // Out of this object before it is freed.
     allocator_type alloc_self(boost::asio::get_associated_allocator(handler_));
-    auto work = std::move(work_);
-    Handler h = std::move(handler_);
+    upcall call{std::move(handler_), std::move(r), std::move(work_)};
     free(alloc_self, this);
-    auto ex = work;
-    auto alloc = boost::asio::get_associated_allocator(h);
-    boost::asio::dispatch(
-        ex, boost::asio::bind_allocator(alloc, [h = std::move(h), r = std::move(r), work = std::move(work)]() mutable {
-          // Cleared where it is emitted: the handler's executor.
-          if (auto s = boost::asio::get_associated_cancellation_slot(h); s.is_connected()) s.clear();
-          run_report report = std::move(*r);
-          r.reset();  // the run's state, as far as it is this handler's
-          const boost::system::error_code ec = report.failure ? report.failure->code : boost::system::error_code();
-          std::move(h)(ec, std::move(report));
-        }));
+    const auto ex = call.work;
+    boost::asio::dispatch(ex, std::move(call));
   }
   [[nodiscard]] boost::asio::cancellation_slot slot() const noexcept override {
     return boost::asio::get_associated_cancellation_slot(handler_);
@@ -112,6 +101,28 @@ class run_completion_for final : public run_completion {
       typename boost::asio::prefer_result<boost::asio::associated_executor_t<Handler, boost::asio::any_io_executor>,
                                           boost::asio::execution::outstanding_work_t::tracked_t>::type>;
   work_executor work_;
+
+  // The call of the handler, queued on its executor. Its allocator is the
+  // handler's through a member type rather than an associator's
+  // specialisation (bind_allocator), which would have dispatch wrap it in
+  // a second work-tracking layer.
+  struct upcall {
+    Handler h;
+    std::shared_ptr<run_report> r;
+    work_executor work;  // the handler's executor kept busy until the call
+
+    using allocator_type = boost::asio::associated_allocator_t<Handler>;
+    [[nodiscard]] allocator_type get_allocator() const noexcept { return boost::asio::get_associated_allocator(h); }
+
+    void operator()() {
+      // Cleared where it is emitted: the handler's executor.
+      if (auto s = boost::asio::get_associated_cancellation_slot(h); s.is_connected()) s.clear();
+      run_report report = std::move(*r);
+      r.reset();  // the run's state, as far as it is this handler's
+      const boost::system::error_code ec = report.failure ? report.failure->code : boost::system::error_code();
+      std::move(h)(ec, std::move(report));
+    }
+  };
   Handler handler_;
 };
 
