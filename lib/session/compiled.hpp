@@ -94,17 +94,16 @@ struct compiled_group {
   std::vector<compiled_node> nodes;
   /// Every node, by index: the active nodes of a run that takes them all.
   std::vector<std::size_t> all_nodes;
-  /// The session node of a group of one node, once a run has placed it
-  /// (guarded by the session's mutex): runs of such a group are
-  /// coordinated on that node's strand, with no hop to the session's
-  /// coordinator and back.
-  mutable node_state* only_node = nullptr;
   /// The session node of each node, null until a run has placed it
   /// (guarded by the session's mutex; empty before the first run).
   /// `all_placed`, read under the same mutex, says none is null: the
   /// entries never change after that, and runs read them without it.
   mutable std::vector<node_state*> placed;
   mutable bool all_placed = false;
+  /// The session node of a group of one node, once a run has placed it
+  /// (under the session's mutex): runs of such a group are coordinated on
+  /// that node's strand, with no hop to the session's coordinator and back.
+  [[nodiscard]] node_state* only_node() const noexcept { return placed.size() == 1 ? placed.front() : nullptr; }
   /// Taken while a run fills the output handles of the group's tasks:
   /// runs coordinated on different strands may end at once.
   mutable std::mutex publishing;

@@ -171,10 +171,9 @@ void node_run::finish(const std::shared_ptr<run_state>& rs, status st) {
 // next run: its blobs go now, as they would with it.
 void node_run::recycle_workspace() noexcept {
   if (!ws || compiled->global) return;
-  const long holders = spare_task_ws ? 2 : 1;  // this part, and the spare's parent link
-  if (ws.use_count() != holders || (spare_task_ws && spare_task_ws.use_count() != 1)) return;
-  workspace_reuse::clear(*ws);
-  node->spare.run_ws = std::move(ws);
+  if (spare_task_ws && spare_task_ws.use_count() != 1) return;
+  // This part, and the spare's link to its parent.
+  if (!workspace_reuse::keep(ws, spare_task_ws ? 2 : 1, node->spare.run_ws)) return;
   node->spare.task_ws = std::move(spare_task_ws);
 }
 

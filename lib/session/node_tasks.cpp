@@ -172,10 +172,7 @@ bool node_tasks::start_frame_free(std::size_t j, std::size_t k, std::shared_ptr<
   }
   // A PRIVATE task's workspace ends with the task: emptied, it serves the
   // next one when nothing else holds it.
-  if (ct.is_private && ws.use_count() == 1) {
-    workspace_reuse::clear(*ws);
-    spare_ws_ = std::move(ws);
-  }
+  if (ct.is_private) workspace_reuse::keep(ws, 1, spare_ws_);
   ws.reset();
   // One clock reading per task: its end is the next one's start.
   now_ = std::chrono::system_clock::now();

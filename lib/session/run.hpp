@@ -84,7 +84,7 @@ struct run_state final : join_core<run_state> {
   std::vector<std::size_t> only;
   /// The run's coordinator: the strand where the run as a whole begins, is
   /// joined and ends. The session's coordinator strand, or for a group of
-  /// one node seen before (compiled_group::only_node) that node's strand,
+  /// one node seen before (compiled_group::only_node()) that node's strand,
   /// `coord_node`: the run then starts its node and hears of its end
   /// inline, as one hop of Asio's own would. Not a copy: the session's
   /// (held through `session_coord`) or its node's, which the session keeps.

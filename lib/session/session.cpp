@@ -130,7 +130,7 @@ struct local_session::impl {
       if (!closed && it != compiled.end() && !it->second.token.expired()) {
         rs.group = it->second.compiled;
         rs.placed = rs.group->all_placed;
-        if (const node_state* n = rs.group->only_node; n != nullptr && n->executor) {
+        if (const node_state* n = rs.group->only_node(); n != nullptr && n->executor) {
           chosen = &n->executor;
           rs.coord_node = n;
         }
@@ -150,8 +150,6 @@ struct local_session::impl {
       if (g.placed[i] == nullptr) g.placed[i] = &node(g.nodes[i].name);
     }
     g.all_placed = std::find(g.placed.begin(), g.placed.end(), nullptr) == g.placed.end();
-    // A group of one node: its later runs are coordinated there.
-    if (g.nodes.size() == 1) g.only_node = g.placed.front();
     for (const auto& r : rs.source.remote_nets()) {
       remote_on.push_back(detail::takes_part(rs.options, r.node) ? &node(r.node) : nullptr);
     }

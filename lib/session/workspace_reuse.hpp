@@ -7,15 +7,23 @@
 
 #include <taskgroup/workspace.hpp>
 
+#include <memory>
 #include <string>
 
 namespace taskgroup::detail {
 
 struct workspace_reuse {
-  /// Drops every local blob and net of `ws` (its parent stays).
-  static void clear(workspace& ws) noexcept { ws.clear(); }
   /// `ws`, emptied, now named `name`.
   static void rename(workspace& ws, const std::string& name) { ws.name_ = name; }
+  /// When `ws` is held by `holders` references only (nothing else can
+  /// reach it), empties it (every local blob and net; its parent stays)
+  /// and moves it to `spare`; otherwise leaves it.
+  static bool keep(std::shared_ptr<workspace>& ws, long holders, std::shared_ptr<workspace>& spare) noexcept {
+    if (!ws || ws.use_count() != holders) return false;
+    ws->clear();
+    spare = std::move(ws);
+    return true;
+  }
 };
 
 }  // namespace taskgroup::detail
