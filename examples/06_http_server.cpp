@@ -19,13 +19,22 @@
 //    cancels the run (terminal cancellation), so an abandoned request stops
 //    consuming work. Bytes that arrive meanwhile (a pipelined request) are
 //    kept for the next read.
+// 6. Load. With --max-in-flight, --max-queued and --max-queue-wait-ms the
+//    session admits runs within those limits (`session_limits`): a request
+//    shed by them answers 503 with `Retry-After`, and /health runs at a
+//    priority above /sum's, so it is admitted first and is not shed for
+//    them.
+// 7. Stop. On SIGINT or SIGTERM the session drains (`async_drain`): runs in
+//    flight and queued finish, a request that comes after answers 503.
 //
 // Endpoints (GET only, JSON answers, keep-alive):
 //   /sum?n=N[&sleep_ms=S][&timeout_ms=T]  task k (k = 0..15) sums i*(k+1)
 //       for i = 1..N after sleeping S ms; answers {"n", "total", "values"}.
 //       Limits: 0 <= N <= 1000000, 0 <= S <= 60000, 1 <= T <= 60000
 //       (default T: 2000). Anything else, or an unknown parameter: 400.
-//   /stats  runs started, completed, timed_out, cancelled, failed, in_flight.
+//   /health  runs a one-task group at priority 1; answers {"status": "ok"}.
+//   /stats  runs started, completed, timed_out, cancelled, failed, shed,
+//       refused (while stopping); in_flight and queued (the session's load).
 //   Another path: 404; another method: 405.
 //
 // The HTTP plumbing (routes, limits, the connection loop, options, start
@@ -33,11 +42,12 @@
 // baseline of the benchmark (bench/w8_http/asio_server.cpp).
 //
 // Usage: 06_http_server [--address A] [--port P] [--threads N] [--offload]
-// (defaults 127.0.0.1, 8080, 2; --port 0 picks a free port; --offload runs
-// the Sum ops on the compute executor, off the I/O threads). It prints
-// "listening on A:P" once ready. SIGINT or SIGTERM: it stops accepting,
-// lets requests in flight finish, closes keep-alive connections at their
-// next request (idle ones within 5 s), and exits 0.
+//   [--max-in-flight N] [--max-queued N] [--max-queue-wait-ms MS]
+// (defaults 127.0.0.1, 8080, 2, no limits; --port 0 picks a free port;
+// --offload runs the Sum ops on the compute executor, off the I/O
+// threads). It prints "listening on A:P" once ready. SIGINT or SIGTERM: it
+// stops accepting, drains the session, closes keep-alive connections at
+// their next request (idle ones within 5 s), and exits 0.
 #include <taskgroup/taskgroup.hpp>
 
 #include "http_sum_server.hpp"
@@ -67,7 +77,7 @@ using namespace sum_server;
 namespace {
 
 struct counters {
-  std::atomic<std::uint64_t> started{0}, completed{0}, timed_out{0}, cancelled{0}, failed{0};
+  std::atomic<std::uint64_t> started{0}, completed{0}, timed_out{0}, cancelled{0}, failed{0}, shed{0}, refused{0};
 };
 
 std::string node_name(int j) { return "n" + std::to_string(j); }
@@ -101,12 +111,15 @@ tg::net work_net(int k, bool offload) {
 
 struct service {
   tg::task_group group;
+  tg::task_group health;  // one task, one empty net
   std::vector<tg::task_output<i64>> values;
   tg::local_session session;
   counters stats;
   std::atomic<bool> stopping{false};
+  std::atomic<bool> drained{false};
 
-  service(asio::any_io_executor ex, bool offload) : session(std::move(ex)) {
+  service(asio::any_io_executor ex, bool offload, const tg::session_limits& limits) : session(std::move(ex), limits) {
+    check(health.add(tg::task("health", tg::step("health").add_net(tg::net("health"))), tg::node(node_name(0))));
     for (int j = 0; j < nodes; ++j) {
       check(group.input<i64>("n", tg::node(node_name(j))));
       check(group.input<i64>("sleep_ms", tg::node(node_name(j))));
@@ -125,9 +138,32 @@ struct service {
   // What sum_server::handle asks of a service (http_sum_server.hpp).
   asio::awaitable<response> sum(beast::tcp_stream& stream, beast::flat_buffer& buffer, const request& req,
                                 const sum_query& q);
-  std::optional<response> route(std::string_view path, const request& req) const;
+  asio::awaitable<std::optional<response>> route(std::string_view path, const request& req);
+  void stop() {
+    session.async_drain([this](boost::system::error_code ec) { drained = !ec; });
+  }
   [[nodiscard]] std::string stopped() const;
 };
+
+// A run that never started: shed by the session's limits (503, try again
+// later) or refused while the session drains (503, and the connection
+// closes). Otherwise nullopt.
+std::optional<response> not_admitted(const boost::system::error_code& ec, const tg::run_report& report, counters& stats,
+                                     const request& req) {
+  if (ec == tg::errc::overloaded) {
+    stats.shed.fetch_add(1, std::memory_order_relaxed);
+    auto res = error_response(http::status::service_unavailable, "overloaded", report.failure->message, req);
+    res.set(http::field::retry_after, "1");
+    return res;
+  }
+  if (ec == tg::errc::session_closed) {
+    stats.refused.fetch_add(1, std::memory_order_relaxed);
+    auto res = error_response(http::status::service_unavailable, "stopping", report.failure->message, req);
+    res.keep_alive(false);
+    return res;
+  }
+  return std::nullopt;
+}
 
 // Runs the group for one /sum request, racing it against the client.
 asio::awaitable<response> service::sum(beast::tcp_stream& stream, beast::flat_buffer& buffer, const request& req,
@@ -143,6 +179,7 @@ asio::awaitable<response> service::sum(beast::tcp_stream& stream, beast::flat_bu
           .async_wait(asio::experimental::wait_for_one(), asio::use_awaitable);
   (void)order;
   (void)watch_ex;
+  if (auto refused = not_admitted(run_ec, report, stats, req)) co_return std::move(*refused);
   if (run_ec == tg::errc::timeout) {
     stats.timed_out.fetch_add(1, std::memory_order_relaxed);
     co_return error_response(http::status::gateway_timeout, "timeout", report.failure->message, req);
@@ -171,32 +208,42 @@ asio::awaitable<response> service::sum(beast::tcp_stream& stream, beast::flat_bu
                           req);
 }
 
-json::object stats_json(const counters& c) {
-  // `started` read last: a run counted as ended was started before.
-  const std::uint64_t ended = c.completed + c.timed_out + c.cancelled + c.failed;
-  const std::uint64_t started = c.started;
-  return {{"started", started},
-          {"completed", c.completed.load()},
-          {"timed_out", c.timed_out.load()},
-          {"cancelled", c.cancelled.load()},
-          {"failed", c.failed.load()},
-          {"in_flight", started - ended}};
+json::object stats_json(const counters& c, const tg::session_load& load) {
+  return {{"started", c.started.load()},     {"completed", c.completed.load()}, {"timed_out", c.timed_out.load()},
+          {"cancelled", c.cancelled.load()}, {"failed", c.failed.load()},       {"shed", c.shed.load()},
+          {"refused", c.refused.load()},     {"in_flight", load.in_flight},     {"queued", load.queued}};
 }
 
-std::optional<response> service::route(std::string_view path, const request& req) const {
-  if (path == "/stats") return json_response(http::status::ok, stats_json(stats), req);
-  return std::nullopt;
+asio::awaitable<std::optional<response>> service::route(std::string_view path, const request& req) {
+  if (path == "/stats") co_return json_response(http::status::ok, stats_json(stats, session.load()), req);
+  if (path != "/health") co_return std::nullopt;
+  // Admitted ahead of every /sum queued (priority 1 against 0).
+  auto [ec, report] = co_await session.async_run(health, {.timeout = std::chrono::seconds(10), .priority = 1},
+                                                 asio::as_tuple(asio::use_awaitable));
+  if (auto refused = not_admitted(ec, report, stats, req)) co_return std::move(*refused);
+  if (ec) co_return error_response(http::status::internal_server_error, "run_failed", report.failure->message, req);
+  co_return json_response(http::status::ok, json::object{{"status", "ok"}}, req);
 }
 
-std::string service::stopped() const { return "stopped: " + json::serialize(stats_json(stats)); }
+std::string service::stopped() const {
+  json::object o = stats_json(stats, session.load());
+  o["drained"] = drained.load();
+  return "stopped: " + json::serialize(o);
+}
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  const auto options = sum_server::parse_options(argc, argv, "06_http_server", {"--offload"});
+  const auto options = sum_server::parse_options(
+      argc, argv, "06_http_server", {"--offload"},
+      {{"--max-in-flight", 1, 1000000}, {"--max-queued", 0, 1000000}, {"--max-queue-wait-ms", 0, 3600000}});
   if (!options) return 2;
   const bool offload = options->has("--offload");
-  return sum_server::run(*options, "06_http_server", [offload](asio::io_context& io) {
-    return std::make_unique<service>(io.get_executor(), offload);
+  tg::session_limits limits;
+  if (auto v = options->value("--max-in-flight")) limits.max_runs_in_flight = static_cast<std::size_t>(*v);
+  if (auto v = options->value("--max-queued")) limits.max_queued = static_cast<std::size_t>(*v);
+  if (auto v = options->value("--max-queue-wait-ms")) limits.max_queue_wait = std::chrono::milliseconds(*v);
+  return sum_server::run(*options, "06_http_server", [offload, limits](asio::io_context& io) {
+    return std::make_unique<service>(io.get_executor(), offload, limits);
   });
 }

@@ -9,9 +9,12 @@
 //   std::atomic<bool> stopping;              set once SIGINT or SIGTERM came
 //   asio::awaitable<response> sum(beast::tcp_stream&, beast::flat_buffer&,
 //                                 const request&, const sum_query&);
-//   std::optional<response> route(std::string_view path, const request&);
+//   asio::awaitable<std::optional<response>> route(std::string_view path,
+//                                                  const request&);
 //                                            other GET paths (nullopt: 404)
 //   std::string stopped() const;             the last line printed on stdout
+// and may provide:
+//   void stop();                             called once SIGINT or SIGTERM came
 #pragma once
 
 #include <boost/asio/as_tuple.hpp>
@@ -40,6 +43,7 @@
 #include <string>
 #include <string_view>
 #include <thread>
+#include <utility>
 #include <vector>
 
 namespace sum_server {
@@ -147,7 +151,7 @@ asio::awaitable<response> handle(S& svc, beast::tcp_stream& stream, beast::flat_
   const std::string_view path = target.substr(0, qmark);
   const std::string_view query = qmark == std::string_view::npos ? std::string_view() : target.substr(qmark + 1);
   if (path != "/sum") {
-    if (std::optional<response> other = svc.route(path, req)) co_return std::move(*other);
+    if (std::optional<response> other = co_await svc.route(path, req)) co_return std::move(*other);
     co_return error_response(http::status::not_found, "not_found", "no such path: " + std::string(path), req);
   }
   sum_query q;
@@ -212,18 +216,31 @@ asio::awaitable<void> listen(S& svc, asio::io_context& io, tcp::acceptor& accept
   }
 }
 
-// The command line: --address A, --port 0..65535, --threads 1..64 and the
-// program's own flags (`flags`, each without a value).
+// The command line: --address A, --port 0..65535, --threads 1..64, the
+// program's own flags (`flags`, each without a value) and its own integer
+// options (`valued`, each within its bounds).
+struct valued_option {
+  std::string_view name;
+  i64 lo;
+  i64 hi;
+};
 struct options {
   std::string address = "127.0.0.1";
   i64 port = 8080;
   i64 threads = 2;
-  std::vector<std::string> flags;  // those given
+  std::vector<std::string> flags;                   // those given
+  std::vector<std::pair<std::string, i64>> values;  // those given
   [[nodiscard]] bool has(std::string_view flag) const {
     for (const auto& f : flags) {
       if (f == flag) return true;
     }
     return false;
+  }
+  [[nodiscard]] std::optional<i64> value(std::string_view name) const {
+    for (const auto& [n, v] : values) {
+      if (n == name) return v;
+    }
+    return std::nullopt;
   }
 };
 
@@ -238,12 +255,16 @@ inline std::optional<i64> option_value(int argc, char** argv, int& i, i64 lo, i6
 
 // The options, or nullopt after printing the usage of `program` on stderr.
 inline std::optional<options> parse_options(int argc, char** argv, std::string_view program,
-                                            std::initializer_list<std::string_view> flags = {}) {
+                                            std::initializer_list<std::string_view> flags = {},
+                                            std::initializer_list<valued_option> valued = {}) {
   options o;
   for (int i = 1; i < argc; ++i) {
     const std::string_view arg = argv[i];
     std::optional<i64> v;
-    if (arg == "--address" && i + 1 < argc) {
+    auto own = std::find_if(valued.begin(), valued.end(), [&](const valued_option& x) { return x.name == arg; });
+    if (own != valued.end() && (v = option_value(argc, argv, i, own->lo, own->hi))) {
+      o.values.emplace_back(arg, *v);
+    } else if (arg == "--address" && i + 1 < argc) {
       o.address = argv[++i];
     } else if (arg == "--port" && (v = option_value(argc, argv, i, 0, 65535))) {
       o.port = *v;
@@ -254,6 +275,7 @@ inline std::optional<options> parse_options(int argc, char** argv, std::string_v
     } else {
       std::cerr << "usage: " << program << " [--address A] [--port 0..65535] [--threads 1..64]";
       for (auto f : flags) std::cerr << " [" << f << ']';
+      for (const auto& x : valued) std::cerr << " [" << x.name << ' ' << x.lo << ".." << x.hi << ']';
       std::cerr << "\nbad or incomplete option: " << arg << '\n';
       return std::nullopt;
     }
@@ -279,6 +301,7 @@ int run(const options& o, std::string_view program, Make make) {
     signals.async_wait([&](beast::error_code ec, int) {
       if (ec) return;
       svc->stopping = true;
+      if constexpr (requires { svc->stop(); }) svc->stop();
       acceptor.close();  // in-flight requests finish; connections end at their next request
     });
     asio::co_spawn(accept_strand, listen(*svc, io, acceptor), asio::detached);

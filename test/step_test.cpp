@@ -339,7 +339,7 @@ namespace {
 
 // An observer that only forces concurrent children through the spawning
 // runner (children run in turn only without an observer).
-class noop_observer final : public run_observer {};
+class silent_step_observer final : public run_observer {};
 
 // Concurrent children that cannot suspend: plain synchronous net steps
 // that end on their own, counted or `only_once` with a stop blob.
@@ -373,7 +373,7 @@ TEST_CASE("concurrent children that cannot suspend run in turn, with the results
   run_step_options o;
   o.stats = &turn_stats;
   REQUIRE(run_tree(in_turn_tree(), turn, o));
-  noop_observer observer;
+  silent_step_observer observer;
   auto spawned = in_turn_workspace();
   o.stats = &spawn_stats;
   o.observer = &observer;

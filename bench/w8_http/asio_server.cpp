@@ -70,7 +70,7 @@ struct service {
   // What sum_server::handle asks of a service (http_sum_server.hpp).
   asio::awaitable<response> sum(beast::tcp_stream& stream, beast::flat_buffer& buffer, const request& req,
                                 const sum_query& q);
-  static std::optional<response> route(std::string_view, const request&) { return std::nullopt; }
+  static asio::awaitable<std::optional<response>> route(std::string_view, const request&) { co_return std::nullopt; }
   [[nodiscard]] static std::string stopped() { return "stopped"; }
 };
 

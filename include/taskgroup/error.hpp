@@ -89,6 +89,11 @@ enum class errc {
   /// again once it has ended. Equivalent to the condition
   /// `device_or_resource_busy`.
   session_busy,
+  /// A local session's admission limits shed the run (session_limits): it
+  /// found the queue full, was pushed out of it by a run of higher
+  /// priority, or waited too long in it. Nothing of it ran. Equivalent to
+  /// the condition `resource_unavailable_try_again`.
+  overloaded,
 };
 
 /// The `taskgroup` error category (name "taskgroup"). Thread-safe.
@@ -97,7 +102,8 @@ enum class errc {
 /// that code written for any Asio operation reads them:
 /// `errc::cancelled` to `operation_canceled`, `errc::timeout` to
 /// `timed_out`, `errc::session_closed` to `bad_file_descriptor`,
-/// `errc::session_busy` to `device_or_resource_busy`. Both
+/// `errc::session_busy` to `device_or_resource_busy`, `errc::overloaded`
+/// to `resource_unavailable_try_again`. Both
 /// `ec == boost::system::errc::operation_canceled` and
 /// `ec == std::errc::operation_canceled` hold for a cancelled run. (Asio's
 /// own `boost::asio::error::operation_aborted` is a code of another

@@ -127,6 +127,14 @@ struct TASKGROUP_API run_options {
   std::optional<std::vector<std::string>> only_nodes{};
   /// The run's input values (see `feeds`).
   taskgroup::feeds feeds{};
+  /// Where the run stands in a local session's admission queue
+  /// (session_limits): queued runs start highest priority first, in arrival
+  /// order within one priority, and a full queue makes room for a run of
+  /// higher priority than its last by shedding that one. Priority orders
+  /// admission only: it never preempts a run in flight, and a node's
+  /// strand and the turns of GLOBAL groups stay first come, first served.
+  /// Any int; a session without limits, and the MPI session, ignore it.
+  int priority = 0;
 };
 
 }  // namespace taskgroup

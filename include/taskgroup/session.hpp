@@ -67,9 +67,11 @@
 #include <taskgroup/run_options.hpp>
 #include <taskgroup/run_probe.hpp>
 #include <taskgroup/run_report.hpp>
+#include <taskgroup/session_limits.hpp>
 #include <taskgroup/task_group.hpp>
 #include <taskgroup/workspace.hpp>
 
+#include <boost/asio/any_completion_handler.hpp>
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/associated_cancellation_slot.hpp>
 #include <boost/asio/async_result.hpp>
@@ -124,6 +126,15 @@ class TASKGROUP_API local_session {
   explicit local_session(ExecutionContext& ctx) : local_session(boost::asio::any_io_executor(ctx.get_executor())) {}
   /// A session owning a thread pool of `threads` threads (>= 1).
   explicit local_session(std::size_t threads);
+  /// The same three, admitting runs within `limits` (see session_limits).
+  /// Errors: throws `taskgroup::system_error` (`errc::invalid_task`) naming
+  /// the field when `limits` does not hold (check_limits).
+  local_session(boost::asio::any_io_executor ex, const session_limits& limits);
+  template <class ExecutionContext>
+  requires std::is_convertible_v<ExecutionContext&, boost::asio::execution_context&> local_session(
+      ExecutionContext& ctx, const session_limits& limits)
+      : local_session(boost::asio::any_io_executor(ctx.get_executor()), limits) {}
+  local_session(std::size_t threads, const session_limits& limits);
   /// Closes the session; with an owned pool, waits for runs in flight.
   /// Destroyed on a thread of its owned pool (e.g. from a run's
   /// completion handler), it cannot wait for that thread: it returns at
@@ -176,7 +187,16 @@ class TASKGROUP_API local_session {
   /// groups with GLOBAL tasks there take turns on it, in arrival order (a
   /// later run waits, cancellably, until the earlier ones have ended there).
   ///
-  /// Cancellation: through the token's cancellation slot. Terminal and
+  /// Admission (session_limits): a run that cannot start at once waits in
+  /// the session's queue, highest `options.priority` first, and its
+  /// `options.timeout` counts from its arrival; a shed run completes with
+  /// `errc::overloaded` (`ec == std::errc::resource_unavailable_try_again`)
+  /// and a report in which no task ran.
+  ///
+  /// Cancellation: through the token's cancellation slot. A run waiting
+  /// for admission that is cancelled (terminal or partial) leaves the
+  /// queue at once and completes with `errc::cancelled`, no task run.
+  /// Terminal and
   /// partial cancellation cancel every task on every node (the run
   /// completes with `errc::cancelled` once all have unwound; the report
   /// says what ran). Total cancellation is not supported: a run that has
@@ -238,10 +258,51 @@ class TASKGROUP_API local_session {
   void set_compute_executor(boost::asio::any_io_executor ex);
 
   /// Closes the session: later runs fail with `errc::session_closed`
-  /// ("Session is closed."). Idempotent. Runs in flight go on. Destroying
-  /// the executor's context closes the session too.
+  /// ("Session is closed."), and so do the runs waiting for admission.
+  /// Idempotent. Runs in flight go on. Destroying the executor's context
+  /// closes the session too.
   void close();
+  /// True once the session takes no new run: closed, or draining
+  /// (`async_drain`).
   [[nodiscard]] bool closed() const noexcept;
+
+  /// Replaces the admission limits (see session_limits); they apply to
+  /// the runs that arrive after it, and a higher `max_runs_in_flight`
+  /// admits the queued runs that now fit. Lowering `max_queued` below the
+  /// queue's length sheds none of the runs already queued. Errors: throws
+  /// `taskgroup::system_error` (`errc::invalid_task`) naming the field when
+  /// `limits` does not hold (check_limits). Threading: thread-safe.
+  void set_limits(const session_limits& limits);
+  /// The admission limits in force. Threading: thread-safe.
+  [[nodiscard]] session_limits limits() const;
+  /// Runs in flight and queued now, and runs shed so far. Threading:
+  /// thread-safe.
+  [[nodiscard]] session_load load() const;
+
+  /// Drains the session: stops admitting for good (a run that arrives
+  /// completes with `errc::session_closed` at once, as after `close()`),
+  /// lets the runs in flight and those queued run to their ends, and
+  /// completes when none is left. An Asio asynchronous operation for any
+  /// completion token, completing with `void(boost::system::error_code)`:
+  /// success, or `errc::cancelled` when a drain was cancelled. The handler
+  /// is called on its associated executor (by default the session's
+  /// coordinator strand), never inside this call.
+  ///
+  /// Cancellation (of any type, e.g. a drain raced against a timer in a
+  /// parallel group): every queued run
+  /// completes with `errc::cancelled`, every run in flight is cancelled
+  /// (as by its own cancellation slot), and the drain completes with
+  /// `errc::cancelled` once they have all ended.
+  ///
+  /// Threading: thread-safe. Several drains may wait at once; each
+  /// completes when nothing is left.
+  template <class CompletionToken = default_completion_token_t>
+  auto async_drain(CompletionToken&& token = default_completion_token_t()) {
+    auto init = [state = impl_](auto handler) {
+      start_drain(*state, boost::asio::any_completion_handler<void(boost::system::error_code)>(std::move(handler)));
+    };
+    return boost::asio::async_initiate<CompletionToken, void(boost::system::error_code)>(std::move(init), token);
+  }
 
   [[nodiscard]] boost::asio::any_io_executor get_executor() const;
 
@@ -256,6 +317,7 @@ class TASKGROUP_API local_session {
   static void start_run(std::shared_ptr<impl> state, task_group group, run_options options,
                         detail::run_completion_ptr done);
   static void begin(impl& state, const std::shared_ptr<detail::run_state>& rs);
+  static void start_drain(impl& state, boost::asio::any_completion_handler<void(boost::system::error_code)> done);
   std::shared_ptr<impl> impl_;
 };
 

@@ -36,6 +36,7 @@ class category final : public boost::system::error_category {
       case errc::invalid_feed: return "invalid feed";
       case errc::op_library_failed: return "op library cannot be loaded";
       case errc::session_busy: return "a run is already in flight on the session";
+      case errc::overloaded: return "session overloaded";
     }
     return "unknown taskgroup error";
   }
@@ -48,6 +49,7 @@ class category final : public boost::system::error_category {
       case errc::timeout: return generic::make_error_condition(generic::timed_out);
       case errc::session_closed: return generic::make_error_condition(generic::bad_file_descriptor);
       case errc::session_busy: return generic::make_error_condition(generic::device_or_resource_busy);
+      case errc::overloaded: return generic::make_error_condition(generic::resource_unavailable_try_again);
       default: return {ev, *this};
     }
   }

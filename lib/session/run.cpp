@@ -22,6 +22,9 @@ namespace {
 // The run's report (`rs.report`, made) goes to the caller's handler.
 void complete_run(run_state& rs) {
   rs.report.group = group_access::weak_identity(rs.source);
+  // Its place goes to the next run queued before its caller hears of it
+  // (a caller that runs again from its handler finds the place free).
+  if (rs.ticket.by != nullptr) rs.ticket.by->ended(rs);
   run_completion_ptr done = std::move(rs.done);
   // It frees itself; the report travels as a pointer into the run.
   if (done) done.release()->complete(std::shared_ptr<run_report>(rs.shared_from_this(), &rs.report));
@@ -168,7 +171,11 @@ void start_nodes(const std::shared_ptr<run_state>& rs) {
     rs->rule_.cancelled_from_outside();
     return rs->complete();
   }
-  if (opt.timeout) {
+  if (opt.timeout && rs->ticket.arrived != std::chrono::steady_clock::time_point{}) {
+    // It waited for admission: its deadline counts from its arrival.
+    rs->deadline.emplace(*rs->coord, rs->ticket.arrived + *opt.timeout);
+    rs->deadline->async_wait([rs](const boost::system::error_code& ec) { deadline_fired(rs, ec); });
+  } else if (opt.timeout) {
     rs->deadline.emplace(*rs->coord, *opt.timeout);
     rs->deadline->async_wait([rs](const boost::system::error_code& ec) { deadline_fired(rs, ec); });
   }
@@ -185,6 +192,10 @@ void start_nodes(const std::shared_ptr<run_state>& rs) {
 void cancel_run(const std::shared_ptr<run_state>& rs) {
   if (!rs->done || rs->cancelled_outside) return;  // ended, or asked already
   rs->cancelled_outside = true;
+  if (rs->ticket.by != nullptr && rs->ticket.by->withdraw(*rs)) {
+    rs->started = std::chrono::system_clock::now();
+    return refuse_run(rs, error(errc::cancelled, "run cancelled while waiting for admission"));
+  }
   if (!rs->nodes_started) return;  // start_nodes sees it
   rs->cancel_from_outside();
 }

@@ -8,6 +8,7 @@
 #include <taskgroup/session.hpp>
 
 #include "detail/join.hpp"
+#include "session/admission.hpp"
 #include "session/compiled.hpp"
 #include "session/node_run.hpp"
 #include "session/records.hpp"
@@ -98,6 +99,8 @@ struct run_state final : join_core<run_state> {
   /// Every node of `group` had been placed on the session's nodes when
   /// the run was initiated (compiled_group::all_placed).
   bool placed = false;
+  /// Its place in the session's admission: in flight, queued or neither.
+  admission_ticket ticket;
 
   // --- the run as a whole, on the coordinator ------------------------------
   run_completion_ptr done;  ///< the caller's handler

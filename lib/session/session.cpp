@@ -5,6 +5,7 @@
 #include "detail/test_hooks.hpp"
 #include "model/limits.hpp"
 #include "model/task_access.hpp"
+#include "session/admission.hpp"
 #include "session/compiled.hpp"
 #include "session/context_watch.hpp"
 #include "session/report.hpp"
@@ -53,6 +54,7 @@ struct local_session::impl {
 
   mutable std::mutex mutex;         // guards what follows
   std::atomic<bool> closed{false};  // written under `mutex`
+  detail::admission admission{mutex};
   const operator_registry* registry = nullptr;
   std::optional<asio::any_io_executor> compute;                  // offloaded kernels' (none: the default)
   std::vector<std::unique_ptr<node_state>> nodes;                // in order of first use
@@ -118,27 +120,30 @@ struct local_session::impl {
   // At a run's initiation, under one lock: the registry it uses, its
   // compiled group when this session has one (its begin then compiles
   // nothing and, once every node of the group is placed, takes no lock),
-  // and its coordinator: the node's strand for a group of one node that a
-  // run of this session has placed, else the session's. A closed session
-  // is seen in begin, which may still refuse the run.
-  void look_up(run_state& rs) {
+  // its coordinator (the node's strand for a group of one node that a run
+  // of this session has placed, else the session's) and its admission. A
+  // closed session is seen in begin, which refuses the run.
+  detail::admission::verdict look_up(const std::shared_ptr<run_state>& rs, error& why,
+                                     std::shared_ptr<run_state>& displaced) {
     const asio::any_io_executor* chosen = &local_session::coordinator(*this);
-    {
-      std::lock_guard lock(mutex);
-      rs.registry = registry;
-      auto it = compiled.find(detail::group_access::key(rs.source));
-      if (!closed && it != compiled.end() && !it->second.token.expired()) {
-        rs.group = it->second.compiled;
-        rs.placed = rs.group->all_placed;
-        if (const node_state* n = rs.group->only_node(); n != nullptr && n->executor) {
-          chosen = &n->executor;
-          rs.coord_node = n;
-        }
+    std::lock_guard lock(mutex);
+    rs->registry = registry;
+    auto it = compiled.find(detail::group_access::key(rs->source));
+    if (!closed && it != compiled.end() && !it->second.token.expired()) {
+      rs->group = it->second.compiled;
+      rs->placed = rs->group->all_placed;
+      if (const node_state* n = rs->group->only_node(); n != nullptr && n->executor) {
+        chosen = &n->executor;
+        rs->coord_node = n;
       }
-      rs.coord = chosen;
     }
+    rs->coord = chosen;
+    // Followed before the run is in the admission's hands, where another
+    // thread may begin or end it.
+    detail::follow_cancellation(rs);
+    if (closed) return detail::admission::verdict::start;  // refused by begin, not counted
+    return admission.arrive(rs, rs->options.priority, why, displaced);
   }
-
   // Places the active nodes of `rs` on the session's nodes (made on first
   // use), and the remote nets of its group: `remote_on` gets the node of
   // each, null for one the run leaves out.
@@ -170,11 +175,33 @@ struct local_session::impl {
   }
 };
 
+namespace {
+void valid_or_throw(const session_limits& limits) {
+  if (status st = check_limits(limits); !st) throw system_error(st.error());
+}
+}  // namespace
+
 local_session::local_session(asio::any_io_executor ex) : impl_(std::make_shared<impl>(std::move(ex))) {
+  impl_->admission.owner = impl_.get();
+  impl_->admission.begin = [](void* owner, const std::shared_ptr<run_state>& rs) {
+    begin(*static_cast<impl*>(owner), rs);
+  };
   // Not the owned pool's: that one is the session's own, destroyed last.
   detail::watch_context(impl_->ex, impl_);
 }
-local_session::local_session(std::size_t threads) : impl_(std::make_shared<impl>(threads)) {}
+local_session::local_session(std::size_t threads) : impl_(std::make_shared<impl>(threads)) {
+  impl_->admission.owner = impl_.get();
+  impl_->admission.begin = [](void* owner, const std::shared_ptr<run_state>& rs) {
+    begin(*static_cast<impl*>(owner), rs);
+  };
+}
+local_session::local_session(asio::any_io_executor ex, const session_limits& limits) : local_session(std::move(ex)) {
+  set_limits(limits);
+}
+local_session::local_session(std::size_t threads, const session_limits& limits) : local_session(threads) {
+  valid_or_throw(limits);  // before the pool's threads would have to be joined
+  set_limits(limits);
+}
 
 local_session::~local_session() {
   close();
@@ -197,13 +224,31 @@ local_session::~local_session() {
 }
 
 void local_session::close() {
-  std::lock_guard lock(impl_->mutex);
-  impl_->closed = true;
+  {
+    std::lock_guard lock(impl_->mutex);
+    impl_->closed = true;
+  }
+  for (const auto& rs : impl_->admission.take_queue()) {
+    detail::refuse_unbegun(rs, error(errc::session_closed, "Session is closed."));
+  }
 }
 
 bool local_session::closed() const noexcept {
   std::lock_guard lock(impl_->mutex);
-  return impl_->closed;
+  return impl_->closed || impl_->admission.draining_locked();
+}
+
+void local_session::set_limits(const session_limits& limits) {
+  valid_or_throw(limits);
+  impl_->admission.set_limits(limits);
+}
+
+session_limits local_session::limits() const { return impl_->admission.limits(); }
+
+session_load local_session::load() const { return impl_->admission.load(); }
+
+void local_session::start_drain(impl& state, asio::any_completion_handler<void(boost::system::error_code)> done) {
+  state.admission.drain(std::move(done), coordinator(state));
 }
 
 asio::any_io_executor local_session::get_executor() const { return impl_->strand_base(); }
@@ -247,14 +292,23 @@ void local_session::start_run(std::shared_ptr<impl> state, task_group group, run
   auto rs = std::make_shared<run_state>(std::move(group), std::move(options));
   rs->done = std::move(done);
   impl& s = *state;
-  s.look_up(*rs);
   // The run holds the session's state from here (its begin reads it).
   rs->session_coord = std::shared_ptr<const asio::any_io_executor>(std::move(state), &coordinator(s));
-  detail::follow_cancellation(rs);
-  const asio::any_io_executor& coord = *rs->coord;  // bound before `rs` moves into the handler
-  asio::post(coord, [&s, rs = std::move(rs)] { begin(s, rs); });
+  error why;
+  std::shared_ptr<run_state> displaced;  // shed from the queue to make room for this one
+  const detail::admission::verdict v = s.look_up(rs, why, displaced);
+  if (displaced) detail::refuse_unbegun(displaced, why);
+  switch (v) {
+    case detail::admission::verdict::start: {
+      const asio::any_io_executor& coord = *rs->coord;  // bound before `rs` moves into the handler
+      asio::post(coord, [&s, rs = std::move(rs)] { begin(s, rs); });
+      return;
+    }
+    case detail::admission::verdict::queued: return;  // the queue holds it
+    case detail::admission::verdict::shed:
+    case detail::admission::verdict::closed: return detail::refuse_unbegun(rs, why);
+  }
 }
-
 // On the coordinator: what a run checks before it starts anything (each
 // failure refuses it: every task not run). `state` is held by the run
 // (run_state::session_coord): the session may have dropped it meanwhile

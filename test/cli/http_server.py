@@ -11,9 +11,16 @@ server on 127.0.0.1 (port 0, read from its first line), then:
   the guard); a client sending over 64 KiB during a run is cut off (503);
 - deadline: a run slower than its timeout_ms answers 504;
 - bad input: 400 naming the parameter, 404, 405, a malformed request;
-- stop: SIGTERM with a keep-alive connection open; the server stops
-  accepting, answers that connection's next request with
-  `Connection: close`, exits 0 and its last line counts every run.
+- stop: SIGTERM with a request in flight and an idle keep-alive connection
+  open; the server stops accepting and drains its session: the request in
+  flight is answered (with `Connection: close`), the idle connection's next
+  request gets 503 "stopping", and the server exits 0, its last line
+  counting every run and saying the drain completed;
+- limits (a second server, `--max-in-flight 1 --max-queued 1`): with one
+  slow run in flight and one queued, a third request is shed at once (503
+  "overloaded" with `Retry-After`), /health is admitted ahead of the queued
+  /sum, which it pushes out of the full queue (503), and /stats counts both
+  shed requests.
 Exits 0 when every check passed, 1 otherwise. Timings are hang guards only:
 each bounds one response or one wait, never the whole load, whose pace
 depends on the build and on what else shares the cores.
@@ -216,24 +223,63 @@ async def refused(port):
 
 
 async def stop(port, server):
-    """SIGTERM with a keep-alive connection open, then a request on it."""
-    reader, writer = await asyncio.open_connection("127.0.0.1", port)
-    writer.write(request_bytes("/sum?n=4"))
-    status, _, body = await asyncio.wait_for(read_response(reader), GUARD)
+    """SIGTERM with a run in flight and an idle keep-alive connection."""
+    idle_reader, idle_writer = await asyncio.open_connection("127.0.0.1", port)
+    idle_writer.write(request_bytes("/sum?n=4"))
+    status, _, body = await asyncio.wait_for(read_response(idle_reader), GUARD)
     check_sum(status, body, 4, "before the stop")
-    final = await stats(port)
+    before = await stats(port)
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    writer.write(request_bytes("/sum?n=6&sleep_ms=500&timeout_ms=60000"))
+    await writer.drain()
+    await wait_stats(port, lambda s: s["started"] > before["started"] and s["in_flight"] >= 1,
+                     "stop: the slow run started")
     server.send_signal(signal.SIGTERM)
     deadline = time.monotonic() + GUARD
     while not await refused(port) and time.monotonic() < deadline:
         await asyncio.sleep(0.02)
     check(await refused(port), "after SIGTERM: new connections refused")
-    writer.write(request_bytes("/sum?n=5"))
     status, headers, body = await asyncio.wait_for(read_response(reader), GUARD)
-    check_sum(status, body, 5, "after SIGTERM: the open connection's request")
+    check_sum(status, body, 6, "after SIGTERM: the run in flight finished")
     check(headers.get("connection") == "close", "after SIGTERM: answered with Connection: close", headers)
-    check(await asyncio.wait_for(reader.read(), GUARD) == b"", "after SIGTERM: the connection is closed")
     writer.close()
-    return final["started"] + 1
+    idle_writer.write(request_bytes("/sum?n=5"))
+    status, headers, body = await asyncio.wait_for(read_response(idle_reader), GUARD)
+    check(status == 503 and '"error":"stopping"' in body and headers.get("connection") == "close",
+          "after SIGTERM: a new request on an open connection: 503 stopping, then close",
+          f"{status} {headers} {body}")
+    check(await asyncio.wait_for(idle_reader.read(), GUARD) == b"", "after SIGTERM: the connection is closed")
+    idle_writer.close()
+    return before["started"] + 2
+
+
+async def limits(port):
+    """One run in flight, one queued: shed, Retry-After, /health first."""
+    slow_r, slow_w = await asyncio.open_connection("127.0.0.1", port)
+    slow_w.write(request_bytes("/sum?n=1&sleep_ms=1500&timeout_ms=60000"))
+    await slow_w.drain()
+    await wait_stats(port, lambda s: s["in_flight"] == 1, "limits: the slow run is in flight")
+    queued_r, queued_w = await asyncio.open_connection("127.0.0.1", port)
+    queued_w.write(request_bytes("/sum?n=2&timeout_ms=60000"))
+    await queued_w.drain()
+    await wait_stats(port, lambda s: s["queued"] == 1, "limits: the second run is queued")
+    status, headers, body = await get(port, "/sum?n=3")
+    check(status == 503 and '"error":"overloaded"' in body and "session overloaded" in body and
+          headers.get("retry-after") == "1", "limits: a request to a full queue is shed: 503 with Retry-After",
+          f"{status} {headers} {body}")
+    health = asyncio.ensure_future(get(port, "/health"))
+    # /health outranks the queued /sum: that one is pushed out of the queue.
+    status, headers, body = await asyncio.wait_for(read_response(queued_r), GUARD)
+    check(status == 503 and "for a run of priority 1" in body and headers.get("retry-after") == "1",
+          "limits: /health pushes the queued /sum out of the full queue", f"{status} {headers} {body}")
+    status, _, body = await asyncio.wait_for(health, GUARD)
+    check(status == 200 and json.loads(body) == {"status": "ok"}, "limits: /health answers 200", f"{status} {body}")
+    status, _, body = await asyncio.wait_for(read_response(slow_r), GUARD)
+    check_sum(status, body, 1, "limits: the slow run")
+    s = await stats(port)
+    check(s["shed"] == 2 and s["in_flight"] == 0 and s["queued"] == 0, "limits: /stats counts both shed requests", s)
+    slow_w.close()
+    queued_w.close()
 
 
 async def main(port, server):
@@ -245,33 +291,48 @@ async def main(port, server):
     return await stop(port, server)
 
 
-def run():
-    if len(sys.argv) < 2:
-        sys.exit(f"usage: {sys.argv[0]} HTTP_SERVER_BINARY [SERVER_FLAG...]")
-    t0 = time.monotonic()
-    server = subprocess.Popen([sys.argv[1], "--port", "0", "--threads", "2", *sys.argv[2:]], stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True)
+def serve(extra, phases):
+    """Starts the server with `extra` flags, runs `phases(port, server)`
+    (which ends with the server's SIGTERM), then checks its exit and last
+    line; `phases` returns the number of /sum runs it started."""
+    server = subprocess.Popen([sys.argv[1], "--port", "0", "--threads", "2", *sys.argv[2:], *extra],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         first = server.stdout.readline()
         check(first.startswith("listening on 127.0.0.1:"), "the server prints its address", first)
         port = int(first.rsplit(":", 1)[1])
         try:
-            started = asyncio.run(main(port, server))
+            started = asyncio.run(phases(port, server))
         except (OSError, RuntimeError, asyncio.TimeoutError, ValueError) as e:
             check(False, "the client ran to its end", repr(e))
-            return 1
+            return
         out, err = server.communicate(timeout=GUARD)
         check(server.returncode == 0, "SIGTERM: exit status 0", f"{server.returncode}: {err}")
         last = out.strip().splitlines()[-1] if out.strip() else ""
         check(last.startswith("stopped: "), "the server reports its counters on exit", out)
         if last.startswith("stopped: "):
             counters = json.loads(last[len("stopped: "):])
-            check(counters["started"] == started and counters["in_flight"] == 0,
-                  "every run started was accounted for", f"{counters}, {started} started")
+            check(counters["started"] == started and counters["in_flight"] == 0 and counters["queued"] == 0 and
+                  counters["drained"] is True, "every run started was accounted for, the session drained",
+                  f"{counters}, {started} started")
     finally:
         if server.poll() is None:
             server.kill()
             server.wait()
+
+
+async def limited(port, server):
+    await limits(port)
+    server.send_signal(signal.SIGTERM)
+    return 3  # /sum runs: the slow one, the one pushed out, the one shed
+
+
+def run():
+    if len(sys.argv) < 2:
+        sys.exit(f"usage: {sys.argv[0]} HTTP_SERVER_BINARY [SERVER_FLAG...]")
+    t0 = time.monotonic()
+    serve([], main)
+    serve(["--max-in-flight", "1", "--max-queued", "1"], limited)
     print(f"{checks} checks, {failures} failed, {time.monotonic() - t0:.1f} s")
     return 1 if failures else 0
 

@@ -1,0 +1,291 @@
+#include "session/admission.hpp"
+
+#include "detail/errors.hpp"
+#include "model/limits.hpp"
+#include "session/run.hpp"
+
+#include <boost/asio/append.hpp>
+#include <boost/asio/associated_cancellation_slot.hpp>
+#include <boost/asio/associated_executor.hpp>
+#include <boost/asio/dispatch.hpp>
+#include <boost/asio/post.hpp>
+
+#include <algorithm>
+#include <string>
+
+namespace taskgroup {
+
+status check_limits(const session_limits& limits) {
+  if (limits.max_runs_in_flight && *limits.max_runs_in_flight < 1) {
+    return fail(errc::invalid_task, "session_limits::max_runs_in_flight must be at least 1, got 0");
+  }
+  if (limits.max_queue_wait) {
+    if (std::string f = detail::duration_fault(*limits.max_queue_wait, true); !f.empty()) {
+      return fail(errc::invalid_task, "session_limits::max_queue_wait " + f);
+    }
+  }
+  return ok();
+}
+
+}  // namespace taskgroup
+
+namespace taskgroup::detail {
+
+namespace asio = boost::asio;
+
+namespace {
+
+std::string ms(std::chrono::milliseconds d) { return std::to_string(d.count()) + " ms"; }
+
+}  // namespace
+
+void refuse_unbegun(const std::shared_ptr<run_state>& rs, error why) noexcept {
+  try {
+    asio::post(*rs->coord, [rs, why = std::move(why)] {
+      rs->started = std::chrono::system_clock::now();
+      refuse_run(rs, why);
+    });
+  } catch (...) {
+    // Out of memory: refused here rather than never completed.
+    rs->started = std::chrono::system_clock::now();
+    refuse_run(rs, error_from_exception(std::current_exception()));
+  }
+}
+
+admission::verdict admission::arrive(const std::shared_ptr<run_state>& rs, int priority, error& why,
+                                     std::shared_ptr<run_state>& displaced) {
+  if (draining_) {
+    why = error(errc::session_closed, "Session is draining: it takes no new run.");
+    return verdict::closed;
+  }
+  admission_ticket& t = rs->ticket;
+  t.by = this;
+  t.priority = priority;
+  t.seq = arrivals_++;
+  if (!limits_.max_runs_in_flight || in_flight_ < *limits_.max_runs_in_flight) {
+    link(*rs);
+    return verdict::start;
+  }
+  if (limits_.max_queued && queue_.size() >= *limits_.max_queued) {
+    // Full: the newcomer takes the place of the last run queued when it
+    // has a higher priority.
+    auto last = queue_.empty() ? queue_.end() : std::prev(queue_.end());
+    if (last == queue_.end() || -last->first.neg_priority >= priority) {
+      ++shed_;
+      why = error(errc::overloaded, "session overloaded: " + std::to_string(in_flight_) + " runs in flight, " +
+                                        std::to_string(queue_.size()) + " queued (max_queued " +
+                                        std::to_string(*limits_.max_queued) + ")");
+      t.by = nullptr;
+      return verdict::shed;
+    }
+    displaced = std::move(last->second);
+    queue_.erase(last);
+    displaced->ticket.at = admission_ticket::where::none;
+    if (displaced->ticket.wait) displaced->ticket.wait->cancel();
+    ++shed_;
+    why = error(errc::overloaded, "session overloaded: shed from the queue (max_queued " +
+                                      std::to_string(*limits_.max_queued) + ") for a run of priority " +
+                                      std::to_string(priority));
+  }
+  t.at = admission_ticket::where::queued;
+  queue_.emplace(queue_key{-priority, t.seq}, rs);
+  if (limits_.max_queue_wait || rs->options.timeout) arm_wait(rs);
+  return verdict::queued;
+}
+
+void admission::link(run_state& rs) noexcept {
+  admission_ticket& t = rs.ticket;
+  t.at = admission_ticket::where::in_flight;
+  t.prev = nullptr;
+  t.next = first_in_flight_;
+  if (first_in_flight_ != nullptr) first_in_flight_->ticket.prev = &rs;
+  first_in_flight_ = &rs;
+  ++in_flight_;
+}
+
+void admission::unlink(run_state& rs) noexcept {
+  admission_ticket& t = rs.ticket;
+  (t.prev != nullptr ? t.prev->ticket.next : first_in_flight_) = t.next;
+  if (t.next != nullptr) t.next->ticket.prev = t.prev;
+  t.prev = t.next = nullptr;
+  t.at = admission_ticket::where::none;
+  --in_flight_;
+}
+
+// The run's wait ends at the first of its limits: the queue's wait and its
+// own timeout (which counts from its arrival, in the queue too).
+void admission::arm_wait(const std::shared_ptr<run_state>& rs) {
+  admission_ticket& t = rs->ticket;
+  t.arrived = std::chrono::steady_clock::now();
+  auto until = std::chrono::steady_clock::time_point::max();
+  if (limits_.max_queue_wait) until = t.arrived + *limits_.max_queue_wait;
+  if (rs->options.timeout) until = std::min(until, t.arrived + *rs->options.timeout);
+  t.wait.emplace(*rs->coord, until);
+  t.wait->async_wait([this, rs](const boost::system::error_code& ec) {
+    if (!ec) waited(rs);
+  });
+}
+
+void admission::waited(const std::shared_ptr<run_state>& rs) {
+  error why;
+  {
+    std::lock_guard lock(mutex_);
+    admission_ticket& t = rs->ticket;
+    if (t.at != admission_ticket::where::queued) return;  // admitted, withdrawn or shed meanwhile
+    queue_.erase(queue_key{-t.priority, t.seq});
+    t.at = admission_ticket::where::none;
+    const auto waited_for = std::chrono::steady_clock::now() - t.arrived;
+    const bool own =
+        rs->options.timeout && (!limits_.max_queue_wait || *rs->options.timeout <= *limits_.max_queue_wait);
+    if (own) {
+      why = error(errc::timeout, "run timed out after " + ms(*rs->options.timeout) + " waiting for admission");
+    } else {
+      ++shed_;
+      why = error(errc::overloaded, "session overloaded: waited " +
+                                        ms(std::chrono::duration_cast<std::chrono::milliseconds>(waited_for)) +
+                                        " in the queue (max_queue_wait " + ms(*limits_.max_queue_wait) + ")");
+    }
+  }
+  rs->started = std::chrono::system_clock::now();
+  refuse_run(rs, why);
+}
+
+bool admission::withdraw(run_state& rs) noexcept {
+  std::lock_guard lock(mutex_);
+  admission_ticket& t = rs.ticket;
+  if (t.at != admission_ticket::where::queued) return false;
+  queue_.erase(queue_key{-t.priority, t.seq});
+  t.at = admission_ticket::where::none;
+  if (t.wait) t.wait->cancel();
+  return true;
+}
+
+void admission::admit_queued(std::vector<std::shared_ptr<run_state>>& out) {
+  while (!queue_.empty() && (!limits_.max_runs_in_flight || in_flight_ < *limits_.max_runs_in_flight)) {
+    auto first = queue_.begin();
+    std::shared_ptr<run_state> rs = std::move(first->second);
+    queue_.erase(first);
+    if (rs->ticket.wait) rs->ticket.wait->cancel();
+    link(*rs);
+    out.push_back(std::move(rs));
+  }
+}
+
+void admission::idle_drains(std::vector<drain_handler>& out) {
+  if (!draining_ || in_flight_ != 0 || !queue_.empty()) return;
+  for (drain_handler& d : drains_) {
+    asio::get_associated_cancellation_slot(d).clear();
+    out.push_back(std::move(d));
+  }
+  drains_.clear();
+}
+
+void admission::ended(run_state& rs) noexcept {
+  std::vector<std::shared_ptr<run_state>> starts;
+  std::vector<drain_handler> done;
+  bool cancelled = false;
+  try {
+    std::lock_guard lock(mutex_);
+    if (rs.ticket.at != admission_ticket::where::in_flight) return;
+    unlink(rs);
+    admit_queued(starts);
+    idle_drains(done);
+    cancelled = drain_cancelled_;
+  } catch (...) {
+    // Out of memory while admitting: the runs not yet taken stay queued
+    // until the next end.
+  }
+  for (const std::shared_ptr<run_state>& s : starts) {
+    try {
+      asio::post(*s->coord, [this, s] { begin(owner, s); });
+    } catch (...) {
+      s->started = std::chrono::system_clock::now();
+      refuse_run(s, error_from_exception(std::current_exception()));
+    }
+  }
+  const boost::system::error_code ec = cancelled ? make_error_code(errc::cancelled) : boost::system::error_code();
+  for (drain_handler& d : done) {
+    try {
+      asio::dispatch(asio::append(std::move(d), ec));
+    } catch (...) {
+      // Out of memory: that drain is dropped uncalled, as an operation of
+      // a destroyed context is.
+    }
+  }
+}
+
+void admission::drain(drain_handler done, const asio::any_io_executor& fallback) {
+  std::unique_lock lock(mutex_);
+  draining_ = true;
+  if (in_flight_ == 0 && queue_.empty()) {
+    const boost::system::error_code ec =
+        drain_cancelled_ ? make_error_code(errc::cancelled) : boost::system::error_code();
+    lock.unlock();
+    // Never inside the initiating call.
+    asio::post(fallback, asio::append(std::move(done), ec));
+    return;
+  }
+  if (asio::cancellation_slot slot = asio::get_associated_cancellation_slot(done); slot.is_connected()) {
+    slot.assign([this](asio::cancellation_type_t) { cancel_all(); });
+  }
+  drains_.push_back(std::move(done));
+}
+
+void admission::cancel_all() {
+  std::vector<std::shared_ptr<run_state>> queued = take_queue();
+  std::vector<std::shared_ptr<run_state>> running;
+  {
+    std::lock_guard lock(mutex_);
+    drain_cancelled_ = true;
+    for (run_state* r = first_in_flight_; r != nullptr; r = r->ticket.next) {
+      running.push_back(r->shared_from_this());
+    }
+  }
+  for (const auto& r : queued)
+    refuse_unbegun(
+        r, error(errc::cancelled, "run cancelled while waiting for admission: the session's drain was cancelled"));
+  for (const auto& r : running) {
+    r->cancel_asked.store(true, std::memory_order_release);
+    asio::dispatch(*r->coord, [r] { cancel_run(r); });
+  }
+}
+
+std::vector<std::shared_ptr<run_state>> admission::take_queue() noexcept {
+  std::vector<std::shared_ptr<run_state>> out;
+  std::lock_guard lock(mutex_);
+  try {
+    out.reserve(queue_.size());
+  } catch (...) {
+    return out;
+  }
+  for (auto& [key, rs] : queue_) {
+    rs->ticket.at = admission_ticket::where::none;
+    if (rs->ticket.wait) rs->ticket.wait->cancel();
+    out.push_back(std::move(rs));
+  }
+  queue_.clear();
+  return out;
+}
+
+void admission::set_limits(const session_limits& limits) {
+  std::vector<std::shared_ptr<run_state>> starts;
+  {
+    std::lock_guard lock(mutex_);
+    limits_ = limits;
+    // A higher bound admits what now fits.
+    admit_queued(starts);
+  }
+  for (const std::shared_ptr<run_state>& s : starts) asio::post(*s->coord, [this, s] { begin(owner, s); });
+}
+
+session_limits admission::limits() const {
+  std::lock_guard lock(mutex_);
+  return limits_;
+}
+
+session_load admission::load() const {
+  std::lock_guard lock(mutex_);
+  return {in_flight_, queue_.size(), shed_};
+}
+
+}  // namespace taskgroup::detail

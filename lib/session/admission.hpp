@@ -1,0 +1,133 @@
+// Internal: a local session's admission control (session_limits): which
+// runs are in flight, which wait for a place and in what order, which are
+// shed, and the drains waiting for them all to end.
+#pragma once
+
+#include <taskgroup/error.hpp>
+#include <taskgroup/session_limits.hpp>
+
+#include <boost/asio/any_completion_handler.hpp>
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/system/error_code.hpp>
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <utility>
+#include <vector>
+
+namespace taskgroup::detail {
+
+struct run_state;
+class admission;
+
+/// What admission keeps in a run (run_state::ticket), touched under the
+/// session's lock only.
+struct admission_ticket {
+  /// Counted in flight by this admission, which the run's end tells
+  /// (admission::ended); null for a run refused at its arrival.
+  admission* by = nullptr;
+  enum class where : std::uint8_t { none, queued, in_flight } at = where::none;
+  int priority = 0;
+  std::uint64_t seq = 0;  ///< arrival order
+  /// The runs in flight, linked through their tickets (a drain cancelled
+  /// finds them here).
+  run_state* prev = nullptr;
+  run_state* next = nullptr;
+  /// A queued run's limit on its wait (max_queue_wait or its own timeout,
+  /// whichever ends first), on the run's coordinator.
+  std::optional<boost::asio::steady_timer> wait;
+  std::chrono::steady_clock::time_point arrived{};
+};
+
+/// Refuses `rs`, which arrived and never began, on its coordinator: its
+/// report starts and ends then.
+void refuse_unbegun(const std::shared_ptr<run_state>& rs, error why) noexcept;
+
+/// A session's admission. Every member function but `arrive` takes the
+/// session's lock (`mutex`, given at construction) itself; `arrive` is
+/// called under it.
+class admission {
+ public:
+  explicit admission(std::mutex& session_mutex) : mutex_(session_mutex) {}
+  admission(const admission&) = delete;
+  admission& operator=(const admission&) = delete;
+
+  /// What happens to a run that arrives.
+  enum class verdict : std::uint8_t {
+    start,   ///< counted in flight: begin it
+    queued,  ///< kept in the queue (its wait armed): `ended` admits it later
+    shed,    ///< refuse it with `why` (errc::overloaded)
+    closed,  ///< refuse it: the session drains and takes no new run
+  };
+  /// Under the session's lock, with `rs->coord` chosen. A run shed out of
+  /// the queue to make room goes to `displaced`, to be refused with `why`
+  /// by the caller once the lock is released.
+  verdict arrive(const std::shared_ptr<run_state>& rs, int priority, error& why, std::shared_ptr<run_state>& displaced);
+
+  /// The end of a run this admission counted (on its coordinator): it is
+  /// no longer in flight; queued runs take its place and are begun
+  /// (`begin`), and drains with nothing left complete.
+  void ended(run_state& rs) noexcept;
+
+  /// Takes queued `rs` out of the queue: true when it was there (the
+  /// caller then refuses it), false when it was admitted or shed first.
+  bool withdraw(run_state& rs) noexcept;
+
+  void set_limits(const session_limits& limits);
+  [[nodiscard]] session_limits limits() const;
+  [[nodiscard]] session_load load() const;
+  /// Under the session's lock.
+  [[nodiscard]] bool draining_locked() const noexcept { return draining_; }
+
+  /// Stops admitting for good and calls `done` once nothing is in flight
+  /// or queued (with errc::cancelled once a drain was cancelled), through
+  /// `fallback` when nothing is left now; `done`'s cancellation slot
+  /// cancels what remains.
+  void drain(boost::asio::any_completion_handler<void(boost::system::error_code)> done,
+             const boost::asio::any_io_executor& fallback);
+
+  /// Takes every queued run out of the queue (the session closes).
+  std::vector<std::shared_ptr<run_state>> take_queue() noexcept;
+
+  /// How a queued run that is admitted starts: `begin(owner, rs)` (the
+  /// session's begin), posted to the run's coordinator. Set once, before
+  /// any run arrives.
+  void* owner = nullptr;
+  void (*begin)(void* owner, const std::shared_ptr<run_state>& rs) = nullptr;
+
+ private:
+  struct queue_key {
+    int neg_priority;  // highest priority first
+    std::uint64_t seq;
+    auto operator<=>(const queue_key&) const = default;
+  };
+  using drain_handler = boost::asio::any_completion_handler<void(boost::system::error_code)>;
+
+  void link(run_state& rs) noexcept;
+  void unlink(run_state& rs) noexcept;
+  void arm_wait(const std::shared_ptr<run_state>& rs);
+  void waited(const std::shared_ptr<run_state>& rs);
+  // Under the lock: the queued runs that now fit, taken out and counted.
+  void admit_queued(std::vector<std::shared_ptr<run_state>>& out);
+  // Under the lock: the drains to complete now that nothing is left.
+  void idle_drains(std::vector<drain_handler>& out);
+  void cancel_all();
+
+  std::mutex& mutex_;
+  session_limits limits_;
+  std::size_t in_flight_ = 0;
+  std::uint64_t shed_ = 0;
+  std::uint64_t arrivals_ = 0;
+  run_state* first_in_flight_ = nullptr;
+  std::map<queue_key, std::shared_ptr<run_state>> queue_;
+  bool draining_ = false;
+  bool drain_cancelled_ = false;
+  std::vector<drain_handler> drains_;
+};
+
+}  // namespace taskgroup::detail
