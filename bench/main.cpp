@@ -299,6 +299,11 @@ target_result check_target(const workload& w, const target& t, const std::vector
       r.value = ours;
       r.holds = r.value <= t.limit;
       break;
+    case target_kind::min_value:
+      r.text = "ours >= " + limit_text(t.limit) + " " + w.unit;
+      r.value = ours;
+      r.holds = r.value >= t.limit;
+      break;
     case target_kind::max_difference:
       r.text = "ours - " + t.baseline + " <= " + limit_text(t.limit) + " " + w.unit;
       r.value = ours - other;
@@ -322,6 +327,7 @@ target_result check_target(const workload& w, const target& t, const std::vector
 std::string_view kind_name(target_kind k) {
   switch (k) {
     case target_kind::max_value: return "max_value";
+    case target_kind::min_value: return "min_value";
     case target_kind::max_difference: return "max_difference";
     case target_kind::max_ratio: return "max_ratio";
     case target_kind::min_inverse: return "min_inverse_ratio";

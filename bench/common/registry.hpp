@@ -26,6 +26,7 @@ inline constexpr const char* ours = "ours";
 /// `other` the named baseline.
 enum class target_kind {
   max_value,       ///< ours <= limit
+  min_value,       ///< ours >= limit
   max_difference,  ///< ours - other <= limit
   max_ratio,       ///< ours / other <= limit
   min_inverse,     ///< other / ours >= limit
