@@ -18,6 +18,7 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -196,9 +197,17 @@ TEST_CASE("generated arrivals, releases, cancellations and limit changes follow 
         const bool live = m.in_flight.count(id) != 0 ||
                           std::any_of(m.queue.begin(), m.queue.end(), [id](const auto& e) { return e.second == id; });
         if (!live) continue;
-        trail << " | cancel " << id;
-        signals[id]->emit(asio::cancellation_type::terminal);
-        if (m.in_flight.count(id) != 0) m.refused[id] = errc::cancelled;
+        // Any type reaches a queued run; total cancellation is ignored by
+        // one in flight.
+        const asio::cancellation_type type =
+            std::array{asio::cancellation_type::terminal, asio::cancellation_type::partial,
+                       asio::cancellation_type::total}[rng() % 3];
+        trail << " | cancel " << id << " (" << static_cast<int>(type) << ")";
+        signals[id]->emit(type);
+        if (m.in_flight.count(id) != 0) {
+          if (type == asio::cancellation_type::total) continue;
+          m.refused[id] = errc::cancelled;
+        }
         m.leave(id);
       } else if (what == 9) {
         m.max_in_flight = 1 + rng() % 3;

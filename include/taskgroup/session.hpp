@@ -194,13 +194,13 @@ class TASKGROUP_API local_session {
   /// and a report in which no task ran.
   ///
   /// Cancellation: through the token's cancellation slot. A run waiting
-  /// for admission that is cancelled (terminal or partial) leaves the
-  /// queue at once and completes with `errc::cancelled`, no task run.
-  /// Terminal and
-  /// partial cancellation cancel every task on every node (the run
+  /// for admission that is cancelled (any type: nothing of it has run)
+  /// leaves the queue at once and completes with `errc::cancelled`, no
+  /// task run. Terminal and partial cancellation cancel every task on
+  /// every node (the run
   /// completes with `errc::cancelled` once all have unwound; the report
-  /// says what ran). Total cancellation is not supported: a run that has
-  /// started has had effects (blobs written), so it is ignored. An
+  /// says what ran). Total cancellation of a run that has begun is not
+  /// supported: it has had effects (blobs written), so it is ignored. An
   /// allocation failure while the run starts completes it with an error, or
   /// its `std::bad_alloc` leaves the event loop's `run()` and the run
   /// completes when the loop runs again (docs/errors.md, "Memory

@@ -204,13 +204,22 @@ void follow_cancellation(const std::shared_ptr<run_state>& rs) {
   asio::cancellation_slot slot = rs->done->slot();
   if (!slot.is_connected()) return;
   slot.assign([weak = std::weak_ptr<run_state>(rs)](asio::cancellation_type_t type) {
-    // Total cancellation cannot be honoured (a run that has started has
-    // had effects): only terminal and partial reach the run.
-    if ((type & (asio::cancellation_type::terminal | asio::cancellation_type::partial)) ==
-        asio::cancellation_type::none)
-      return;
     std::shared_ptr<run_state> asked = weak.lock();
     if (!asked) return;
+    // Total cancellation cannot be honoured once a run has begun (it has
+    // had effects): it reaches only a run still waiting for admission.
+    if ((type & (asio::cancellation_type::terminal | asio::cancellation_type::partial)) ==
+        asio::cancellation_type::none) {
+      if (asked->ticket.by == nullptr) return;
+      asio::dispatch(*asked->coord, [weak] {
+        std::shared_ptr<run_state> run = weak.lock();
+        if (run && run->done && run->ticket.by->withdraw(*run)) {
+          run->started = std::chrono::system_clock::now();
+          refuse_run(run, error(errc::cancelled, "run cancelled while waiting for admission"));
+        }
+      });
+      return;
+    }
     asked->cancel_asked.store(true, std::memory_order_release);
     asio::dispatch(*asked->coord, [weak] {
       if (std::shared_ptr<run_state> run = weak.lock()) cancel_run(run);
