@@ -428,7 +428,29 @@ TEST_CASE("a blocking run from the session's own coordinator is refused, its rep
   io.run();
   REQUIRE(inner);
   REQUIRE_FALSE(*inner);
-  CHECK(inner->error().message == "local_session::run called from the session's own coordinator would deadlock");
+  CHECK(inner->error().message ==
+        "local_session::run called from the session's own coordinator would block it until the run ends, and "
+        "deadlock when the run needs it: use async_run there");
+}
+
+TEST_CASE("a blocking run from inside an op, on its node's strand, is refused naming the node", "[session]") {
+  local_session session(2);
+  auto inner = std::make_shared<std::optional<result<run_report>>>();
+  task_group other;
+  REQUIRE(other.add(task("t", step("t").add_net(net("t"))), node("n1")));
+  net n("nested");
+  n.lambda("Nested", {}, {}, [&session, inner, other](op_context&) {
+    inner->emplace(test::run_sync(session, other));
+    return ok();
+  });
+  task_group g;
+  REQUIRE(g.add(task("outer", step("outer").add_net(n)), node("n1")));
+  REQUIRE(test::run_sync(session, g));
+  REQUIRE(*inner);
+  REQUIRE_FALSE(**inner);
+  CHECK((*inner)->error().code == errc::invalid_task);
+  CHECK_THAT((*inner)->error().message,
+             Catch::StartsWith("local_session::run called from node \"n1\"'s strand would block it"));
 }
 
 TEST_CASE("under gather a task's own step timeout is that task's failure, not the run's", "[session][cancel]") {

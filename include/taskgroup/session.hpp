@@ -230,8 +230,10 @@ class TASKGROUP_API local_session {
   /// form): returns the report; on failure throws `taskgroup::system_error`
   /// whose `what()` is the run's message (`report.failure`). The session's
   /// executor must be run by other threads (an owned pool is). Errors:
-  /// those of `async_run`; `errc::invalid_task` when called from a thread of
-  /// the session's own coordinator (it would deadlock).
+  /// those of `async_run`; `errc::invalid_task` when called from the
+  /// session's own coordinator or from one of its node strands (inside an
+  /// op, say: it would block that strand, and deadlock when the run needs
+  /// it).
   run_report run(task_group group, run_options options = {});
   /// The same, keeping the report on failure: sets `ec` to the run's code
   /// (cleared on success) and returns the report, `report.failure` saying

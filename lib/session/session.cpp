@@ -41,6 +41,11 @@ using detail::node_state;
 using detail::run_state;
 using detail::strand_t;
 
+namespace {
+// What a run of a closed session (or one whose context is gone) fails with.
+constexpr const char* closed_message = "Session is closed.";
+}  // namespace
+
 struct local_session::impl {
   explicit impl(asio::any_io_executor e) : ex(std::move(e)) {}
   explicit impl(std::size_t threads)
@@ -144,6 +149,17 @@ struct local_session::impl {
     if (closed) return detail::admission::verdict::start;  // refused by begin, not counted
     return admission.arrive(rs, rs->options.priority, why, displaced);
   }
+  // The session's strand the calling thread is running, named ("the
+  // session's own coordinator", "node \"n\"'s strand"); empty for none.
+  [[nodiscard]] std::string strand_here() const {
+    if (coord.running_in_this_thread()) return "the session's own coordinator";
+    std::lock_guard lock(mutex);
+    for (const auto& n : nodes) {
+      // A strand dropped with its context (no executor) runs nothing.
+      if (n->executor && n->strand.running_in_this_thread()) return "node " + quote(n->name) + "'s strand";
+    }
+    return {};
+  }
   // Places the active nodes of `rs` on the session's nodes (made on first
   // use), and the remote nets of its group: `remote_on` gets the node of
   // each, null for one the run leaves out.
@@ -162,7 +178,7 @@ struct local_session::impl {
 
   result<std::shared_ptr<const compiled_group>> compile(const task_group& g) {
     std::lock_guard lock(mutex);
-    if (closed) return fail(errc::session_closed, "Session is closed.");
+    if (closed) return fail(errc::session_closed, closed_message);
     const std::shared_ptr<const void> id = detail::group_access::identity(g);
     // A used group and its tasks cannot change (their builders throw), so
     // a cached group is what a new compilation would make.
@@ -229,7 +245,7 @@ void local_session::close() {
     impl_->closed = true;
   }
   for (const auto& rs : impl_->admission.take_queue()) {
-    detail::refuse_unbegun(rs, error(errc::session_closed, "Session is closed."));
+    detail::refuse_unbegun(rs, error(errc::session_closed, closed_message));
   }
 }
 
@@ -326,7 +342,7 @@ void local_session::begin(impl& state, const std::shared_ptr<run_state>& rs) {
       if (!compiled) return detail::refuse_run(rs, compiled.error());
       rs->group = std::move(compiled).value();
     } else if (state.closed.load(std::memory_order_relaxed)) {
-      return detail::refuse_run(rs, error(errc::session_closed, "Session is closed."));
+      return detail::refuse_run(rs, error(errc::session_closed, closed_message));
     }
     auto active = detail::active_nodes(group, *rs->group, opt, rs->only);
     if (!active) return detail::refuse_run(rs, active.error());
@@ -363,12 +379,14 @@ run_report local_session::run(task_group group, run_options options, boost::syst
     const auto now = std::chrono::system_clock::now();
     // The coordinator strand is gone with its context (context_gone).
     if (impl_->orphaned.load(std::memory_order_acquire)) {
-      return detail::refused_report(group, error(errc::session_closed, "Session is closed."), now);
+      return detail::refused_report(group, error(errc::session_closed, closed_message), now);
     }
-    if (impl_->coord.running_in_this_thread()) {
+    if (std::string where = impl_->strand_here(); !where.empty()) {
       return detail::refused_report(
           group,
-          error(errc::invalid_task, "local_session::run called from the session's own coordinator would deadlock"),
+          error(errc::invalid_task, "local_session::run called from " + where +
+                                        " would block it until the run ends, and deadlock when the run needs it: "
+                                        "use async_run there"),
           now);
     }
     // The promise lives in the handler: a run dropped uncalled (its event
