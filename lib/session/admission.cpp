@@ -41,13 +41,9 @@ std::string ms(std::chrono::milliseconds d) { return std::to_string(d.count()) +
 
 void refuse_unbegun(const std::shared_ptr<run_state>& rs, error why) noexcept {
   try {
-    asio::post(*rs->coord, [rs, why = std::move(why)] {
-      rs->started = std::chrono::system_clock::now();
-      refuse_run(rs, why);
-    });
+    asio::post(*rs->coord, [rs, why = std::move(why)] { refuse_run(rs, why); });
   } catch (...) {
     // Out of memory: refused here rather than never completed.
-    rs->started = std::chrono::system_clock::now();
     refuse_run(rs, error_from_exception(std::current_exception()));
   }
 }
@@ -117,10 +113,11 @@ void admission::unlink(run_state& rs) noexcept {
 void admission::arm_wait(const std::shared_ptr<run_state>& rs) {
   admission_ticket& t = rs->ticket;
   t.arrived = std::chrono::steady_clock::now();
-  auto until = std::chrono::steady_clock::time_point::max();
-  if (limits_.max_queue_wait) until = t.arrived + *limits_.max_queue_wait;
-  if (rs->options.timeout) until = std::min(until, t.arrived + *rs->options.timeout);
-  t.wait.emplace(*rs->coord, until);
+  // The run's own timeout when it ends first (or at the same time).
+  t.wait_is_deadline =
+      rs->options.timeout && (!limits_.max_queue_wait || *rs->options.timeout <= *limits_.max_queue_wait);
+  t.wait_limit = t.wait_is_deadline ? *rs->options.timeout : *limits_.max_queue_wait;
+  t.wait.emplace(*rs->coord, t.arrived + t.wait_limit);
   t.wait->async_wait([this, rs](const boost::system::error_code& ec) {
     if (!ec) waited(rs);
   });
@@ -135,18 +132,15 @@ void admission::waited(const std::shared_ptr<run_state>& rs) {
     queue_.erase(queue_key{-t.priority, t.seq});
     t.at = admission_ticket::where::none;
     const auto waited_for = std::chrono::steady_clock::now() - t.arrived;
-    const bool own =
-        rs->options.timeout && (!limits_.max_queue_wait || *rs->options.timeout <= *limits_.max_queue_wait);
-    if (own) {
-      why = error(errc::timeout, "run timed out after " + ms(*rs->options.timeout) + " waiting for admission");
+    if (t.wait_is_deadline) {
+      why = error(errc::timeout, "run timed out after " + ms(t.wait_limit) + " waiting for admission");
     } else {
       ++shed_;
       why = error(errc::overloaded, "session overloaded: waited " +
                                         ms(std::chrono::duration_cast<std::chrono::milliseconds>(waited_for)) +
-                                        " in the queue (max_queue_wait " + ms(*limits_.max_queue_wait) + ")");
+                                        " in the queue (max_queue_wait " + ms(t.wait_limit) + ")");
     }
   }
-  rs->started = std::chrono::system_clock::now();
   refuse_run(rs, why);
 }
 
@@ -197,9 +191,8 @@ void admission::ended(run_state& rs) noexcept {
   }
   for (const std::shared_ptr<run_state>& s : starts) {
     try {
-      asio::post(*s->coord, [this, s] { begin(owner, s); });
+      asio::post(*s->coord, [this, s] { begin_(owner_, s); });
     } catch (...) {
-      s->started = std::chrono::system_clock::now();
       refuse_run(s, error_from_exception(std::current_exception()));
     }
   }
@@ -275,7 +268,7 @@ void admission::set_limits(const session_limits& limits) {
     // A higher bound admits what now fits.
     admit_queued(starts);
   }
-  for (const std::shared_ptr<run_state>& s : starts) asio::post(*s->coord, [this, s] { begin(owner, s); });
+  for (const std::shared_ptr<run_state>& s : starts) asio::post(*s->coord, [this, s] { begin_(owner_, s); });
 }
 
 session_limits admission::limits() const {

@@ -42,6 +42,10 @@ struct admission_ticket {
   /// whichever ends first), on the run's coordinator.
   std::optional<boost::asio::steady_timer> wait;
   std::chrono::steady_clock::time_point arrived{};
+  /// What `wait` bounds: the run's own timeout (true) or the queue's wait,
+  /// `wait_limit`, as armed.
+  bool wait_is_deadline = false;
+  std::chrono::milliseconds wait_limit{};
 };
 
 /// Refuses `rs`, which arrived and never began, on its coordinator: its
@@ -53,7 +57,11 @@ void refuse_unbegun(const std::shared_ptr<run_state>& rs, error why) noexcept;
 /// called under it.
 class admission {
  public:
-  explicit admission(std::mutex& session_mutex) : mutex_(session_mutex) {}
+  /// How a queued run that is admitted starts: `begin(owner, rs)` (the
+  /// session's begin), posted to the run's coordinator.
+  using begin_fn = void (*)(void* owner, const std::shared_ptr<run_state>& rs);
+  admission(std::mutex& session_mutex, void* owner, begin_fn begin)
+      : mutex_(session_mutex), owner_(owner), begin_(begin) {}
   admission(const admission&) = delete;
   admission& operator=(const admission&) = delete;
 
@@ -94,12 +102,6 @@ class admission {
   /// Takes every queued run out of the queue (the session closes).
   std::vector<std::shared_ptr<run_state>> take_queue() noexcept;
 
-  /// How a queued run that is admitted starts: `begin(owner, rs)` (the
-  /// session's begin), posted to the run's coordinator. Set once, before
-  /// any run arrives.
-  void* owner = nullptr;
-  void (*begin)(void* owner, const std::shared_ptr<run_state>& rs) = nullptr;
-
  private:
   struct queue_key {
     int neg_priority;  // highest priority first
@@ -119,6 +121,8 @@ class admission {
   void cancel_all();
 
   std::mutex& mutex_;
+  void* const owner_;
+  const begin_fn begin_;
   session_limits limits_;
   std::size_t in_flight_ = 0;
   std::uint64_t shed_ = 0;

@@ -146,6 +146,9 @@ void lay_out(run_state& rs) {
 }
 
 void refuse_run(const std::shared_ptr<run_state>& rs, const error& e) {
+  // A run that never began (shed, or withdrawn from the admission queue)
+  // starts and ends now.
+  if (rs->started == std::chrono::system_clock::time_point{}) rs->started = std::chrono::system_clock::now();
   rs->report = refused_report(rs->source, e, rs->started);
   complete_run(*rs);
 }
@@ -193,7 +196,6 @@ void cancel_run(const std::shared_ptr<run_state>& rs) {
   if (!rs->done || rs->cancelled_outside) return;  // ended, or asked already
   rs->cancelled_outside = true;
   if (rs->ticket.by != nullptr && rs->ticket.by->withdraw(*rs)) {
-    rs->started = std::chrono::system_clock::now();
     return refuse_run(rs, error(errc::cancelled, "run cancelled while waiting for admission"));
   }
   if (!rs->nodes_started) return;  // start_nodes sees it
@@ -214,7 +216,6 @@ void follow_cancellation(const std::shared_ptr<run_state>& rs) {
       asio::dispatch(*asked->coord, [weak] {
         std::shared_ptr<run_state> run = weak.lock();
         if (run && run->done && run->ticket.by->withdraw(*run)) {
-          run->started = std::chrono::system_clock::now();
           refuse_run(run, error(errc::cancelled, "run cancelled while waiting for admission"));
         }
       });

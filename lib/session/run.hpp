@@ -142,7 +142,8 @@ void lay_out(run_state& rs);
 void start_nodes(const std::shared_ptr<run_state>& rs);
 
 /// Ends `rs` before it started anything: every task not run, the run failed
-/// with `e`. On the coordinator.
+/// with `e`; a run that never began (`started` unset) starts and ends now.
+/// On the coordinator.
 void refuse_run(const std::shared_ptr<run_state>& rs, const error& e);
 
 /// Terminal or partial cancellation from the caller: every node is asked to

@@ -59,7 +59,9 @@ struct local_session::impl {
 
   mutable std::mutex mutex;         // guards what follows
   std::atomic<bool> closed{false};  // written under `mutex`
-  detail::admission admission{mutex};
+  detail::admission admission{mutex, this, [](void* self, const std::shared_ptr<run_state>& rs) {
+                                local_session::begin(*static_cast<impl*>(self), rs);
+                              }};
   const operator_registry* registry = nullptr;
   std::optional<asio::any_io_executor> compute;                  // offloaded kernels' (none: the default)
   std::vector<std::unique_ptr<node_state>> nodes;                // in order of first use
@@ -191,31 +193,15 @@ struct local_session::impl {
   }
 };
 
-namespace {
-void valid_or_throw(const session_limits& limits) {
-  if (status st = check_limits(limits); !st) throw system_error(st.error());
-}
-}  // namespace
-
 local_session::local_session(asio::any_io_executor ex) : impl_(std::make_shared<impl>(std::move(ex))) {
-  impl_->admission.owner = impl_.get();
-  impl_->admission.begin = [](void* owner, const std::shared_ptr<run_state>& rs) {
-    begin(*static_cast<impl*>(owner), rs);
-  };
   // Not the owned pool's: that one is the session's own, destroyed last.
   detail::watch_context(impl_->ex, impl_);
 }
-local_session::local_session(std::size_t threads) : impl_(std::make_shared<impl>(threads)) {
-  impl_->admission.owner = impl_.get();
-  impl_->admission.begin = [](void* owner, const std::shared_ptr<run_state>& rs) {
-    begin(*static_cast<impl*>(owner), rs);
-  };
-}
+local_session::local_session(std::size_t threads) : impl_(std::make_shared<impl>(threads)) {}
 local_session::local_session(asio::any_io_executor ex, const session_limits& limits) : local_session(std::move(ex)) {
   set_limits(limits);
 }
 local_session::local_session(std::size_t threads, const session_limits& limits) : local_session(threads) {
-  valid_or_throw(limits);  // before the pool's threads would have to be joined
   set_limits(limits);
 }
 
@@ -255,7 +241,7 @@ bool local_session::closed() const noexcept {
 }
 
 void local_session::set_limits(const session_limits& limits) {
-  valid_or_throw(limits);
+  if (status st = check_limits(limits); !st) throw system_error(st.error());
   impl_->admission.set_limits(limits);
 }
 
