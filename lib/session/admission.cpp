@@ -62,30 +62,43 @@ admission::verdict admission::arrive(const std::shared_ptr<run_state>& rs, int p
     link(*rs);
     return verdict::start;
   }
-  if (limits_.max_queued && queue_.size() >= *limits_.max_queued) {
-    // Full: the newcomer takes the place of the last run queued when it
-    // has a higher priority.
-    auto last = queue_.empty() ? queue_.end() : std::prev(queue_.end());
-    if (last == queue_.end() || -last->first.neg_priority >= priority) {
-      ++shed_;
-      why = error(errc::overloaded, "session overloaded: " + std::to_string(in_flight_) + " runs in flight, " +
-                                        std::to_string(queue_.size()) + " queued (max_queued " +
-                                        std::to_string(*limits_.max_queued) + ")");
-      t.by = nullptr;
-      return verdict::shed;
-    }
+  // Full: the newcomer takes the place of the last run queued when it has
+  // a higher priority.
+  const bool full = limits_.max_queued && queue_.size() >= *limits_.max_queued;
+  if (full && (queue_.empty() || -std::prev(queue_.end())->first.neg_priority >= priority)) {
+    ++shed_;
+    why = error(errc::overloaded, "session overloaded: " + std::to_string(in_flight_) + " runs in flight, " +
+                                      std::to_string(queue_.size()) + " queued (max_queued " +
+                                      std::to_string(*limits_.max_queued) + ")");
+    t.by = nullptr;
+    return verdict::shed;
+  }
+  // What may throw (out of memory) comes first, before anything changed.
+  std::optional<error> pushed_out;
+  if (full) {
+    pushed_out.emplace(errc::overloaded, "session overloaded: shed from the queue (max_queued " +
+                                             std::to_string(*limits_.max_queued) + ") for a run of priority " +
+                                             std::to_string(priority));
+  }
+  if (limits_.max_queue_wait || rs->options.timeout) arm_wait(rs);
+  try {
+    queue_.emplace(queue_key{-priority, t.seq}, rs);
+  } catch (...) {
+    if (t.wait) t.wait->cancel();
+    t.by = nullptr;
+    throw;
+  }
+  t.at = admission_ticket::where::queued;
+  if (full) {
+    // The last is an earlier run: the newcomer ranks above it.
+    auto last = std::prev(queue_.end());
     displaced = std::move(last->second);
     queue_.erase(last);
     displaced->ticket.at = admission_ticket::where::none;
     if (displaced->ticket.wait) displaced->ticket.wait->cancel();
     ++shed_;
-    why = error(errc::overloaded, "session overloaded: shed from the queue (max_queued " +
-                                      std::to_string(*limits_.max_queued) + ") for a run of priority " +
-                                      std::to_string(priority));
+    why = std::move(*pushed_out);
   }
-  t.at = admission_ticket::where::queued;
-  queue_.emplace(queue_key{-priority, t.seq}, rs);
-  if (limits_.max_queue_wait || rs->options.timeout) arm_wait(rs);
   return verdict::queued;
 }
 
@@ -155,6 +168,12 @@ bool admission::withdraw(run_state& rs) noexcept {
 }
 
 void admission::admit_queued(std::vector<std::shared_ptr<run_state>>& out) {
+  // Room for every run that fits first (out of memory: none is taken, and
+  // the next end tries again); then nothing below throws.
+  const std::size_t room = limits_.max_runs_in_flight
+                               ? *limits_.max_runs_in_flight - std::min(in_flight_, *limits_.max_runs_in_flight)
+                               : queue_.size();
+  out.reserve(out.size() + std::min(room, queue_.size()));
   while (!queue_.empty() && (!limits_.max_runs_in_flight || in_flight_ < *limits_.max_runs_in_flight)) {
     auto first = queue_.begin();
     std::shared_ptr<run_state> rs = std::move(first->second);
@@ -167,6 +186,7 @@ void admission::admit_queued(std::vector<std::shared_ptr<run_state>>& out) {
 
 void admission::idle_drains(std::vector<drain_handler>& out) {
   if (!draining_ || in_flight_ != 0 || !queue_.empty()) return;
+  out.reserve(drains_.size());  // then nothing below throws
   for (drain_handler& d : drains_) {
     asio::get_associated_cancellation_slot(d).clear();
     out.push_back(std::move(d));
@@ -186,8 +206,8 @@ void admission::ended(run_state& rs) noexcept {
     idle_drains(done);
     cancelled = drain_cancelled_;
   } catch (...) {
-    // Out of memory while admitting: the runs not yet taken stay queued
-    // until the next end.
+    // Out of memory while admitting: the queued runs stay queued until a
+    // run ends or the limits change.
   }
   for (const std::shared_ptr<run_state>& s : starts) {
     try {

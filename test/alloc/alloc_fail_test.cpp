@@ -229,3 +229,68 @@ TEST_CASE("allocation failure at every point of the start of a run whose task fa
   };
   sweep(g, gather, broken, broken);
 }
+
+TEST_CASE("allocation failure at every point of a run's arrival to a full session", "[alloc]") {
+  // One run naps in flight; a second arrives with allocation #n failing
+  // (its state, its completion, its queued wait, its place in the queue).
+  // Each run ends, or its initiation throws and it never completes; the
+  // session counts nothing left, and runs normally afterwards. (Its
+  // admission comes when the first run's nap completes, where Asio's
+  // completion is not allocation-safe: no failure is injected there.)
+  task_group g;
+  REQUIRE(g.add(task("sleeper", step("sleeper").add_net(nap("sleep"))), node("a")));
+  asio::io_context io;
+  local_session session(
+      io.get_executor(),
+      session_limits{.max_runs_in_flight = 1, .max_queued = 1, .max_queue_wait = std::chrono::seconds(10)});
+  REQUIRE(run_once(io, session, g, {}, -1).out.value());  // compiles the group
+  int threw = 0;
+  int failed = 0;
+  std::int64_t n = 0;
+  for (;; ++n) {
+    INFO("allocation #" << n << " fails");
+    std::optional<boost::system::error_code> first;
+    std::optional<boost::system::error_code> second;
+    session.async_run(g, {}, [&](boost::system::error_code ec, run_report) { first = ec; });
+    io.restart();
+    (void)io.poll();
+    bool initiation_threw = false;
+    bool loop_threw = false;
+    allocations_left = n;
+    try {
+      session.async_run(g, {}, [&](boost::system::error_code ec, run_report) { second = ec; });
+    } catch (const std::bad_alloc&) {
+      initiation_threw = true;
+    }
+    try {
+      io.restart();
+      (void)io.poll();
+    } catch (const std::bad_alloc&) {
+      loop_threw = true;
+    }
+    const bool reached = allocations_left < 0;
+    allocations_left = -1;
+    io.restart();
+    io.run();
+    REQUIRE(first.has_value());
+    if (initiation_threw) {
+      CHECK_FALSE(second.has_value());  // an initiation that throws never completes
+      ++threw;
+    } else if (!loop_threw) {
+      REQUIRE(second.has_value());
+      if (*second) ++failed;
+    }
+    const session_load l = session.load();
+    CHECK(l.in_flight == 0);
+    CHECK(l.queued == 0);
+    if (!reached) {
+      CHECK(second.has_value());
+      CHECK_FALSE(*second);
+      break;
+    }
+  }
+  INFO("runs with a failing allocation: " << n << ", " << threw << " threw, " << failed << " failed");
+  CHECK(n >= 4);
+  CHECK(threw > 0);
+  REQUIRE(run_once(io, session, g, {}, -1).out.value());
+}
