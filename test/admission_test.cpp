@@ -84,6 +84,11 @@ struct run_end {
   run_report report;
 };
 
+// A completion handler that files run `id`'s end in `done`.
+auto record_end(std::map<i64, run_end>& done, i64 id) {
+  return [&done, id](boost::system::error_code ec, run_report r) { done[id] = {ec, std::move(r)}; };
+}
+
 // The model: the runs in flight, the queue (highest priority first, then
 // arrival), the runs shed so far.
 struct queue_model {
@@ -179,11 +184,8 @@ TEST_CASE("generated arrivals, releases, cancellations and limit changes follow 
         const int priority = static_cast<int>(rng() % 3);
         trail << " | arrive " << id << " p" << priority;
         auto& sig = signals[id] = std::make_unique<asio::cancellation_signal>();
-        session.async_run(
-            group, {.feeds = fed_ids(id, nodes), .priority = priority},
-            asio::bind_cancellation_slot(sig->slot(), [&done, id](boost::system::error_code ec, run_report r) {
-              done[id] = {ec, std::move(r)};
-            }));
+        session.async_run(group, {.feeds = fed_ids(id, nodes), .priority = priority},
+                          asio::bind_cancellation_slot(sig->slot(), record_end(done, id)));
         m.arrive(id, priority);
       } else if (what < 8 && !m.in_flight.empty()) {
         auto it = m.in_flight.begin();
@@ -270,12 +272,9 @@ TEST_CASE("a queued run waits at most max_queue_wait, and its own timeout counts
   const task_group group = gated_group(g, 1);
   local_session session(io, session_limits{.max_runs_in_flight = 1, .max_queue_wait = 30ms});
   std::map<i64, run_end> done;
-  auto handler = [&done](i64 id) {
-    return [&done, id](boost::system::error_code ec, run_report r) { done[id] = {ec, std::move(r)}; };
-  };
-  session.async_run(group, {.feeds = fed_ids(0, 1)}, handler(0));
-  session.async_run(group, {.feeds = fed_ids(1, 1)}, handler(1));                   // shed after 30 ms
-  session.async_run(group, {.timeout = 10ms, .feeds = fed_ids(2, 1)}, handler(2));  // its own 10 ms first
+  session.async_run(group, {.feeds = fed_ids(0, 1)}, record_end(done, 0));
+  session.async_run(group, {.feeds = fed_ids(1, 1)}, record_end(done, 1));                   // shed after 30 ms
+  session.async_run(group, {.timeout = 10ms, .feeds = fed_ids(2, 1)}, record_end(done, 2));  // its own 10 ms first
   io.run_for(200ms);
   REQUIRE(done.count(1) == 1);
   CHECK(done[1].ec == errc::overloaded);
@@ -290,7 +289,7 @@ TEST_CASE("a queued run waits at most max_queue_wait, and its own timeout counts
   // flight, 3 arrives with 80 ms and finds it there; opened after 50 ms, 0
   // makes room, and 3 times out 80 ms after its arrival, not after its start.
   session.set_limits({.max_runs_in_flight = 1});
-  session.async_run(group, {.timeout = 80ms, .feeds = fed_ids(3, 1)}, handler(3));
+  session.async_run(group, {.timeout = 80ms, .feeds = fed_ids(3, 1)}, record_end(done, 3));
   io.run_for(50ms);
   g->open(0);
   const auto opened = std::chrono::steady_clock::now();
@@ -310,16 +309,13 @@ TEST_CASE("a drain refuses new runs, lets the queued and running ones end, then 
   const task_group group = gated_group(g, 1);
   local_session session(io, session_limits{.max_runs_in_flight = 1});
   std::map<i64, run_end> done;
-  auto handler = [&done](i64 id) {
-    return [&done, id](boost::system::error_code ec, run_report r) { done[id] = {ec, std::move(r)}; };
-  };
-  session.async_run(group, {.feeds = fed_ids(0, 1)}, handler(0));
-  session.async_run(group, {.feeds = fed_ids(1, 1)}, handler(1));
+  session.async_run(group, {.feeds = fed_ids(0, 1)}, record_end(done, 0));
+  session.async_run(group, {.feeds = fed_ids(1, 1)}, record_end(done, 1));
   io.poll();
   std::optional<boost::system::error_code> drained;
   session.async_drain([&](boost::system::error_code ec) { drained = ec; });
   CHECK(session.closed());
-  session.async_run(group, {.feeds = fed_ids(2, 1)}, handler(2));
+  session.async_run(group, {.feeds = fed_ids(2, 1)}, record_end(done, 2));
   io.restart();
   io.poll();
   REQUIRE(done.count(2) == 1);
@@ -353,9 +349,7 @@ TEST_CASE("a cancelled drain cancels what is queued and in flight and completes 
   local_session session(io, session_limits{.max_runs_in_flight = 2});
   std::map<i64, run_end> done;
   for (i64 id = 0; id < 5; ++id) {
-    session.async_run(group, {.feeds = fed_ids(id, 2)}, [&done, id](boost::system::error_code ec, run_report r) {
-      done[id] = {ec, std::move(r)};
-    });
+    session.async_run(group, {.feeds = fed_ids(id, 2)}, record_end(done, id));
   }
   io.poll();
   CHECK(session.load().in_flight == 2);
@@ -388,9 +382,7 @@ TEST_CASE("closing the session refuses the queued runs", "[admission]") {
   {
     local_session session(io, session_limits{.max_runs_in_flight = 1});
     for (i64 id = 0; id < 3; ++id) {
-      session.async_run(group, {.feeds = fed_ids(id, 1)}, [&done, id](boost::system::error_code ec, run_report r) {
-        done[id] = {ec, std::move(r)};
-      });
+      session.async_run(group, {.feeds = fed_ids(id, 1)}, record_end(done, id));
     }
     io.poll();
   }  // destroyed: closed

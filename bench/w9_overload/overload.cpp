@@ -29,6 +29,7 @@
 // them to run makes it), so a repetition costs one overload of each
 // contender.
 #include "common/registry.hpp"
+#include "w8_serve/w8_serve.hpp"
 
 #include <taskgroup/taskgroup.hpp>
 
@@ -53,8 +54,8 @@ namespace tg = taskgroup;
 using i64 = std::int64_t;
 using clock_type = std::chrono::steady_clock;
 
-constexpr int tasks = 16;
-constexpr int nodes = 4;
+using tgbench::w8::nodes;
+using tgbench::w8::tasks;
 constexpr std::size_t threads = 2;
 constexpr double target_run_cpu_us = 500.0;
 constexpr std::chrono::seconds overload_for{10};
@@ -102,12 +103,6 @@ double p99(std::vector<double> v) {
   if (v.empty()) return 0.0;
   std::sort(v.begin(), v.end());
   return v[std::min(v.size() - 1, static_cast<std::size_t>(static_cast<double>(v.size()) * 0.99))];
-}
-
-double process_cpu_us() {
-  timespec ts{};
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-  return static_cast<double>(ts.tv_sec) * 1e6 + static_cast<double>(ts.tv_nsec) / 1e3;
 }
 
 double us_since(clock_type::time_point t) {
@@ -166,9 +161,9 @@ calibration calibrate(const tg::task_group& g) {
   // The CPU of one run, at a probe size, scaled to the target.
   const i64 probe = 20'000;
   (void)one_run(s, g, probe);
-  const double cpu0 = process_cpu_us();
+  const double cpu0 = tgbench::w8::process_cpu_us();
   for (int i = 0; i < 20; ++i) (void)one_run(s, g, probe);
-  const double per_run = (process_cpu_us() - cpu0) / 20.0;
+  const double per_run = (tgbench::w8::process_cpu_us() - cpu0) / 20.0;
   c.n = std::max<i64>(1, static_cast<i64>(static_cast<double>(probe) * target_run_cpu_us / per_run));
   std::vector<double> lat;
   for (int i = 0; i < 300; ++i) lat.push_back(one_run(s, g, c.n));

@@ -197,6 +197,7 @@ void admission::idle_drains(std::vector<drain_handler>& out) {
 void admission::ended(run_state& rs) noexcept {
   std::vector<std::shared_ptr<run_state>> starts;
   std::vector<drain_handler> done;
+  const asio::any_io_executor* drain_ex = nullptr;
   bool cancelled = false;
   try {
     std::lock_guard lock(mutex_);
@@ -205,6 +206,7 @@ void admission::ended(run_state& rs) noexcept {
     admit_queued(starts);
     idle_drains(done);
     cancelled = drain_cancelled_;
+    drain_ex = drain_ex_;
   } catch (...) {
     // Out of memory while admitting: the queued runs stay queued until a
     // run ends or the limits change.
@@ -219,7 +221,7 @@ void admission::ended(run_state& rs) noexcept {
   const boost::system::error_code ec = cancelled ? make_error_code(errc::cancelled) : boost::system::error_code();
   for (drain_handler& d : done) {
     try {
-      asio::dispatch(asio::append(std::move(d), ec));
+      asio::post(*drain_ex, asio::append(std::move(d), ec));
     } catch (...) {
       // Out of memory: that drain is dropped uncalled, as an operation of
       // a destroyed context is.
@@ -230,6 +232,7 @@ void admission::ended(run_state& rs) noexcept {
 void admission::drain(drain_handler done, const asio::any_io_executor& fallback) {
   std::unique_lock lock(mutex_);
   draining_ = true;
+  drain_ex_ = &fallback;
   if (in_flight_ == 0 && queue_.empty()) {
     const boost::system::error_code ec =
         drain_cancelled_ ? make_error_code(errc::cancelled) : boost::system::error_code();

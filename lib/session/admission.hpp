@@ -132,6 +132,9 @@ class admission {
   bool draining_ = false;
   bool drain_cancelled_ = false;
   std::vector<drain_handler> drains_;
+  // Where a drain completes when its handler has no executor of its own
+  // (the session's coordinator, as given to `drain`).
+  const boost::asio::any_io_executor* drain_ex_ = nullptr;
 };
 
 }  // namespace taskgroup::detail

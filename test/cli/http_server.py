@@ -152,13 +152,20 @@ async def wait_stats(port, cond, what):
     return s
 
 
-async def disconnect(port):
-    before = await stats(port)
+async def start_slow(port, target, before, what):
+    """Sends `target` on a new connection and waits until its run is in
+    flight (counted after `before`); returns the connection."""
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
-    writer.write(request_bytes("/sum?n=1&sleep_ms=30000&timeout_ms=60000"))
+    writer.write(request_bytes(target))
     await writer.drain()
     await wait_stats(port, lambda s: s["started"] > before["started"] and s["in_flight"] >= 1,
-                     "disconnect: the slow run started")
+                     f"{what}: the slow run started")
+    return reader, writer
+
+
+async def disconnect(port):
+    before = await stats(port)
+    _, writer = await start_slow(port, "/sum?n=1&sleep_ms=30000&timeout_ms=60000", before, "disconnect")
     writer.close()
     after = await wait_stats(port, lambda s: s["cancelled"] > before["cancelled"] and s["in_flight"] == 0,
                              "disconnect: the run was cancelled once the client left")
@@ -229,11 +236,7 @@ async def stop(port, server):
     status, _, body = await asyncio.wait_for(read_response(idle_reader), GUARD)
     check_sum(status, body, 4, "before the stop")
     before = await stats(port)
-    reader, writer = await asyncio.open_connection("127.0.0.1", port)
-    writer.write(request_bytes("/sum?n=6&sleep_ms=500&timeout_ms=60000"))
-    await writer.drain()
-    await wait_stats(port, lambda s: s["started"] > before["started"] and s["in_flight"] >= 1,
-                     "stop: the slow run started")
+    reader, writer = await start_slow(port, "/sum?n=6&sleep_ms=500&timeout_ms=60000", before, "stop")
     server.send_signal(signal.SIGTERM)
     deadline = time.monotonic() + GUARD
     while not await refused(port) and time.monotonic() < deadline:
