@@ -172,6 +172,7 @@ const std::vector<arity> table = {
     {"Print", 1, many, 0, 0},
     {"Sleep", 0, 1, 0, 0},
     {"Fail", 0, many, 0, 0},
+    {"FailTimes", 0, many, 0, 0},
     {"Append", 2, 2, 1, 1},
     {"Size", 1, 1, 1, 1},
     {"Sum", 1, 1, 1, 1},
@@ -198,6 +199,7 @@ arguments required_args(const std::string& type) {
   if (type == "CreateQueue") return {{"capacity", i64{1}}};
   if (type == "Get") return {{"index", i64{0}}};
   if (type == "RunNet") return {{"net", std::string("other")}};
+  if (type == "FailTimes") return {{"times", i64{1}}};
   return {};
 }
 

@@ -21,6 +21,7 @@
 // | Print | 1+ -> 0 | prefix (string) | one line per input to the print sink |
 // | Sleep | 0..1 -> 0 | ms (int64 or double; required without an input, refused with one) | waits `ms` milliseconds, or with an input the milliseconds it holds (int64 or double, read each time the op runs: a per-run duration can be a feed; an empty or other blob or a value out of [0, 1e12] fails the op, naming the input; 0 ends at once, without the timer); async (callback form: a task waiting on it holds no coroutine frame, only an entry in its execution context's queue of Sleeps, served by one Asio timer), cancellable (any cancellation type) |
 // | Fail | 0+ -> 0 | message (string) | fails with errc::op_failed and the message |
+// | FailTimes | 0+ -> 0 | times (int64, required), message (string) | fails as Fail the first `times` times it runs within one run of the group (counted by the run, across retried attempts), then succeeds |
 // | Append | 2 -> 1 | | output = input 0 followed by input 1 (an element or a vector) |
 // | Size | 1 -> 1 | | int64 length of a vector or string |
 // | Sum | 1 -> 1 | | sum of a vector<int64> or vector<double> |

@@ -18,6 +18,7 @@
 #include <boost/system/error_code.hpp>
 #include <boost/system/system_error.hpp>
 
+#include <optional>
 #include <string>
 #include <string_view>
 #include <type_traits>
@@ -95,6 +96,12 @@ enum class errc {
   /// the condition `resource_unavailable_try_again`.
   overloaded,
 };
+
+/// The name of code `c` as written in C++ and in plan files (`op_failed`,
+/// `timeout`); empty for a value that names no code. Reentrant.
+TASKGROUP_API std::string_view name_of(errc c) noexcept;
+/// The code named `name` (as `name_of` writes it), or none. Reentrant.
+TASKGROUP_API std::optional<errc> errc_named(std::string_view name) noexcept;
 
 /// The `taskgroup` error category (name "taskgroup"). Thread-safe.
 ///

@@ -16,6 +16,7 @@
 // | `create_workspace()` | create_workspace | every execution gets a fresh child workspace and fresh net instances |
 // | `concurrent_instances(n)` | num_concurrent_instances | n copies of the children run concurrently |
 // | `timeout(ms)` | (ours) | a deadline for one execution of the step |
+// | `retry(policy)` | (ours) | run a failed execution of the step again (retry_policy) |
 // clang-format on
 //
 // A step is a handle: copies share one step. Adding a step to another
@@ -31,6 +32,7 @@
 
 #include <taskgroup/error.hpp>
 #include <taskgroup/net.hpp>
+#include <taskgroup/retry_policy.hpp>
 
 #include <chrono>
 #include <cstddef>
@@ -113,6 +115,13 @@ class TASKGROUP_API execution_step {
   /// cancelled and fails with `errc::timeout`. Must be > 0 and at most
   /// `max_duration`.
   execution_step& timeout(std::chrono::milliseconds d);
+  /// How a failed execution of this step (its whole subtree) is run again
+  /// (see `retry_policy`; the default runs it once). A failure of the
+  /// step's own `timeout` may be retried; the run's deadline and its
+  /// cancellation never are. With `create_workspace`, each attempt gets a
+  /// fresh child workspace; otherwise what a failed attempt wrote stays.
+  /// A tree holding a step with a policy runs on the coroutine driver.
+  execution_step& retry(retry_policy policy);
 
   // --- getters: each named after its setter ------------------------------
 
@@ -130,6 +139,8 @@ class TASKGROUP_API execution_step {
   [[nodiscard]] bool create_workspace() const noexcept;
   [[nodiscard]] std::int64_t concurrent_instances() const noexcept;
   [[nodiscard]] std::optional<std::chrono::milliseconds> timeout() const noexcept;
+  /// The policy set with `retry` (default: one attempt).
+  [[nodiscard]] const retry_policy& retry() const noexcept;
 
   /// True when the step has neither nets nor substeps.
   [[nodiscard]] bool empty() const noexcept;

@@ -21,6 +21,7 @@
 
 #include <taskgroup/blob.hpp>
 #include <taskgroup/error.hpp>
+#include <taskgroup/run_context.hpp>
 
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/awaitable.hpp>
@@ -50,6 +51,7 @@
 namespace taskgroup {
 
 class workspace;
+class run_context;
 class operator_schema;
 namespace detail {
 class offload_kernel;
@@ -191,6 +193,13 @@ class TASKGROUP_API op_context {
   [[nodiscard]] T arg_or(std::string_view name, T fallback) const {
     return args().get_or<T>(name, std::move(fallback)).value();
   }
+
+  /// The run this call of the kernel serves (see `run_context`: its
+  /// identity, deadline and attempt; valid during `run()` and `start()`,
+  /// and in `run_async` until its first suspension). A net shared by
+  /// overlapping runs sees each call's own run. Threading: as the kernel
+  /// (an offloaded kernel reads it on the compute thread).
+  [[nodiscard]] const run_context& run() const noexcept;
 
   /// True once the run of an offloaded kernel has been asked to stop (the
   /// task was cancelled or failed elsewhere): a long kernel polls it and

@@ -18,6 +18,7 @@
 
 #include <taskgroup/error.hpp>
 
+#include <chrono>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -32,8 +33,8 @@ struct task_report;
 /// observe::nets`).
 enum class observe : std::uint8_t {
   none = 0,
-  tasks = 1U << 0U,    ///< run_begin, task_begin, task_end
-  steps = 1U << 1U,    ///< step_begin, step_end
+  tasks = 1U << 0U,    ///< run_begin, task_begin, task_end, a task's retry_wait
+  steps = 1U << 1U,    ///< step_begin, step_end, a step's retry_wait
   nets = 1U << 2U,     ///< net_begin, net_end
   reports = 1U << 3U,  ///< report_begin, report_end
   all = tasks | steps | nets | reports,
@@ -98,6 +99,14 @@ class TASKGROUP_API run_observer {
   virtual void report_begin(const event_source& /*at*/, std::string_view /*step*/) {}
   /// A run of a report step has ended with `result` (`observe::reports`).
   virtual void report_end(const event_source& /*at*/, std::string_view /*step*/, const status& /*result*/) {}
+  /// Attempt `next_attempt - 1` of a task (`step` empty, `observe::tasks`)
+  /// or of step `step` (`observe::steps`) with a retry policy failed with
+  /// `after`; attempt `next_attempt` of `max_attempts` starts after a wait
+  /// of `wait` (unless the run stops meanwhile). A task's attempts each
+  /// run between its one `task_begin` and its one `task_end`; a step's
+  /// attempts are each an execution, with its begin and end.
+  virtual void retry_wait(const event_source& /*at*/, std::string_view /*step*/, int /*next_attempt*/,
+                          int /*max_attempts*/, std::chrono::microseconds /*wait*/, const error& /*after*/) {}
 };
 
 }  // namespace taskgroup

@@ -43,6 +43,13 @@ struct TASKGROUP_API task_report {
   /// Whether the task began: false for a task not run and for one
   /// cancelled before it began (its `failure` is then "<step>: cancelled").
   bool began = false;
+  /// Attempts of the task's work that ran (`task::retry`): 0 for a task
+  /// not run or cancelled before it began, else 1 + its retries.
+  int attempts = 0;
+  /// What the failed attempts before the last one said, in order: the
+  /// first and the latest 4 (the ones between are dropped). The last
+  /// attempt's failure, if it failed, is `failure`.
+  std::vector<error> attempt_failures;
   /// Declared outputs after the run: blob name and a copy of its value
   /// (this run's own: never shared with another run; an output named as a
   /// blob that its node keeps is that shared blob, copied when the run's

@@ -42,6 +42,7 @@
 #include <taskgroup/error.hpp>
 #include <taskgroup/execution_step.hpp>
 #include <taskgroup/node.hpp>
+#include <taskgroup/retry_policy.hpp>
 #include <taskgroup/run_report.hpp>
 
 #include <atomic>
@@ -236,6 +237,13 @@ class TASKGROUP_API task {
   /// step's own `run_every`, else 1000 ms), and once more at its end. The
   /// interval must be in (0, max_duration]; `validate` reports others.
   task& report(execution_step s, std::optional<std::chrono::milliseconds> interval = std::nullopt);
+  /// How a failed run of the task's whole composed work (init, instances,
+  /// body, exit) is run again (see `retry_policy`; the default runs it
+  /// once). Each attempt of a PRIVATE task gets a fresh task workspace
+  /// (and fresh instance workspaces); the declared outputs start empty at
+  /// every attempt. Writes to a GLOBAL task's node blobs are not undone.
+  /// `validate` refuses an invalid policy, naming the field and its limit.
+  task& retry(retry_policy policy);
   /// Attaches a setup object (contributes once per run, see setup_object).
   task& setup(std::shared_ptr<setup_object> obj, setup_scope scope = setup_scope::task);
 
@@ -266,6 +274,8 @@ class TASKGROUP_API task {
   [[nodiscard]] const taskgroup::node& node() const noexcept;
   /// The count set with `num_instances` (default 1).
   [[nodiscard]] std::int64_t num_instances() const noexcept;
+  /// The policy set with `retry` (default: one attempt).
+  [[nodiscard]] const retry_policy& retry() const noexcept;
   /// The type set with `workspace_type`, if any.
   [[nodiscard]] std::optional<taskgroup::workspace_type> workspace_type() const noexcept;
   /// The task's own step (not composed), if set.
@@ -285,7 +295,9 @@ class TASKGROUP_API task {
   [[nodiscard]] result<execution_step> get_step() const;
 
   /// Reports a recorded misuse, an instance count outside [1,
-  /// max_instances], a report interval outside (0, max_duration], or a
+  /// max_instances], a report interval outside (0, max_duration], an
+  /// invalid retry policy (`task "n/t": retry: max_attempts must be in [1,
+  /// 1000], got 0`), or a
   /// step or report step in which `num_instances` times the
   /// `concurrent_instances` along a path pass `max_instances`, naming the
   /// task (and report step or step path) and the limit

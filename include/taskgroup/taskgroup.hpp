@@ -14,6 +14,8 @@
 #include <taskgroup/operator.hpp>
 #include <taskgroup/plan.hpp>
 #include <taskgroup/queue.hpp>
+#include <taskgroup/retry_policy.hpp>
+#include <taskgroup/run_context.hpp>
 #include <taskgroup/run_observer.hpp>
 #include <taskgroup/run_options.hpp>
 #include <taskgroup/run_probe.hpp>

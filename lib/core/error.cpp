@@ -97,4 +97,45 @@ std::string quote(std::string_view name) {
   return s;
 }
 
+std::string_view name_of(errc c) noexcept {
+  switch (c) {
+    case errc::blob_not_found: return "blob_not_found";
+    case errc::type_mismatch: return "type_mismatch";
+    case errc::blob_empty: return "blob_empty";
+    case errc::net_not_found: return "net_not_found";
+    case errc::net_exists: return "net_exists";
+    case errc::duplicate_net: return "duplicate_net";
+    case errc::unknown_operator: return "unknown_operator";
+    case errc::duplicate_operator: return "duplicate_operator";
+    case errc::arity_mismatch: return "arity_mismatch";
+    case errc::bad_argument: return "bad_argument";
+    case errc::op_failed: return "op_failed";
+    case errc::invalid_step: return "invalid_step";
+    case errc::invalid_task: return "invalid_task";
+    case errc::output_not_set: return "output_not_set";
+    case errc::queue_closed: return "queue_closed";
+    case errc::cancelled: return "cancelled";
+    case errc::timeout: return "timeout";
+    case errc::invalid_plan: return "invalid_plan";
+    case errc::not_serializable: return "not_serializable";
+    case errc::session_closed: return "session_closed";
+    case errc::no_result: return "no_result";
+    case errc::group_mismatch: return "group_mismatch";
+    case errc::mpi_failed: return "mpi_failed";
+    case errc::invalid_feed: return "invalid_feed";
+    case errc::op_library_failed: return "op_library_failed";
+    case errc::session_busy: return "session_busy";
+    case errc::overloaded: return "overloaded";
+  }
+  return {};
+}
+
+std::optional<errc> errc_named(std::string_view name) noexcept {
+  // The codes are numbered from 1 without gaps (errc's first is 1).
+  for (int v = 1; v <= static_cast<int>(errc::overloaded); ++v) {
+    if (name_of(static_cast<errc>(v)) == name) return static_cast<errc>(v);
+  }
+  return std::nullopt;
+}
+
 }  // namespace taskgroup

@@ -17,6 +17,7 @@ struct execution_step::data {
     std::optional<std::string> stop_blob;
     std::optional<std::chrono::milliseconds> run_every;
     std::optional<std::chrono::milliseconds> timeout;
+    retry_policy retry;
     std::optional<std::string> misuse;  // the first builder misuse, reported by validate()
     std::int64_t instances = 1;
   };
@@ -148,6 +149,11 @@ execution_step& execution_step::timeout(std::chrono::milliseconds d) {
   return *this;
 }
 
+execution_step& execution_step::retry(retry_policy policy) {
+  if (check_mutable("retry")) data_->extra.edit().retry = std::move(policy);
+  return *this;
+}
+
 execution_step& execution_step::mark_invalid(std::string reason) {
   if (!data_->extra.view().misuse) data_->extra.edit().misuse = std::move(reason);
   return *this;
@@ -173,6 +179,7 @@ std::int64_t execution_step::concurrent_instances() const noexcept { return data
 std::optional<std::chrono::milliseconds> execution_step::timeout() const noexcept {
   return data_->extra.view().timeout;
 }
+const retry_policy& execution_step::retry() const noexcept { return data_->extra.view().retry; }
 bool execution_step::empty() const noexcept { return data_->nets.empty() && data_->substeps.empty(); }
 bool execution_step::frozen() const noexcept { return data_->frozen; }
 
@@ -204,6 +211,7 @@ status validate_one(const execution_step& s, const std::string& path, const std:
     if (auto f = detail::duration_fault(s.timeout()->count()); !f.empty()) return bad("timeout " + f);
   }
   if (s.should_stop_blob() && s.should_stop_blob()->empty()) return bad("should_stop_blob must name a blob");
+  if (auto f = s.retry().fault(); !f.empty()) return bad("retry: " + f);
   return ok();
 }
 

@@ -107,6 +107,7 @@ struct task::data {
     std::vector<std::pair<execution_step, std::chrono::milliseconds>> reports;
     std::vector<attachment> local_setups;  // claimed local-scope objects, for the group
     std::optional<std::string> misuse;
+    retry_policy retry;
   };
 
   std::string base;
@@ -177,6 +178,13 @@ task& task::report(execution_step s, std::optional<std::chrono::milliseconds> in
   return *this;
 }
 
+task& task::retry(retry_policy policy) {
+  if (check_mutable("retry")) data_->extra.edit().retry = std::move(policy);
+  return *this;
+}
+
+const retry_policy& task::retry() const noexcept { return data_->extra.view().retry; }
+
 task& task::setup(std::shared_ptr<setup_object> obj, setup_scope scope) {
   if (check_mutable("setup") && obj) data_->extra.edit().setups.push_back({std::move(obj), scope});
   return *this;
@@ -236,6 +244,9 @@ std::vector<std::string> task::output_names() const {
 
 status task::validate() const {
   if (const auto& m = data_->extra.view().misuse) return fail(errc::invalid_task, "task " + quote(name()) + ": " + *m);
+  if (auto f = data_->extra.view().retry.fault(); !f.empty()) {
+    return fail(errc::invalid_task, "task " + quote(name()) + ": retry: " + f);
+  }
   if (auto f = detail::instances_fault(data_->instances); !f.empty()) {
     return fail(errc::invalid_task, "task " + quote(name()) + ": num_instances " + f);
   }

@@ -1,4 +1,4 @@
-// taskgroup: the built-in Print, Sleep and Fail.
+// taskgroup: the built-in Print, Sleep, Fail and FailTimes.
 #include "ops/builtins.hpp"
 
 #include <chrono>
@@ -154,6 +154,26 @@ kernel_result fail_factory(op_context& ctx) {
   return make_kernel([message = std::move(message)]() -> status { return fail(errc::op_failed, message); });
 }
 
+// FailTimes: fails its first `times` runs within one run of the group,
+// counted by the run (run_context::count, keyed by the op's definition,
+// which every attempt's binding shares), then succeeds.
+constexpr std::int64_t max_fail_times = std::int64_t{1} << 40;
+
+kernel_result fail_times_factory(op_context& ctx) {
+  TASKGROUP_TRY(const std::int64_t times, ctx.args().get<std::int64_t>("times"));
+  if (times < 0 || times > max_fail_times) {
+    return fail(errc::bad_argument, "FailTimes: argument \"times\" must be in [0, " + std::to_string(max_fail_times) +
+                                        "], got " + std::to_string(times));
+  }
+  TASKGROUP_TRY(std::string message, ctx.args().get_or<std::string>("message", std::string(default_message)));
+  return make_kernel([&ctx, times, message = std::move(message)]() -> status {
+    const std::uint64_t n = ctx.run().count(&ctx.def());
+    if (n > static_cast<std::uint64_t>(times)) return ok();
+    return fail(errc::op_failed, message + " (run " + std::to_string(n) + " of the " + std::to_string(times) +
+                                     " that fail)");
+  });
+}
+
 }  // namespace
 
 void add_effect_ops(builtin_table& t) {
@@ -178,6 +198,14 @@ void add_effect_ops(builtin_table& t) {
             .arg_with_default("message", std::string(default_message), "the error message")
             .doc("fails with errc::op_failed")
             .factory(&fail_factory));
+  t.add(operator_schema("FailTimes")
+            .inputs(0, unbounded)
+            .outputs(0)
+            .required_arg("times", k::int64, "how many of its first runs in one run of the group fail, in [0, 2^40]")
+            .arg_with_default("message", std::string(default_message), "the error message")
+            .doc("fails with errc::op_failed the first `times` times it runs within one run of the group (counted "
+                 "across retried attempts), then succeeds")
+            .factory(&fail_times_factory));
 }
 
 }  // namespace taskgroup::detail

@@ -5,6 +5,7 @@
 #include "detail/errors.hpp"
 #include "ops/await_started.hpp"
 #include "ops/net_run.hpp"
+#include "ops/run_scope.hpp"
 #include "ops/offload.hpp"
 #include "ops/offload_gate.hpp"
 
@@ -244,15 +245,40 @@ status net_instance::run_from(std::size_t& i) noexcept {
   return st;
 }
 
-boost::asio::awaitable<status> net_instance::run() { return detail::run_net_at(*this, nullptr); }
+boost::asio::awaitable<status> net_instance::run() { return detail::run_net_at(*this, nullptr, detail::current_run); }
 
-boost::asio::awaitable<status> detail::run_net_at(net_instance& inst, std::uint32_t* at) {
+namespace {
+
+// The run context of a coroutine-form kernel's run, from its start to its
+// first suspension (op_context::run): set before the kernel is awaited,
+// cleared once the await is over, or when the frame goes while it pends,
+// unless another stretch of kernel calls has set its own meanwhile.
+class awaiting_kernel {
+ public:
+  explicit awaiting_kernel(const run_context* run) noexcept : run_(run) { detail::current_run = run; }
+  ~awaiting_kernel() {
+    if (detail::current_run == run_) detail::current_run = nullptr;
+  }
+  awaiting_kernel(const awaiting_kernel&) = delete;
+  awaiting_kernel& operator=(const awaiting_kernel&) = delete;
+
+ private:
+  const run_context* run_;
+};
+
+}  // namespace
+
+boost::asio::awaitable<status> detail::run_net_at(net_instance& inst, std::uint32_t* at, const run_context* run) {
   std::size_t i = 0;
   for (;;) {
-    if (status st = net_access::run_from(inst, i); !st) co_return st;
+    status st = ok();
+    {
+      const run_context_scope scope(run);
+      st = net_access::run_from(inst, i);
+    }
+    if (!st) co_return st;
     if (i >= inst.size()) co_return ok();
     if (at != nullptr) *at = static_cast<std::uint32_t>(i);
-    status st = ok();
     if (net_access::blocked(inst, i)) {
       const boost::asio::any_io_executor ex = co_await boost::asio::this_coro::executor;
       st = co_await detail::await_started(
@@ -265,6 +291,7 @@ boost::asio::awaitable<status> detail::run_net_at(net_instance& inst, std::uint3
       continue;  // op i again: it may run now
     }
     try {
+      const awaiting_kernel kernel_run(run);
       st = co_await net_access::kernel(inst, i).run_async();
     } catch (...) {
       st = detail::error_from_exception(std::current_exception());

@@ -76,8 +76,8 @@ class fast_net_run {
 };
 
 /// net_instance::run, keeping in `*at` (when not null) the index of the op
-/// it waits on while it waits.
-boost::asio::awaitable<status> run_net_at(net_instance& inst, std::uint32_t* at);
+/// it waits on while it waits, its kernels serving run `run` (null: none).
+boost::asio::awaitable<status> run_net_at(net_instance& inst, std::uint32_t* at, const run_context* run);
 
 /// Where op `i` of `inst` stands while it pends, as the error of a run that
 /// ended there would say it: `net "take" op #0 (Dequeue): input #0 "jobs":

@@ -7,6 +7,7 @@
 
 #include "detail/errors.hpp"
 #include "ops/offload_gate.hpp"
+#include "ops/run_scope.hpp"
 
 #include <boost/asio/execution/outstanding_work.hpp>
 #include <boost/asio/executor_work_guard.hpp>
@@ -207,6 +208,7 @@ struct offload_kernel::run_state {
   offload_kernel* self;
   asio::any_io_executor strand;
   op_completion done;
+  const run_context* run;  // the run it serves: it outlives its pending ops
   status result = ok();
 };
 
@@ -220,7 +222,7 @@ void offload_kernel::start(const asio::any_io_executor& ex, op_completion done) 
   std::size_t leased = 0;
   try {
     auto run = std::make_unique<run_state>(
-        run_state{this, asio::prefer(ex, asio::execution::outstanding_work.tracked), std::move(done)});
+        run_state{this, asio::prefer(ex, asio::execution::outstanding_work.tracked), std::move(done), current_run});
     for (const void* key : keys_) {
       gate.lease(key);
       ++leased;
@@ -231,7 +233,10 @@ void offload_kernel::start(const asio::any_io_executor& ex, op_completion done) 
     }
     const asio::any_io_executor compute = outer_->ws().compute_executor();
     asio::post(compute, [run = std::move(run)]() mutable {
-      run->result = run->self->run_inner();
+      {
+        const run_context_scope scope(run->run);
+        run->result = run->self->run_inner();
+      }
       const asio::any_io_executor strand = run->strand;
       offload_kernel* self = run->self;
       asio::post(strand, [self, run = std::move(run)]() mutable { self->finish(std::move(run)); });

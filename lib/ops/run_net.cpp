@@ -3,6 +3,7 @@
 #include "ops/builtins.hpp"
 
 #include "ops/net_run.hpp"
+#include "ops/run_scope.hpp"
 
 #include <taskgroup/net.hpp>
 #include <taskgroup/workspace.hpp>
@@ -36,6 +37,8 @@ class run_net_kernel final : public op_kernel {
   run_net_kernel(workspace& ws, std::string name) : op_kernel(true), ws_(&ws), name_(std::move(name)) {}
 
   asio::awaitable<status> run_async() override {
+    // Read before the first suspension, while it is this run's.
+    const run_context* run = current_run;
     // Looked up at each run and held for its length: the net may have
     // been replaced or removed since the last one.
     std::shared_ptr<net_instance> inst = find_named(*ws_, name_);
@@ -59,7 +62,7 @@ class run_net_kernel final : public op_kernel {
       count(const count&) = delete;
       count& operator=(const count&) = delete;
     } guard(*this, *inst);
-    co_return co_await run_net_at(*inst, &guard.here.at);
+    co_return co_await run_net_at(*inst, &guard.here.at, run);
   }
 
   // Where its innermost run in flight stands (runs of one RunNet nest

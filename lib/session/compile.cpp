@@ -61,7 +61,8 @@ result<std::shared_ptr<const compiled_group>> compile_group(const task_group& g)
     const bool priv = t.workspace_type().value_or(workspace_type::private_) == workspace_type::private_;
     node_of_task.push_back(index_of(t.node_name()));
     out->tasks.push_back(compiled_task{t, nullptr, &detail::task_access::full_name(t), 0, priv,
-                                       !detail::task_access::outputs(t).empty(), may_feed(compiled.root)});
+                                       !detail::task_access::outputs(t).empty(), may_feed(compiled.root),
+                                       t.retry().retries() ? &t.retry() : nullptr});
   }
   // Every node is known now: its name stays where it is.
   for (std::size_t k = 0; k < node_of_task.size(); ++k) {

@@ -69,6 +69,8 @@ struct compiled_task {
   bool has_outputs = false;
   /// Its tree holds an op that may feed or close a queue (may_feed_queues).
   bool may_feed = false;
+  /// Its retry policy (in `t`) when it retries; null otherwise.
+  const retry_policy* retry = nullptr;
 };
 
 /// A node of a compiled group: its tasks and its own work.

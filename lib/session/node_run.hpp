@@ -32,6 +32,8 @@ struct node_watch {
   /// run's cancellation: none left tells a starved Dequeue (ops/queues.hpp).
   std::uint32_t feeders = 0;
   const waiting_runs* waiting = nullptr;  ///< while its tasks run
+  /// While its tasks run: they describe their tasks waiting to retry.
+  const node_tasks* tasks = nullptr;
 };
 
 /// A feed placed in a GLOBAL node's own workspace, and the value it
@@ -92,6 +94,9 @@ class node_run {
   /// Its tasks' outputs in the order of compiled_node::tasks, fetched when
   /// the tasks have ended; empty while none is.
   std::vector<fetched_outputs> outputs;
+  /// The failed attempts' errors of its tasks that retried (task index,
+  /// attempt_log's), for the report; empty when none did.
+  std::vector<std::pair<std::size_t, std::vector<error>>> attempt_failures;
   node_watch watch;
 
   /// Starts the node (on its strand): its end goes to `rs`'s join.

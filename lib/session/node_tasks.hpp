@@ -30,9 +30,15 @@ namespace taskgroup::detail {
 /// the node's strand once the frame-free ones have started, each a child of
 /// this same join.
 ///
+/// A task with a retry policy whose attempt failed with a code it retries
+/// waits here (in the context's queue of waits, as `Sleep` waits: no
+/// thread, no frame), then runs again from the start of its composed
+/// work, on the driver it ran on, in a fresh workspace if PRIVATE, its
+/// declared outputs emptied (`retry_wait_ended`).
+///
 /// Owned by what waits: its waiting runs (one reference, `waiting_ref_`,
-/// for all of them), the yield it has posted, its coroutine tasks; it holds
-/// the run. Its end goes to the node's part (`node_run::tasks_ended`), or
+/// for all of them, and the tasks waiting to retry), the yield it has
+/// posted, its coroutine tasks; it holds the run. Its end goes to the node's part (`node_run::tasks_ended`), or
 /// to an awaiting coroutine (`run`, under report steps).
 class node_tasks final : public join_core<node_tasks>, public task_host {
  public:
@@ -61,6 +67,10 @@ class node_tasks final : public join_core<node_tasks>, public task_host {
   void cancel_running() noexcept;
   void round_ended(status st);
 
+  /// Appends (task, `waiting to retry (...) after: <error>`) for each of
+  /// its tasks waiting to retry (run_probe). On the node's strand.
+  void describe_retries(std::vector<std::pair<std::size_t, std::string>>& out) const;
+
  private:
   // Starts the node's tasks from `next_` until all have started or a
   // yield is due; then the coroutine tasks.
@@ -69,10 +79,30 @@ class node_tasks final : public join_core<node_tasks>, public task_host {
   // Runs task k, the node's j-th, here until its end or its first wait
   // (true), or declines it (false: it needs the coroutine runner; `ws` is
   // its workspace).
-  bool start_frame_free(std::size_t j, std::size_t k, std::shared_ptr<workspace>& ws);
+  // `first`: the task's first attempt (it begins now).
+  bool start_frame_free(std::size_t j, std::size_t k, std::shared_ptr<workspace>& ws, bool first = true);
   void start_coroutine_tasks();
   void spawn_coroutine_task(std::size_t j);
   void coroutine_task_ended(std::size_t j, status st);
+
+  // Retries (see the class comment).
+  struct retrying;
+  // The run context of task k's attempt about to start: its retrying
+  // state's, or the run's first attempt context of its policy.
+  const run_context* context_of(std::size_t k);
+  // Task k's attempt ended with `st`: true when it will run again (a wait
+  // has begun); else `st` becomes what the task ends with (a retry
+  // refused for the run's deadline says so). `coroutine`: it ran on the
+  // coroutine driver (and runs there again).
+  bool retry_after(std::size_t k, status& st, bool coroutine);
+  void retry_wait_ended(retrying& r, const status& st);
+  // Moves task k's attempt count and failed attempts' errors into its
+  // record and its node's report data, as the task ends.
+  void settle_attempts(std::size_t k);
+  // The end of a task attempt that may retry: the task's end unless it
+  // retries.
+  void task_attempt_ended(std::size_t k, status st, const step_stats& stats, std::chrono::system_clock::time_point at,
+                          bool coroutine);
   // Ends the round once nothing runs any more.
   void settle();
   void ended(std::size_t k, const frame_free_run& r, std::chrono::system_clock::time_point at);
@@ -106,6 +136,16 @@ class node_tasks final : public join_core<node_tasks>, public task_host {
   std::shared_ptr<workspace> spare_ws_;      // an emptied PRIVATE task workspace, for the next task
   std::shared_ptr<node_tasks> waiting_ref_;  // while a run waits
   std::unique_ptr<observation[]> observed_;  // by the node's task order, when step or net events are asked for
+  // The tasks that failed an attempt and have not ended (few); their
+  // waits, and this object's reference while any waits.
+  std::vector<std::unique_ptr<retrying>> retrying_;
+  std::size_t retry_waits_ = 0;
+  std::shared_ptr<node_tasks> retry_ref_;
+  // The first attempt's context of each max_attempts among the node's
+  // policies (a handful): a task's first attempt allocates nothing.
+  std::vector<std::unique_ptr<run_context>> first_attempts_;
+  // The coroutine tasks' counts, by their order in coroutine_tasks_.
+  std::unique_ptr<step_stats[]> coroutine_stats_;
 };
 
 }  // namespace taskgroup::detail

@@ -1,5 +1,6 @@
 // run_probe: where a run's tasks stand while it runs, asked of each node
 // on its strand.
+#include "session/node_tasks.hpp"
 #include "session/run.hpp"
 
 #include "detail/errors.hpp"
@@ -60,6 +61,7 @@ void describe_node(const run_state& rs, std::size_t i, std::vector<std::pair<std
       if (std::string at = r->where(); !at.empty()) out.emplace_back(r->task, std::move(at));
     }
   }
+  if (w.tasks != nullptr) w.tasks->describe_retries(out);
   // This node's waits, [first, listed_end), by task: looked up below.
   auto by_task = [](const auto& a, const auto& b) { return a.first < b.first; };
   std::stable_sort(out.begin() + static_cast<std::ptrdiff_t>(first), out.end(), by_task);

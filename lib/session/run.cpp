@@ -54,7 +54,13 @@ void make_report(run_state& rs) {
     const compiled_task& ct = g.tasks[k];
     std::vector<fetched_outputs>& fetched = rs.nodes[ct.node_index].outputs;
     const std::size_t j = next[ct.node_index]++;
-    fill_report(report.tasks.emplace_back(), ct, rs.records[k], fetched.empty() ? nullptr : &fetched[j]);
+    std::vector<error>* failures = nullptr;
+    if (rs.records[k].retries != 0) {
+      for (auto& [task, errors] : rs.nodes[ct.node_index].attempt_failures) {
+        if (task == k) failures = &errors;
+      }
+    }
+    fill_report(report.tasks.emplace_back(), ct, rs.records[k], fetched.empty() ? nullptr : &fetched[j], failures);
   }
 }
 
@@ -177,9 +183,11 @@ void start_nodes(const std::shared_ptr<run_state>& rs) {
   if (opt.timeout && rs->ticket.arrived != std::chrono::steady_clock::time_point{}) {
     // It waited for admission: its deadline counts from its arrival.
     rs->deadline.emplace(*rs->coord, rs->ticket.arrived + *opt.timeout);
+    rs->scope.deadline = rs->deadline->expiry();
     rs->deadline->async_wait([rs](const boost::system::error_code& ec) { deadline_fired(rs, ec); });
   } else if (opt.timeout) {
     rs->deadline.emplace(*rs->coord, *opt.timeout);
+    rs->scope.deadline = rs->deadline->expiry();
     rs->deadline->async_wait([rs](const boost::system::error_code& ec) { deadline_fired(rs, ec); });
   }
   // Counted before any starts: a node that ends at once must not end the

@@ -8,6 +8,7 @@
 #include <taskgroup/session.hpp>
 
 #include "detail/join.hpp"
+#include "ops/run_scope.hpp"
 #include "session/admission.hpp"
 #include "session/compiled.hpp"
 #include "session/node_run.hpp"
@@ -66,7 +67,9 @@ struct run_state final : join_core<run_state> {
   // The group and options as given (the group's handle is not made anew:
   // a default task_group allocates).
   run_state(task_group g, run_options o)
-      : join_core(join_mode::fail_fast), source(std::move(g)), options(std::move(o)) {}
+      : join_core(join_mode::fail_fast), source(std::move(g)), options(std::move(o)) {
+    scope.id = run_scope::next_id();
+  }
 
   std::shared_ptr<const compiled_group> group;
   task_group source;  ///< the group as given
@@ -101,6 +104,9 @@ struct run_state final : join_core<run_state> {
   bool placed = false;
   /// Its place in the session's admission: in flight, queued or neither.
   admission_ticket ticket;
+  /// What its kernels see of it (op_context::run): its identity and its
+  /// deadline, once armed.
+  run_scope scope;
 
   // --- the run as a whole, on the coordinator ------------------------------
   run_completion_ptr done;  ///< the caller's handler

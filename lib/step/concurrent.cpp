@@ -2,6 +2,8 @@
 // children, or in turn when they cannot wait.
 #include "step/coroutine_driver.hpp"
 
+#include "ops/run_scope.hpp"
+
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/this_coro.hpp>
@@ -131,6 +133,7 @@ asio::awaitable<status> runner::nets_instance(const bound_step& b, const step_pa
     if (inst->may_wait()) {
       st = co_await run_waiting_net(*inst, p);
     } else {
+      const run_context_scope scope(ctx_.run);
       st = inst->run_sync();
     }
     ctx_.net_ends(*inst, st);

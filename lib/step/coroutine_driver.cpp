@@ -3,6 +3,8 @@
 #include "step/coroutine_driver.hpp"
 
 #include "ops/queues.hpp"
+#include "ops/run_scope.hpp"
+#include "step/retry.hpp"
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/post.hpp>
@@ -34,8 +36,8 @@ status runner::bind(const program_step& n, workspace& ws, bound_step& b, const s
   return bind_step(n, ws, registry_, b, path);
 }
 
-asio::awaitable<status> runner::exec(const program_step& n, std::shared_ptr<workspace> ws, const bound_step* b,
-                                     const step_path* path) {
+asio::awaitable<status> runner::exec_once(const program_step& n, std::shared_ptr<workspace> ws, const bound_step* b,
+                                          const step_path* path) {
   bound_step local;
   if (n.create_ws) {
     ws = ws->create_child(ws->name() + "/" + n.name);
@@ -53,6 +55,51 @@ asio::awaitable<status> runner::exec(const program_step& n, std::shared_ptr<work
   }
   m.ends(ctx_, st);
   co_return st;
+}
+
+asio::awaitable<status> runner::retried(const program_step& n, std::shared_ptr<workspace> ws, const bound_step* b,
+                                        const step_path* path) {
+  const retry_policy& policy = *n.retry();
+  const asio::cancellation_state cs = co_await asio::this_coro::cancellation_state;
+  const run_scope* scope = ctx_.run != nullptr ? ctx_.run->scope() : nullptr;
+  const std::optional<std::chrono::steady_clock::time_point> deadline =
+      scope != nullptr ? scope->deadline : std::nullopt;
+  for (int attempt = 1;; ++attempt) {
+    status st = ok();
+    {
+      const run_context ctx(scope, attempt, policy.max_attempts);
+      runner inner(*this, &ctx);
+      st = co_await inner.exec_once(n, ws, b, path);
+    }
+    if (st) co_return st;
+    // The step's own timeout is a failure of the attempt (errc::timeout);
+    // the run's deadline and its cancellation reach it as a cancellation,
+    // which is never retried.
+    const bool stopping = cs.cancelled() != asio::cancellation_type::none;
+    const retry_decision d = decide_retry(policy, attempt, st.error(), stopping, deadline);
+    if (d.what == retry_decision::kind::end) co_return st;
+    if (d.what == retry_decision::kind::past_deadline) co_return past_deadline(st.error(), attempt, policy, d.wait);
+    if (ctx_.told(observe::steps)) {
+      ctx_.observed->observer->retry_wait(ctx_.observed->at, n.name, attempt + 1, policy.max_attempts, d.wait,
+                                          st.error());
+    }
+    const error after = st.error();
+    retry_wait waiting{attempt + 1, policy.max_attempts, std::chrono::steady_clock::now() + d.wait, &after};
+    wait_site site;
+    site.retry = &waiting;
+    if (sites_.sites != nullptr) {
+      site.task = sites_.task;
+      site.path = path;
+      sites_.sites->push_back(site);
+    }
+    asio::steady_timer timer(ex_, waiting.due);
+    auto [ec] = co_await timer.async_wait(asio::as_tuple(asio::use_awaitable));
+    site.unlink();
+    if (ec || cs.cancelled() != asio::cancellation_type::none) {
+      co_return at(path, cancelled_waiting(attempt + 1, policy.max_attempts,
+                                           waiting.due - std::chrono::steady_clock::now(), after));
+    }
+  }
 }
 
 asio::awaitable<status> runner::timed(step_machine& m, const std::shared_ptr<workspace>& ws, const step_path* path,
@@ -98,7 +145,7 @@ asio::awaitable<status> runner::run_waiting_net(net_instance& inst, const step_p
   wait_site site;
   watch(site, inst, path);
   // The net's run moves site.op to the op it waits in: read it after.
-  status st = co_await run_net_at(inst, &site.op);
+  status st = co_await run_net_at(inst, &site.op, ctx_.run);
   co_return told_if_starved(inst, site.op, std::move(st));
 }
 
@@ -155,6 +202,7 @@ asio::awaitable<status> runner::drive(step_machine& m, workspace& ws, const step
         if (inst.may_wait()) {
           st = co_await run_waiting_net(inst, path);
         } else {
+          const run_context_scope scope(ctx_.run);
           st = inst.run_sync();
         }
         m.net_ended(ctx_, st);

@@ -47,12 +47,16 @@ class runner {
  public:
   // internal: every member is used by the entry points below
   runner(asio::any_io_executor ex, const operator_registry& registry, const run_step_options& options,
-         const observation& observed, site_registry sites = {})
+         const observation& observed, site_registry sites = {}, const run_context* run = nullptr)
       : ex_(std::move(ex)),
         registry_(registry),
-        ctx_{options.stats, &observed},
+        ctx_{options.stats, &observed, run},
         sites_(sites),
         yield_every_(std::max<std::uint32_t>(1, options.yield_every)) {}
+
+  // The same run, its kernels serving `run` (the subtree of a retried
+  // step, on the strand of `outer`).
+  runner(const runner& outer, const run_context* run) : runner(outer) { ctx_.run = run; }
 
   // Files `site` as net `inst` at `path` waiting, when the task's sites
   // are kept (a session's run): the caller awaits the net with the
@@ -65,11 +69,26 @@ class runner {
 
   status bind(const program_step& n, workspace& ws, bound_step& b, const step_path* path);
 
-  // One execution of a step: its own workspace, then its machine, which
+  // One execution of a step: its attempts when it retries (`retried`),
+  // else `exec_once` (no frame of its own).
+  asio::awaitable<status> exec(const program_step& n, std::shared_ptr<workspace> ws, const bound_step* b,
+                               const step_path* path) {
+    if (n.retry() != nullptr) return retried(n, std::move(ws), b, path);
+    return exec_once(n, std::move(ws), b, path);
+  }
+
+  // One attempt of a step: its own workspace, then its machine, which
   // tells its begin and its end (a deadline's included) around the
   // iterations, timed, beside the report steps.
-  asio::awaitable<status> exec(const program_step& n, std::shared_ptr<workspace> ws, const bound_step* b,
-                               const step_path* path);
+  asio::awaitable<status> exec_once(const program_step& n, std::shared_ptr<workspace> ws, const bound_step* b,
+                                    const step_path* path);
+
+  // A step with a retry policy: attempts (`exec_once`, each its own
+  // execution, in a fresh workspace with `create_workspace`, its kernels
+  // told their attempt) and the waits between them (step/retry.hpp), each
+  // in view of run_probe.
+  asio::awaitable<status> retried(const program_step& n, std::shared_ptr<workspace> ws, const bound_step* b,
+                                  const step_path* path);
 
   // The execution's iterations raced against its deadline. When the
   // deadline wins, its error says where the iterations were cut short
@@ -184,7 +203,9 @@ class runner {
 
   // A child that `exec` would only pass on to `iterate`: no deadline, own
   // workspace or report steps.
-  static bool is_plain(const program_step& c) { return !c.timeout() && !c.create_ws && c.reports().empty(); }
+  static bool is_plain(const program_step& c) {
+    return !c.timeout() && !c.create_ws && c.reports().empty() && c.retry() == nullptr;
+  }
 
   // `exec` adds nothing for a plain child but its step events: unless they
   // are asked for, such a child is run as `iterate` directly (fewer frames).

@@ -8,6 +8,7 @@
 #include "step/machine.hpp"
 
 #include "ops/net_run.hpp"
+#include "ops/run_scope.hpp"
 #include "step/runner.hpp"
 
 #include <boost/asio/cancellation_signal.hpp>
@@ -70,7 +71,7 @@ class frame_free_driver final : public frame_free_run {
     host_->run_begins(*this);
     stack_.clear();
     push(root, bound_);
-    if (advance()) return outcome::ended;
+    if (const run_context_scope scope(run); advance()) return outcome::ended;
     // Waiting: the run holds its workspaces until it ends.
     // A child keeps its parent: the run holds the innermost one.
     ws_ = own ? std::move(own) : std::move(ws);
@@ -87,6 +88,7 @@ class frame_free_driver final : public frame_free_run {
   void reset() noexcept override {
     ws_.reset();
     observed = &no_observation;
+    run = nullptr;
   }
   void rehost(task_host& host) noexcept override { host_ = &host; }
 
@@ -109,7 +111,7 @@ class frame_free_driver final : public frame_free_run {
 
   // The machines report to the run's counts and to the host's
   // observation (not kept apart: a waiting task holds its run).
-  [[nodiscard]] step_context ctx() noexcept { return step_context{&stats_, observed}; }
+  [[nodiscard]] step_context ctx() noexcept { return step_context{&stats_, observed, run}; }
   [[nodiscard]] stop_query stop() const noexcept { return stop_query{nullptr, host_->stopping_flag()}; }
 
   // An execution of `n` begins.
@@ -317,7 +319,10 @@ class frame_free_driver final : public frame_free_run {
       return;
     }
     waiting_ = false;
-    if (!advance(std::move(st))) return;  // waits again
+    {
+      const run_context_scope scope(run);
+      if (!advance(std::move(st))) return;  // waits again
+    }
     reset();
     host_->run_ended(*this);  // last: the host may destroy this run (and itself)
   }

@@ -91,6 +91,9 @@ struct yield_clock {
 struct step_context {
   step_stats* stats = nullptr;
   const observation* observed = nullptr;  ///< never null; `no_observation` when there is none
+  /// The run the task's kernels serve (`op_context::run`); null outside a
+  /// session's run.
+  const run_context* run = nullptr;
 
   /// True when the observer asked for events of `kind`.
   [[nodiscard]] bool told(observe kind) const noexcept { return wants(observed->kinds, kind); }

@@ -13,6 +13,8 @@ namespace taskgroup::detail {
 // cost, run_step_options::yield_every) instead of overflowing.
 std::uint32_t inline_cost(const program_step& n, bool root) {
   if (n.timeout() || !n.reports().empty() || n.instances() != 1 || (n.concurrent && n.recurring_size() >= 2)) return 0;
+  // A retried step waits between attempts on the coroutine driver.
+  if (n.retry() != nullptr) return 0;
   if (n.create_ws && !root) return 0;
   if (n.stop() && !n.only_once) return 0;
   const std::uint64_t iterations = n.stop() ? 1 : static_cast<std::uint64_t>(std::max<std::int64_t>(n.num_iter, 0));
@@ -46,6 +48,7 @@ program_step compile_tree(const execution_step& s, const execution_step* counted
   if (s.concurrent_instances() != 1) n.uncommon_fields().instances = s.concurrent_instances();
   if (auto every = s.run_every()) n.uncommon_fields().every = *every;
   if (auto timeout = s.timeout()) n.uncommon_fields().timeout = timeout;
+  if (s.retry().retries()) n.uncommon_fields().retry = s.retry();
   n.children.reserve(s.substeps().size());
   for (const auto& child : s.substeps()) {
     if (child.run_every()) n.uncommon_fields().reports.push_back(n.children.size());

@@ -33,6 +33,7 @@ struct program_step {
     std::vector<std::size_t> reports;    // children with run_every
     std::vector<std::size_t> recurring;  // when there are reports: the other children
     std::int64_t instances = 1;
+    std::optional<retry_policy> retry;  // set when it retries
   };
 
   std::string name;
@@ -59,6 +60,10 @@ struct program_step {
     return extra ? extra->reports : none().reports;
   }
   [[nodiscard]] std::int64_t instances() const noexcept { return extra ? extra->instances : 1; }
+  /// Its retry policy when it retries (execution_step::retry), else null.
+  [[nodiscard]] const retry_policy* retry() const noexcept {
+    return extra && extra->retry ? &*extra->retry : nullptr;
+  }
   // The children run in each iteration (those without run_every), by
   // position: every child unless some are report steps.
   [[nodiscard]] std::size_t recurring_size() const noexcept {

@@ -3,6 +3,7 @@
 #include "step/coroutine_driver.hpp"
 
 #include "ops/queues.hpp"
+#include "step/retry.hpp"
 
 #include <boost/asio/this_coro.hpp>
 
@@ -17,16 +18,23 @@ namespace asio = boost::asio;
 namespace detail {
 
 std::string where(const wait_site& s, const std::uint32_t* feeders) {
+  if (s.retry != nullptr) {
+    const retry_wait& r = *s.retry;
+    return at(s.path, error(errc::cancelled, waiting_to_retry(r.next_attempt, r.max_attempts,
+                                                              r.due - std::chrono::steady_clock::now(), *r.after)))
+        .message;
+  }
   std::string what = op_waiting(*s.inst, s.op, net_access::blocked(*s.inst, s.op));
   if (starved(*s.inst, s.op, feeders)) what += no_producer_left;
   return at(s.path, error(errc::cancelled, std::move(what))).message;
 }
 
 asio::awaitable<status> run_compiled(std::shared_ptr<const compiled_step> s, std::shared_ptr<workspace> ws,
-                                     run_step_options options, const observation& observed, site_registry sites) {
+                                     run_step_options options, const observation& observed, site_registry sites,
+                                     const run_context* run) {
   if (!ws) co_return fail(errc::invalid_step, "run_step: no workspace");
   const operator_registry& registry = options.registry != nullptr ? *options.registry : operator_registry::global();
-  runner r(co_await asio::this_coro::executor, registry, options, observed, sites);
+  runner r(co_await asio::this_coro::executor, registry, options, observed, sites, run);
   const program_step& root = s->root;
   step_path path{nullptr, root.name};
   bound_step b;

@@ -67,11 +67,13 @@ struct step_path;
 /// A net run of a coroutine-driven task that waits, for hang diagnosis
 /// (run_probe): linked into its node's list while it waits, on the frame
 /// that awaits it (unlinked when either goes, in any order).
+struct retry_wait;
 struct wait_site : boost::intrusive::list_base_hook<boost::intrusive::link_mode<boost::intrusive::auto_unlink>> {
   std::uint32_t task = 0;
   std::uint32_t op = 0;  // the op it waits on (kept by run_net_at)
   const step_path* path = nullptr;
   const net_instance* inst = nullptr;
+  const retry_wait* retry = nullptr;  // set instead of `inst` for a step waiting to retry
 };
 using wait_sites = boost::intrusive::list<wait_site, boost::intrusive::constant_time_size<false>>;
 
@@ -91,10 +93,11 @@ struct site_registry {
 
 /// Runs a compiled tree in `ws` (on the strand owning `ws`), filing its
 /// waiting net runs in `sites`, telling `observed` (which must outlive the
-/// run) of what it asked for; `options.observer` is not read.
+/// run) of what it asked for, its kernels serving `run` (null: none; it
+/// must outlive the run); `options.observer` is not read.
 boost::asio::awaitable<status> run_compiled(std::shared_ptr<const compiled_step> s, std::shared_ptr<workspace> ws,
                                             run_step_options options, const observation& observed,
-                                            site_registry sites = {});
+                                            site_registry sites = {}, const run_context* run = nullptr);
 
 /// True when `s`'s structure allows a `frame_free_run`: a bounded number
 /// of iterations (at most `run_step_options::yield_every` net runs and
@@ -191,6 +194,9 @@ class frame_free_run : protected op_completion::target {
   /// The host's: told of the run's step executions and net runs (what it
   /// asked for) when set before `start`; it must outlive the run.
   const observation* observed = &no_observation;
+  /// The host's: the run its kernels serve (`op_context::run`), set before
+  /// `start`; it must outlive the run.
+  const run_context* run = nullptr;
   // 32 bits each: a waiting task holds its run.
   std::uint32_t task = 0;  ///< the host's: which task this run is
   std::uint32_t slot = 0;  ///< the host's: where it keeps the run

@@ -1,0 +1,48 @@
+#include <taskgroup/operator.hpp>
+#include <taskgroup/run_context.hpp>
+
+#include "ops/run_scope.hpp"
+
+#include <atomic>
+
+namespace taskgroup {
+
+namespace detail {
+
+thread_local const run_context* current_run = nullptr;
+
+std::uint64_t run_scope::next_id() noexcept {
+  static std::atomic<std::uint64_t> last{0};
+  return last.fetch_add(1, std::memory_order_relaxed) + 1;
+}
+
+namespace {
+// The counters of calls made outside any run.
+run_scope& no_run() {
+  static run_scope none;
+  return none;
+}
+}  // namespace
+
+}  // namespace detail
+
+std::uint64_t run_context::id() const noexcept { return run_ != nullptr ? run_->id : 0; }
+
+std::optional<run_context::clock::time_point> run_context::deadline() const noexcept {
+  if (run_ == nullptr) return std::nullopt;
+  return run_->deadline;
+}
+
+std::uint64_t run_context::count(const void* key) const {
+  const detail::run_scope& s = run_ != nullptr ? *run_ : detail::no_run();
+  const std::lock_guard<std::mutex> hold(s.counting);
+  return ++s.counts[key];
+}
+
+const run_context& op_context::run() const noexcept {
+  static const run_context none;
+  const run_context* c = detail::current_run;
+  return c != nullptr ? *c : none;
+}
+
+}  // namespace taskgroup

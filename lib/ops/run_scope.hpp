@@ -1,0 +1,48 @@
+// Internal: what a run shares with its kernels (`run_context`), and how
+// the drivers tell a kernel call which run it serves: the context of the
+// calls made now on this thread, set around each stretch of kernel calls
+// (never across a suspension), so that the op path pays nothing.
+#pragma once
+
+#include <taskgroup/run_context.hpp>
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <optional>
+
+namespace taskgroup::detail {
+
+/// One run's: made by its session for the run, alive until it has ended.
+struct run_scope {
+  /// A fresh identity from the process-wide sequence (never 0).
+  static std::uint64_t next_id() noexcept;
+
+  std::uint64_t id = 0;
+  std::optional<std::chrono::steady_clock::time_point> deadline;
+  /// The context of the tasks and steps that do not retry.
+  run_context first{this};
+
+  // run_context::count's (most runs never count).
+  mutable std::mutex counting;
+  mutable std::map<const void*, std::uint64_t> counts;
+};
+
+/// The context of the kernel calls made now on this thread (null: none).
+extern thread_local const run_context* current_run;
+
+/// Makes `ctx` the context of the kernel calls made on this thread until
+/// it goes (then the one before it again).
+class run_context_scope {
+ public:
+  explicit run_context_scope(const run_context* ctx) noexcept : before_(current_run) { current_run = ctx; }
+  ~run_context_scope() { current_run = before_; }
+  run_context_scope(const run_context_scope&) = delete;
+  run_context_scope& operator=(const run_context_scope&) = delete;
+
+ private:
+  const run_context* before_;
+};
+
+}  // namespace taskgroup::detail
