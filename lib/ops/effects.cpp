@@ -169,8 +169,8 @@ kernel_result fail_times_factory(op_context& ctx) {
   return make_kernel([&ctx, times, message = std::move(message)]() -> status {
     const std::uint64_t n = ctx.run().count(&ctx.def());
     if (n > static_cast<std::uint64_t>(times)) return ok();
-    return fail(errc::op_failed, message + " (run " + std::to_string(n) + " of the " + std::to_string(times) +
-                                     " that fail)");
+    return fail(errc::op_failed,
+                message + " (run " + std::to_string(n) + " of the " + std::to_string(times) + " that fail)");
   });
 }
 

@@ -5,9 +5,9 @@
 #include "detail/errors.hpp"
 #include "ops/await_started.hpp"
 #include "ops/net_run.hpp"
-#include "ops/run_scope.hpp"
 #include "ops/offload.hpp"
 #include "ops/offload_gate.hpp"
+#include "ops/run_scope.hpp"
 
 #include <boost/asio/this_coro.hpp>
 

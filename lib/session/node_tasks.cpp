@@ -51,8 +51,8 @@ struct node_tasks::retrying final : op_completion::target {
   retrying(node_tasks& o, std::size_t task, std::size_t at, const retry_policy& p) noexcept
       : owner(&o), k(task), pos(at), policy(&p) {}
   node_tasks* owner;
-  std::size_t k;    // the task
-  std::size_t pos;  // its place among the node's tasks
+  std::size_t k;                   // the task
+  std::size_t pos;                 // its place among the node's tasks
   std::size_t coroutine_slot = 0;  // its place in coroutine_tasks_, when `coroutine`
   const retry_policy* policy;
   int attempt = 1;  // the attempt running, or the last one that failed
@@ -205,7 +205,8 @@ bool node_tasks::start_frame_free(std::size_t j, std::size_t k, std::shared_ptr<
   spare_->run = context_of(k);
   if (observed_) spare_->observed = &observed_[j];
   const auto outcome = spare_->start(tree, ws);
-  if (first && outcome != frame_free_run::outcome::declined && hooks.counting.load(std::memory_order_relaxed)) [[unlikely]]
+  if (first && outcome != frame_free_run::outcome::declined && hooks.counting.load(std::memory_order_relaxed))
+      [[unlikely]]
     hooks.frame_free_tasks.fetch_add(1, std::memory_order_relaxed);
   switch (outcome) {
     case frame_free_run::outcome::declined: return false;
@@ -430,9 +431,9 @@ void node_tasks::retry_wait_ended(retrying& r, const status& st) {
   if (--retry_waits_ == 0) last_ref = std::move(retry_ref_);
   const std::size_t k = r.k;
   if (!st || stopping()) {
-    const error e = cancelled_waiting(r.attempt + 1, r.policy->max_attempts, r.due - std::chrono::steady_clock::now(),
-                                      r.last)
-                        .with_context(root_name(rs_->group->step(k)));
+    const error e =
+        cancelled_waiting(r.attempt + 1, r.policy->max_attempts, r.due - std::chrono::steady_clock::now(), r.last)
+            .with_context(root_name(rs_->group->step(k)));
     task_attempt_ended(k, e, {}, std::chrono::system_clock::now(), r.coroutine);
     settle();
     return;

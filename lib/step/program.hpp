@@ -61,9 +61,7 @@ struct program_step {
   }
   [[nodiscard]] std::int64_t instances() const noexcept { return extra ? extra->instances : 1; }
   /// Its retry policy when it retries (execution_step::retry), else null.
-  [[nodiscard]] const retry_policy* retry() const noexcept {
-    return extra && extra->retry ? &*extra->retry : nullptr;
-  }
+  [[nodiscard]] const retry_policy* retry() const noexcept { return extra && extra->retry ? &*extra->retry : nullptr; }
   // The children run in each iteration (those without run_every), by
   // position: every child unless some are report steps.
   [[nodiscard]] std::size_t recurring_size() const noexcept {
