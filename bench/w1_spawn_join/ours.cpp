@@ -6,7 +6,9 @@
 // ours: the default workspace type (PRIVATE: every task runs in its own
 // child workspace, where its net is instantiated). ours_global: the same
 // group with workspace_type::global (the nets are bound in the node
-// workspace on the warm-up run), informational.
+// workspace on the warm-up run), informational. w1_retry_ok: the 10k
+// group with a 3-attempt retry policy on every task (ours) and without
+// (no_policy).
 #include "w1_spawn_join/w1_spawn_join.hpp"
 
 #include "common/registry.hpp"
@@ -16,17 +18,22 @@
 
 #include <optional>
 #include <string>
+#include <utility>
 
 namespace {
 
 using namespace tgbench::w1;
 
-taskgroup::task_group make_group(std::size_t n, std::optional<taskgroup::workspace_type> type) {
+taskgroup::task_group make_group(std::size_t n, std::optional<taskgroup::workspace_type> type, int attempts = 1) {
   taskgroup::task_group g(type);
+  taskgroup::retry_policy policy;
+  policy.max_attempts = attempts;
   for (std::size_t i = 0; i < n; ++i) {
     std::string name = "t";
     name += std::to_string(i);
-    (void)g.add(taskgroup::task(name, taskgroup::step(name).add_net(taskgroup::net(name))), taskgroup::node("n"));
+    taskgroup::task t(name, taskgroup::step(name).add_net(taskgroup::net(name)));
+    if (attempts > 1) t.retry(policy);
+    (void)g.add(std::move(t), taskgroup::node("n"));
   }
   return g;
 }
@@ -43,10 +50,10 @@ bool check_run(benchmark::State& state, const taskgroup::result<taskgroup::run_r
   return true;
 }
 
-void run(benchmark::State& state, std::size_t n, std::optional<taskgroup::workspace_type> type) {
+void run(benchmark::State& state, std::size_t n, std::optional<taskgroup::workspace_type> type, int attempts = 1) {
   boost::asio::io_context io(1);
   taskgroup::local_session session(io.get_executor());
-  const taskgroup::task_group g = make_group(n, type);
+  const taskgroup::task_group g = make_group(n, type, attempts);
   if (!check_run(state, tgbench::run_group_on(io, session, g), n)) return;  // warm-up, compiles the group
   for (auto _ : state) {
     auto r = tgbench::run_group_on(io, session, g);
@@ -87,6 +94,23 @@ const tgbench::add_contender large_global{{
     .what = "the same group with workspace_type::global (no child workspace per task)",
     .units_per_iteration = static_cast<double>(large_n),
     .fn = [](benchmark::State& state) { run(state, large_n, taskgroup::workspace_type::global); },
+}};
+
+const tgbench::add_contender retry_ok{{
+    .workload = "w1_retry_ok",
+    .name = tgbench::ours,
+    .what =
+        "session.async_run(group): 10,000 PRIVATE tasks, each with a 3-attempt retry policy, each step one empty net",
+    .units_per_iteration = static_cast<double>(small_n),
+    .fn = [](benchmark::State& state) { run(state, small_n, std::nullopt, 3); },
+}};
+
+const tgbench::add_contender retry_ok_none{{
+    .workload = "w1_retry_ok",
+    .name = "no_policy",
+    .what = "the same group without retry policies (w1_spawn_join_10k's ours)",
+    .units_per_iteration = static_cast<double>(small_n),
+    .fn = [](benchmark::State& state) { run(state, small_n, std::nullopt); },
 }};
 
 }  // namespace

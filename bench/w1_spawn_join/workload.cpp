@@ -31,4 +31,17 @@ const tgbench::add_workload large{{
     .order = 11,
 }};
 
+// The cost of a retry policy that never retries: the 10k group with a
+// 3-attempt policy on every task, every first attempt succeeding, against
+// the same group without policies in the same process.
+const tgbench::add_workload retry_ok{{
+    .id = "w1_retry_ok",
+    .title = "w1_spawn_join_10k's group with a 3-attempt retry policy on every task, each first attempt succeeding",
+    .unit = "ns/task",
+    .unit_ns = 1.0,
+    .baselines = {"no_policy"},
+    .targets = {{tgbench::target_kind::max_difference, "no_policy", 20.0}},
+    .order = 12,
+}};
+
 }  // namespace

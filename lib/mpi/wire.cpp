@@ -3,6 +3,9 @@
 // they carry.
 #include "mpi/wire.hpp"
 
+#include <taskgroup/retry_policy.hpp>
+
+#include <algorithm>
 #include <cstring>
 
 namespace taskgroup::detail::mpi {
@@ -221,6 +224,9 @@ status_message encode_status(const codec_registry& codecs, std::uint64_t run_id,
     w.i64(to_ns(t.started));
     w.i64(to_ns(t.finished));
     w.u64(t.iterations);
+    w.u32(static_cast<std::uint32_t>(t.attempts));
+    w.u32(static_cast<std::uint32_t>(t.attempt_failures.size()));
+    for (const error& e : t.attempt_failures) write_error(w, e);
     w.u32(static_cast<std::uint32_t>(t.outputs.size()));
     for (const auto& [name, value] : t.outputs) {
       w.string(name);
@@ -289,6 +295,21 @@ result<verdict> decode_status(int from, std::uint64_t run_id, std::string_view b
     t.started = from_ns(started);
     t.finished = from_ns(finished);
     t.iterations = iterations;
+    TASKGROUP_TRY(auto attempts, r.u32());
+    TASKGROUP_TRY(auto failures, r.u32());
+    // At most max_attempts_limit attempts; the report keeps the first and
+    // the latest 4 failed ones.
+    if (attempts > static_cast<std::uint32_t>(retry_policy::max_attempts_limit) || failures > 5 ||
+        failures >= std::max<std::uint32_t>(attempts, 1)) {
+      return fail(errc::group_mismatch, who + " sent " + std::to_string(attempts) + " attempts with " +
+                                            std::to_string(failures) + " failed ones kept");
+    }
+    t.attempts = static_cast<int>(attempts);
+    t.attempt_failures.resize(failures);
+    for (error& e : t.attempt_failures) {
+      TASKGROUP_TRY(read_error(r, e));
+      e = e.with_context(who);
+    }
     TASKGROUP_TRY(auto outputs, r.u32());
     for (std::uint32_t j = 0; j < outputs; ++j) {
       TASKGROUP_TRY(auto name, r.string());

@@ -776,6 +776,34 @@ TEST_CASE("gather: every task runs to its end and rank 0 gets each result", "[mp
   CHECK(outs[1].get().error().code == errc::output_not_set);
 }
 
+TEST_CASE("a retried task's attempts run on the rank of its node, and rank 0 reports them", "[mpi_retry]") {
+  mpi_session s(2);
+  task_group g;
+  retry_policy p;
+  p.max_attempts = 3;
+  p.initial_backoff = std::chrono::milliseconds(1);
+  for (int k = 0; k < 3; ++k) {
+    net flaky("flaky" + std::to_string(k));
+    flaky.op("FailTimes", {}, {}, {{"times", std::int64_t{2}}, {"message", std::string("busy")}});
+    REQUIRE(g.add(task("t", step("work").add_net(flaky)).retry(p), node("n" + std::to_string(k))));
+  }
+  // Twice: FailTimes counts within each run.
+  for (int round = 0; round < 2; ++round) {
+    auto r = test::run_sync(s, g);
+    REQUIRE(r);
+    CHECK(r.value().ok());
+    if (!s.is_client()) continue;
+    for (int k = 0; k < 3; ++k) {
+      const task_report& t = r.value().tasks[static_cast<std::size_t>(k)];
+      INFO(t.name);
+      CHECK(t.attempts == 3);
+      REQUIRE(t.attempt_failures.size() == 2);
+      CHECK_THAT(t.attempt_failures[1].message, Catch::Contains("busy (run 2 of the 2 that fail)"));
+      if (k != 0) CHECK_THAT(t.attempt_failures[0].message, Catch::StartsWith("rank " + std::to_string(k) + ": "));
+    }
+  }
+}
+
 TEST_CASE("reruns of a GLOBAL group accumulate on every rank", "[mpi_reruns]") {
   mpi_session s(2);
   task_group g(workspace_type::global);
