@@ -568,3 +568,43 @@ TEST_CASE("retry_policy's waits: capped exponential backoff, full jitter within 
   big.max_backoff = max_duration;
   CHECK(big.backoff(1000) == max_duration);
 }
+
+TEST_CASE("the observer hears a retried task begin once, wait before each retry, and end once", "[retry][observer]") {
+  auto& hooks = detail::test_driver_hooks();
+  for (const bool coroutine_only : {false, true}) {
+    INFO((coroutine_only ? "coroutine driver" : "automatic driver"));
+    struct rt_task_observer : run_observer {
+      std::mutex m;
+      std::vector<std::string> events;
+      void task_begin(const event_source& at) override {
+        const std::lock_guard hold(m);
+        events.push_back("begin " + std::string(at.task));
+      }
+      void retry_wait(const event_source& at, std::string_view step, int next, int max, std::chrono::microseconds wait,
+                      const error& after) override {
+        const std::lock_guard hold(m);
+        CHECK(step.empty());
+        CHECK(wait <= 5ms);
+        CHECK(after.code == errc::op_failed);
+        events.push_back("wait " + std::string(at.task) + " " + std::to_string(next) + "/" + std::to_string(max));
+      }
+      void task_end(const task_report& r) override {
+        const std::lock_guard hold(m);
+        events.push_back("end " + r.name + " " + std::to_string(r.attempts));
+      }
+    } obs;
+    net n("work");
+    n.op("FailTimes", {}, {}, {{"times", i64{2}}});
+    task_group g;
+    REQUIRE(g.add(task("t", step("s").add_net(n)).retry(rt_policy(4, 2ms, 2.0, true))));
+    hooks.coroutine_only = coroutine_only;
+    local_session session(1);
+    run_options o;
+    o.observer = &obs;
+    const run_report r = rt_run(session, g, o);
+    hooks.coroutine_only = false;
+    CHECK(r.ok());
+    CHECK(obs.events ==
+          std::vector<std::string>{"begin local/t", "wait local/t 2/4", "wait local/t 3/4", "end local/t 3"});
+  }
+}

@@ -28,6 +28,7 @@
 #include <boost/json/serialize.hpp>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <csignal>
 #include <cstdio>
@@ -79,6 +80,11 @@ class observers final : public run_observer {
   }
   void report_end(const event_source& at, std::string_view step, const status& result) override {
     each(observe::reports, [&](run_observer& o) { o.report_end(at, step, result); });
+  }
+  void retry_wait(const event_source& at, std::string_view step, int next_attempt, int max_attempts,
+                  std::chrono::microseconds wait, const error& after) override {
+    each(step.empty() ? observe::tasks : observe::steps,
+         [&](run_observer& o) { o.retry_wait(at, step, next_attempt, max_attempts, wait, after); });
   }
 
  private:

@@ -15,7 +15,8 @@ const char* category(int k) {
     case 0: return "task";
     case 1: return "step";
     case 2: return "net";
-    default: return "report";
+    case 3: return "report";
+    default: return "retry";
   }
 }
 
@@ -120,6 +121,23 @@ void trace_recorder::report_begin(const event_source& at, std::string_view step)
 }
 void trace_recorder::report_end(const event_source& at, std::string_view step, const status& result) {
   end(kind::report, at.task, at.node, step, &result, -1);
+}
+
+void trace_recorder::retry_wait(const event_source& at, std::string_view step, int next_attempt, int max_attempts,
+                                std::chrono::microseconds wait, const error& after) {
+  const std::int64_t t = now_ns();
+  std::lock_guard lock(mutex_);
+  const std::size_t tr = track_locked(at.node, at.task);
+  if (spans_.size() >= max_spans_) {
+    ++dropped_;
+    return;
+  }
+  std::string name = "retry ";
+  name += step.empty() ? std::string_view(at.task) : step;
+  name += " (attempt " + std::to_string(next_attempt) + " of " + std::to_string(max_attempts) + ")";
+  span s{tr, kind::retry, std::move(name), t, t + std::chrono::duration_cast<std::chrono::nanoseconds>(wait).count()};
+  s.error = after.message;
+  spans_.push_back(std::move(s));
 }
 
 std::vector<trace_recorder::span> trace_recorder::spans_locked(std::int64_t now) const {

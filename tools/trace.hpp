@@ -56,6 +56,10 @@ class trace_recorder final : public run_observer {
   void net_end(const event_source& at, std::string_view net, const status& result) override;
   void report_begin(const event_source& at, std::string_view step) override;
   void report_end(const event_source& at, std::string_view step, const status& result) override;
+  /// A wait before a retry: a span of category "retry" over the planned
+  /// wait, named after the attempt it leads to, with the error it follows.
+  void retry_wait(const event_source& at, std::string_view step, int next_attempt, int max_attempts,
+                  std::chrono::microseconds wait, const error& after) override;
 
   /// The trace so far. Spans still open are closed at the current time
   /// with args.unfinished = true.
@@ -63,7 +67,7 @@ class trace_recorder final : public run_observer {
 
  private:
   using clock = std::chrono::steady_clock;
-  enum class kind : std::uint8_t { task, step, net, report };
+  enum class kind : std::uint8_t { task, step, net, report, retry };
   struct span {
     span(std::size_t t, kind kd, std::string n, std::int64_t b, std::int64_t e)
         : track(t), k(kd), name(std::move(n)), begin_ns(b), end_ns(e) {}

@@ -11,9 +11,13 @@ namespace detail {
 
 thread_local const run_context* current_run = nullptr;
 
-std::uint64_t run_scope::next_id() noexcept {
+std::uint64_t run_scope::identity() const noexcept {
+  std::uint64_t mine = id.load(std::memory_order_relaxed);
+  if (mine != 0) return mine;
   static std::atomic<std::uint64_t> last{0};
-  return last.fetch_add(1, std::memory_order_relaxed) + 1;
+  const std::uint64_t fresh = last.fetch_add(1, std::memory_order_relaxed) + 1;
+  // Two first readers at once: one number wins, the other is dropped.
+  return id.compare_exchange_strong(mine, fresh, std::memory_order_relaxed) ? fresh : mine;
 }
 
 namespace {
@@ -26,7 +30,7 @@ run_scope& no_run() {
 
 }  // namespace detail
 
-std::uint64_t run_context::id() const noexcept { return run_ != nullptr ? run_->id : 0; }
+std::uint64_t run_context::id() const noexcept { return run_ != nullptr ? run_->identity() : 0; }
 
 std::optional<run_context::clock::time_point> run_context::deadline() const noexcept {
   if (run_ == nullptr) return std::nullopt;

@@ -6,6 +6,7 @@
 
 #include <taskgroup/run_context.hpp>
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <map>
@@ -16,10 +17,11 @@ namespace taskgroup::detail {
 
 /// One run's: made by its session for the run, alive until it has ended.
 struct run_scope {
-  /// A fresh identity from the process-wide sequence (never 0).
-  static std::uint64_t next_id() noexcept;
+  /// Its identity: taken from the process-wide sequence when first asked
+  /// for (never 0), so that a run no op asks about pays no shared write.
+  [[nodiscard]] std::uint64_t identity() const noexcept;
 
-  std::uint64_t id = 0;
+  mutable std::atomic<std::uint64_t> id{0};  // 0 until identity() is first asked
   std::optional<std::chrono::steady_clock::time_point> deadline;
   /// The context of the tasks and steps that do not retry.
   run_context first{this};

@@ -343,6 +343,10 @@ void node_tasks::run_ended(frame_free_run& r) noexcept {
 void node_tasks::run_begins(frame_free_run& r) noexcept {
   if (wants(rs_->observed.kinds, observe::tasks)) {
     const compiled_task& ct = rs_->group->tasks[r.task];
+    // A retry's attempt runs within the task's one begin and end.
+    if (ct.retry != nullptr &&
+        std::any_of(retrying_.begin(), retrying_.end(), [&](const auto& x) { return x->k == r.task; }))
+      return;
     rs_->observed.observer->task_begin(event_source{*ct.name, *ct.node});
   }
 }

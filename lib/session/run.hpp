@@ -67,9 +67,7 @@ struct run_state final : join_core<run_state> {
   // The group and options as given (the group's handle is not made anew:
   // a default task_group allocates).
   run_state(task_group g, run_options o)
-      : join_core(join_mode::fail_fast), source(std::move(g)), options(std::move(o)) {
-    scope.id = run_scope::next_id();
-  }
+      : join_core(join_mode::fail_fast), source(std::move(g)), options(std::move(o)) {}
 
   std::shared_ptr<const compiled_group> group;
   task_group source;  ///< the group as given
