@@ -193,6 +193,10 @@ TEST_CASE("a retry wait ends at once when the run is cancelled, on both drivers"
       REQUIRE(t.failure);
       CHECK_THAT(t.failure->message, Catch::Contains("s: cancelled: waiting to retry (attempt 2 of 5, "));
       CHECK_THAT(t.failure->message, Catch::Contains("ms left) after: "));
+      // The run's own error says where it stood.
+      REQUIRE(got->failure);
+      CHECK_THAT(got->failure->message,
+                 Catch::StartsWith("run cancelled; still running then: ") && Catch::Contains("waiting to retry"));
     }
   }
 }
@@ -607,4 +611,58 @@ TEST_CASE("the observer hears a retried task begin once, wait before each retry,
     CHECK(obs.events ==
           std::vector<std::string>{"begin local/t", "wait local/t 2/4", "wait local/t 3/4", "end local/t 3"});
   }
+}
+
+TEST_CASE("every task begins and ends once for the observer, whichever driver takes it", "[retry][observer]") {
+  struct rt_count_observer : run_observer {
+    std::mutex m;
+    std::map<std::string, int> begins;
+    std::map<std::string, int> ends;
+    void task_begin(const event_source& at) override {
+      const std::lock_guard hold(m);
+      ++begins[std::string(at.task)];
+    }
+    void task_end(const task_report& r) override {
+      const std::lock_guard hold(m);
+      ++ends[r.name];
+    }
+  } obs;
+  // A task the frame-free driver takes, one it declines once bound (a
+  // coroutine-form op), each with and without a policy that retries.
+  // (Each its own nets: tasks that share a net share its FailTimes count.)
+  auto sync_net = [](const std::string& name) {
+    net n(name);
+    n.op("FailTimes", {}, {}, {{"times", i64{1}}});
+    return n;
+  };
+  auto async_net = [](const std::string& name) {
+    net n(name);
+    n.lambda("Later", {}, {}, [](op_context&) -> asio::awaitable<status> {
+      co_await asio::post(co_await asio::this_coro::executor, asio::use_awaitable);
+      co_return ok();
+    });
+    n.op("FailTimes", {}, {}, {{"times", i64{1}}});
+    return n;
+  };
+  task_group g;
+  REQUIRE(g.add(task("inline", step("a").add_net(sync_net("a"))).retry(rt_policy(2))));
+  REQUIRE(g.add(task("declined", step("b").add_net(async_net("b"))).retry(rt_policy(2))));
+  REQUIRE(g.add(task("inline_once", step("c").add_net(sync_net("c")))));
+  REQUIRE(g.add(task("declined_once", step("d").add_net(async_net("d")))));
+  local_session session(1);
+  run_options o;
+  o.observer = &obs;
+  o.policy = run_policy::gather;
+  const run_report r = rt_run(session, g, o);
+  const std::map<std::string, int> once = {
+      {"local/inline", 1}, {"local/declined", 1}, {"local/inline_once", 1}, {"local/declined_once", 1}};
+  CHECK(obs.begins == once);
+  CHECK(obs.ends == once);
+  CHECK(r.tasks[0].status == task_status::succeeded);
+  CHECK(r.tasks[0].attempts == 2);
+  CHECK(r.tasks[1].status == task_status::succeeded);
+  CHECK(r.tasks[1].attempts == 2);
+  CHECK(r.tasks[2].status == task_status::failed);
+  CHECK(r.tasks[3].status == task_status::failed);
+  for (const task_report& t : r.tasks) CHECK(t.began);
 }

@@ -46,9 +46,10 @@ struct TASKGROUP_API task_report {
   /// Attempts of the task's work that ran (`task::retry`): 0 for a task
   /// not run or cancelled before it began, else 1 + its retries.
   int attempts = 0;
-  /// What the failed attempts before the last one said, in order: the
-  /// first and the latest 4 (the ones between are dropped). The last
-  /// attempt's failure, if it failed, is `failure`.
+  /// What each failed attempt that was followed by a wait to retry said,
+  /// in order: the first and the latest 4 (the ones between are dropped).
+  /// An attempt that was not retried ends the task: its failure is
+  /// `failure`.
   std::vector<error> attempt_failures;
   /// Declared outputs after the run: blob name and a copy of its value
   /// (this run's own: never shared with another run; an output named as a

@@ -257,13 +257,12 @@ void node_tasks::start_coroutine_tasks() {
   }
 }
 
-void node_tasks::spawn_coroutine_task(std::size_t j) {
+void node_tasks::spawn_coroutine_task(std::size_t j, bool first) {
   auto& [k, ws] = coroutine_tasks_[j];
   // Running before it is spawned: it may end inside co_spawn.
   coroutine_running_[j] = 1;
   ++coroutines_running_;
   try {
-    const bool first = rs_->records[k].started == std::chrono::system_clock::time_point{};
     asio::co_spawn(executor(), run_attempt(rs_, k, std::move(ws), &coroutine_stats_[j], context_of(k), first),
                    asio::bind_cancellation_slot(
                        signals_[j].slot(), [self = shared_from_this(), j](std::exception_ptr e, status st) {
@@ -455,7 +454,7 @@ void node_tasks::retry_wait_ended(retrying& r, const status& st) {
   try {
     if (r.coroutine) {
       coroutine_tasks_[r.coroutine_slot].second.reset();
-      spawn_coroutine_task(r.coroutine_slot);
+      spawn_coroutine_task(r.coroutine_slot, false);
     } else {
       std::shared_ptr<workspace> ws;
       now_ = std::chrono::system_clock::now();

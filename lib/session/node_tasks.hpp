@@ -82,7 +82,8 @@ class node_tasks final : public join_core<node_tasks>, public task_host {
   // `first`: the task's first attempt (it begins now).
   bool start_frame_free(std::size_t j, std::size_t k, std::shared_ptr<workspace>& ws, bool first = true);
   void start_coroutine_tasks();
-  void spawn_coroutine_task(std::size_t j);
+  // `first`: the task's first attempt (it begins now).
+  void spawn_coroutine_task(std::size_t j, bool first = true);
   void coroutine_task_ended(std::size_t j, status st);
 
   // Retries (see the class comment).
