@@ -23,6 +23,8 @@
 #include <limits>
 #include <string>
 #include <thread>
+#include <utility>
+#include <vector>
 
 using namespace taskgroup;
 using namespace taskgroup::test;
@@ -47,6 +49,24 @@ std::string with_step(const std::string& step_json) {
 std::string with_arg(const std::string& value_json) {
   return R"({"taskgroup_plan": 1, "nets": [{"name": "n", "ops": [{"type": "ConstantFill", "outputs": ["x"], "args": {"value": )" +
          value_json + "}}]}]}";
+}
+
+// Plans holding the "retry" object `retry_json` at each place a policy may
+// be, beside that place's JSON pointer.
+std::vector<std::pair<std::string, std::string>> with_retry(const std::string& retry_json) {
+  const std::string head = R"({"taskgroup_plan": 1, "nets": [{"name": "n", "ops": []}], "tasks": [{"name": "t", )";
+  const std::string r = R"("retry": )" + retry_json;
+  return {
+      {head + r + R"(, "step": {"nets": ["n"]}}]})", "/tasks/0/retry"},
+      {with_step(R"({"nets": ["n"], )" + r + "}"), "/tasks/0/step/retry"},
+      {with_step(R"({"substeps": [{"nets": ["n"]}, {"nets": ["n"], )" + r + "}]}"), "/tasks/0/step/substeps/1/retry"},
+      {head + R"("init": [{"net": "n"}, {"nets": ["n"], )" + r + "}]}]}", "/tasks/0/init/1/retry"},
+      {head + R"("reports": [{"step": {"nets": ["n"], )" + r + "}}]}]}", "/tasks/0/reports/0/step/retry"},
+      {head + R"("step": {"nets": ["n"]}}], "report_steps": [{"step": {"nets": ["n"], )" + r + "}}]}",
+       "/report_steps/0/step/retry"},
+      {head + R"("step": {"nets": ["n"]}}], "local_init": [{"body": [{"nets": ["n"], )" + r + "}]}]}",
+       "/local_init/0/body/0/retry"},
+  };
 }
 
 net fill_double(const std::string& name, double d) {
@@ -96,6 +116,60 @@ TEST_CASE("plan durations beyond max_duration are refused, naming the key and th
   CHECK(reads(with_step(R"({"nets": ["n"], "timeout_ms": 1099511627776})")));
   CHECK(read_error(with_step(R"({"nets": ["n"], "timeout_ms": 0})")) ==
         "/tasks/0/step/timeout_ms: must be > 0 ms, got 0");
+}
+
+TEST_CASE("retry policies are refused at the member at fault, in the policy's words for its limits", "[plan]") {
+  const std::string limit = "must be at most 1099511627776 ms (taskgroup::max_duration, about 34.8 years)";
+  const std::string no_code = R"( names no error code (taskgroup::errc, e.g. "op_failed"))";
+  const std::vector<std::pair<std::string, std::string>> cases{
+      {"3", ": expected an object, got integer"},
+      {"[]", ": expected an object, got array"},
+      {R"({"max_attemps": 3})", R"(/max_attemps: unknown key "max_attemps")"},
+      {R"({"max_attempts": "3"})", "/max_attempts: expected an integer, got string"},
+      {R"({"max_attempts": 2.0})", "/max_attempts: expected an integer, got number"},
+      {R"({"max_attempts": 0})", "/max_attempts: max_attempts must be in [1, 1000], got 0"},
+      {R"({"max_attempts": 1001})", "/max_attempts: max_attempts must be in [1, 1000], got 1001"},
+      // Past the policy's int: the same words, with the value written.
+      {R"({"max_attempts": -5000000000})", "/max_attempts: max_attempts must be in [1, 1000], got -5000000000"},
+      {R"({"max_attempts": 9223372036854775808})",
+       "/max_attempts: integer out of range (at most 9223372036854775807), got 9223372036854775808"},
+      {R"({"initial_backoff_ms": -1})", "/initial_backoff_ms: initial_backoff must be >= 0 ms, got -1"},
+      {R"({"initial_backoff_ms": 1.5})", "/initial_backoff_ms: expected an integer, got number"},
+      {R"({"max_backoff_ms": 1099511627777})", "/max_backoff_ms: max_backoff " + limit + ", got 1099511627777"},
+      {R"({"multiplier": 0.5})", "/multiplier: multiplier must be finite and >= 1, got 0.5"},
+      {R"({"multiplier": -3})", "/multiplier: multiplier must be finite and >= 1, got -3"},
+      {R"({"multiplier": "2"})", "/multiplier: expected a number, got string"},
+      {R"({"jitter": 1})", "/jitter: expected true or false, got integer"},
+      {R"({"retry_on": "timeout"})", "/retry_on: expected an array, got string"},
+      {R"({"retry_on": ["timeout", 7]})", "/retry_on/1: expected a string, got integer"},
+      {R"({"retry_on": ["timeout", "op_faild"]})", R"(/retry_on/1: "op_faild")" + no_code},
+      {R"({"retry_on": ["Timeout"]})", R"(/retry_on/0: "Timeout")" + no_code},
+      {R"({"retry_on": ["a\u0001b"]})", R"(/retry_on/0: "a\u0001b")" + no_code},
+      {R"({"retry_on": ["op_failed", "cancelled"]})",
+       "/retry_on/1: retry_on must not hold cancelled: it is never retried"},
+  };
+  for (const auto& [retry, fault] : cases) {
+    for (const auto& [text, at] : with_retry(retry)) {
+      INFO(text);
+      CHECK(read_error(text) == at + fault);
+    }
+  }
+  // Every code that is never retried, by its name.
+  for (int c = 1; !name_of(static_cast<errc>(c)).empty(); ++c) {
+    const std::string name(name_of(static_cast<errc>(c)));
+    const auto [text, at] = with_retry(R"({"retry_on": [")" + name + R"("]})").front();
+    if (retryable(static_cast<errc>(c))) {
+      CHECK(reads(text));
+    } else {
+      CHECK(read_error(text) == at + "/retry_on/0: retry_on must not hold " + name + ": it is never retried");
+    }
+  }
+  // The limits themselves are within them.
+  for (const auto& [text, at] : with_retry(R"({"max_attempts": 1000, "initial_backoff_ms": 0, "multiplier": 1,
+      "max_backoff_ms": 1099511627776, "jitter": false, "retry_on": []})")) {
+    INFO(text);
+    CHECK(reads(text));
+  }
 }
 
 TEST_CASE("plan instance counts beyond max_instances are refused, naming the key and the limit", "[plan]") {

@@ -1,17 +1,24 @@
 #include <taskgroup/plan.hpp>
 
 #include "model/step_access.hpp"
+#include "plan/internal.hpp"
 
 #include <taskgroup/builtin_ops.hpp>
 #include <taskgroup/session.hpp>
 
+#include "fuzz/plan_round_trip.hpp"
+#include "model/generate.hpp"
 #include "support/steps.hpp"
 
 #include <boost/json.hpp>
 #include <catch2/catch.hpp>
 
+#include <array>
 #include <chrono>
+#include <cmath>
+#include <cstdint>
 #include <functional>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -59,6 +66,100 @@ std::string outputs_of(const run_report& r) {
     for (const auto& [name, value] : t.outputs) out += t.name + "." + name + "=" + to_display_string(*value) + ";";
   }
   return out;
+}
+
+// A "retry" object drawn from `rng`: each member present or not, with
+// values across their ranges and forms (integer and double multipliers,
+// the limits themselves, any retryable codes in any order); `expected` is
+// the policy it reads as, written whole (null: the default, not written).
+struct drawn_retry {
+  json::object given;
+  json::value expected;
+};
+
+drawn_retry draw_retry(std::mt19937_64& rng) {
+  auto pick = [&](std::uint64_t n) { return rng() % n; };
+  auto any_of = [&](std::initializer_list<std::int64_t> v) { return *(v.begin() + pick(v.size())); };
+  const std::int64_t max_ms = std::chrono::duration_cast<std::chrono::milliseconds>(max_duration).count();
+  drawn_retry d;
+  json::object full{{"max_attempts", 1}, {"initial_backoff_ms", 10},
+                    {"multiplier", 2.0}, {"max_backoff_ms", 1000},
+                    {"jitter", true},    {"retry_on", json::array{"op_failed", "timeout"}}};
+  const json::value defaults(full);
+  auto set = [&](std::string_view key, json::value given, json::value read) {
+    d.given[key] = std::move(given);
+    full[key] = std::move(read);
+  };
+  if (pick(2) == 0) {
+    const std::int64_t n = pick(3) == 0 ? any_of({1, 2, 1000}) : 1 + static_cast<std::int64_t>(pick(1000));
+    set("max_attempts", n, n);
+  }
+  for (const char* key : {"initial_backoff_ms", "max_backoff_ms"}) {
+    if (pick(2) != 0) continue;
+    const std::int64_t ms = pick(3) == 0 ? any_of({0, 1, max_ms}) : static_cast<std::int64_t>(pick(100000));
+    set(key, ms, ms);
+  }
+  if (pick(2) == 0) {
+    switch (pick(5)) {
+      case 0: {  // an integer
+        const auto m = static_cast<std::int64_t>(1 + pick(100));
+        set("multiplier", m, static_cast<double>(m));
+        break;
+      }
+      case 1: set("multiplier", std::uint64_t(-1), static_cast<double>(std::uint64_t(-1))); break;
+      case 2: {  // whole, or the least past 1, or huge
+        const double m = std::array{1.0, 2.0, std::nextafter(1.0, 2.0), 1e300}[pick(4)];
+        set("multiplier", m, m);
+        break;
+      }
+      default: {
+        const double m = 1.0 + std::uniform_real_distribution<double>(0.0, 10.0)(rng);
+        set("multiplier", m, m);
+      }
+    }
+  }
+  if (pick(2) == 0) {
+    const bool jitter = pick(2) == 0;
+    set("jitter", jitter, jitter);
+  }
+  if (pick(2) == 0) {
+    std::vector<errc> codes;
+    for (int c = 1; !name_of(static_cast<errc>(c)).empty(); ++c) {
+      if (retryable(static_cast<errc>(c))) codes.push_back(static_cast<errc>(c));
+    }
+    json::array on;
+    const std::uint64_t n = pick(4);  // repeats allowed: the policy keeps what it is given
+    for (std::uint64_t i = 0; i < n; ++i) on.emplace_back(json::string(name_of(codes[pick(codes.size())])));
+    set("retry_on", on, on);
+  }
+  d.expected = json::value(full) == defaults ? json::value() : json::value(std::move(full));
+  return d;
+}
+
+// Calls `f` with every task and every step object of plan `v` (as
+// write_plan writes them: steps under "step", in "substeps" and in
+// bodies), in document order.
+void each_retry_place(json::value& v, const std::function<void(json::object&)>& f, std::string_view key = {}) {
+  auto body_item = [&](json::value& item) {
+    if (item.is_object() && !(item.get_object().size() == 1 && item.get_object().contains("net"))) {
+      each_retry_place(item, f, "step");
+    }
+  };
+  if (json::object* o = v.if_object()) {
+    if (key == "task" || key == "step") f(*o);
+    for (auto& [k, x] : *o) {
+      if (k == "tasks") {
+        for (auto& t : x.get_array()) each_retry_place(t, f, "task");
+      } else if (k == "step") {
+        each_retry_place(x, f, "step");
+      } else if (k == "substeps" || k == "init" || k == "exit" || k == "instance_init" || k == "instance_exit" ||
+                 k == "body") {
+        for (auto& item : x.get_array()) body_item(item);
+      } else if (x.is_array() && (k == "reports" || k == "report_steps" || k == "local_init" || k == "local_exit")) {
+        for (auto& item : x.get_array()) each_retry_place(item, f, "holder");
+      }
+    }
+  }
 }
 
 error read_error(const std::string& text) {
@@ -225,6 +326,139 @@ TEST_CASE("plan errors name the JSON pointer of the fault", "[plan]") {
     auto e = read_error(R"({"taskgroup_plan": 1, "nets": [{"name": "a"}, {"name": "a"}]})");
     CHECK(e.message == "/nets/1/name: duplicate net name \"a\"");
   }
+}
+
+TEST_CASE("a plan keeps the retry policies of tasks and steps, written whole when not the default", "[plan]") {
+  const std::string text = R"({"taskgroup_plan": 1, "nets": [{"name": "a", "ops": []}], "tasks": [{
+      "name": "t",
+      "retry": {"max_attempts": 3, "initial_backoff_ms": 0, "multiplier": 3, "max_backoff_ms": 50, "jitter": false,
+                "retry_on": ["timeout", "blob_not_found"]},
+      "step": {"name": "s", "substeps": [
+        {"name": "a", "nets": ["a"], "retry": {"max_attempts": 2, "multiplier": 1.5}},
+        {"name": "b", "nets": ["a"], "retry": {}},
+        {"name": "c", "nets": ["a"], "retry": {"max_attempts": 1, "initial_backoff_ms": 10, "multiplier": 2.0,
+                                               "max_backoff_ms": 1000, "jitter": true,
+                                               "retry_on": ["op_failed", "timeout"]}},
+        {"name": "d", "nets": ["a"], "retry": {"retry_on": []}}]}}]})";
+  auto g = read_plan(std::string_view(text)).value();
+  const task& t = g.tasks().at(0);
+  retry_policy want;
+  want.max_attempts = 3;
+  want.initial_backoff = std::chrono::milliseconds(0);
+  want.multiplier = 3.0;
+  want.max_backoff = std::chrono::milliseconds(50);
+  want.jitter = false;
+  want.retry_on = {errc::timeout, errc::blob_not_found};
+  CHECK(t.retry() == want);
+  const auto& subs = t.step()->substeps();
+  retry_policy a;
+  a.max_attempts = 2;
+  a.multiplier = 1.5;
+  CHECK(subs.at(0).retry() == a);
+  CHECK(subs.at(1).retry() == retry_policy{});  // every member has its default
+  CHECK(subs.at(2).retry() == retry_policy{});
+  CHECK(subs.at(3).retry().retry_on.empty());
+  CHECK(t.step()->retry() == retry_policy{});
+
+  const std::string written = write_plan(g).value();
+  // A policy other than the default is written whole, in the documented
+  // order; the default is not written.
+  CHECK_THAT(written, Catch::Contains(R"("retry": {
+        "max_attempts": 3,
+        "initial_backoff_ms": 0,
+        "multiplier": 3.0,
+        "max_backoff_ms": 50,
+        "jitter": false,
+        "retry_on": ["timeout", "blob_not_found"]
+      },)"));
+  CHECK_THAT(written, Catch::Contains(R"("retry": {
+              "max_attempts": 2,
+              "initial_backoff_ms": 10,
+              "multiplier": 1.5,
+              "max_backoff_ms": 1000,
+              "jitter": true,
+              "retry_on": ["op_failed", "timeout"]
+            })"));
+  CHECK_THAT(written, Catch::Contains(R"("retry_on": [])"));
+  const auto count = [&](std::string_view what) {
+    std::size_t n = 0;
+    for (auto at = written.find(what); at != std::string::npos; at = written.find(what, at + 1)) ++n;
+    return n;
+  };
+  CHECK(count("\"retry\"") == 3);  // the task's, a's and d's
+  auto back = read_plan(std::string_view(written)).value();
+  CHECK(back.tasks().at(0).retry() == want);
+  CHECK(back.tasks().at(0).step()->substeps().at(0).retry() == a);
+  CHECK(write_plan(back).value() == written);
+}
+
+TEST_CASE("generated retry policies on every task and step read, write whole and round-trip", "[plan]") {
+  std::mt19937_64 rng(11);
+  int plans = 0;
+  std::size_t placed = 0;
+  for (std::uint64_t seed = 1; seed <= 300; ++seed) {
+    auto text = write_plan(model::build(model::generate(seed)));
+    // Not a plan: inline operators, or the model's own operators when its
+    // test has not registered them.
+    if (!text || !read_plan(std::string_view(text.value()))) continue;
+    ++plans;
+    json::value doc = json::parse(text.value());
+    std::vector<json::value> expected;
+    each_retry_place(doc, [&](json::object& o) {
+      if (rng() % 2 == 0) {
+        expected.emplace_back();
+        return;
+      }
+      auto d = draw_retry(rng);
+      o["retry"] = std::move(d.given);
+      expected.push_back(std::move(d.expected));
+      ++placed;
+    });
+    const std::string given = json::serialize(doc);
+    INFO("seed " << seed << "\n" << given);
+    auto g = read_plan(std::string_view(given));
+    REQUIRE(g);
+    auto written = write_plan(g.value());
+    REQUIRE(written);
+    // Parsed as plans are (Boost.JSON's own parser may miss a double's
+    // last bit).
+    auto back = plan_detail::parse_text(written.value());
+    REQUIRE(back);
+    std::vector<json::value> found;
+    each_retry_place(back.value().v, [&](json::object& o) {
+      const json::value* r = o.if_contains("retry");
+      found.push_back(r != nullptr ? json::value(*r, json::storage_ptr()) : json::value());
+    });
+    REQUIRE(found.size() == expected.size());
+    for (std::size_t i = 0; i < found.size(); ++i) {
+      INFO("place " << i);
+      CHECK(json::serialize(found[i]) == json::serialize(expected[i]));
+    }
+    CHECK(plan_round_trip_fault(given).empty());
+  }
+  CHECK(plans > 100);
+  CHECK(placed > 1000);
+}
+
+TEST_CASE("a plan's retry policy runs: a task retried past FailTimes succeeds, with too few attempts fails", "[plan]") {
+  const auto plan = [](int attempts) {
+    return R"({"taskgroup_plan": 1, "nets": [{"name": "f", "ops": [
+        {"type": "FailTimes", "args": {"times": 2, "message": "busy"}},
+        {"type": "ConstantFill", "outputs": ["v"], "args": {"value": 42}}]}],
+      "tasks": [{"name": "t", "retry": {"max_attempts": )" +
+           std::to_string(attempts) + R"(, "initial_backoff_ms": 1}, "step": {"name": "s", "nets": ["f"]},
+                 "outputs": ["v"]}]})";
+  };
+  local_session session(1);
+  auto three = read_plan(std::string_view(plan(3))).value();
+  auto r = test::run_sync(session, three);
+  REQUIRE(r);
+  CHECK(outputs_of(r.value()) == "local/t.v=42;");
+  auto two = read_plan(std::string_view(plan(2))).value();
+  auto failed = test::run_sync(session, two);
+  REQUIRE_FALSE(failed);
+  CHECK(failed.error().code == errc::op_failed);
+  CHECK_THAT(failed.error().message, Catch::Contains("busy (run 2 of the 2 that fail)"));
 }
 
 TEST_CASE("malformed JSON reports line and column", "[plan]") {
@@ -470,6 +704,13 @@ TEST_CASE("write_plan writes no group that would not run: each fault is the run'
        [&](task_group& g) { REQUIRE(g.add(task("t", step("s").add_net(n).add_substep(loop("L", body(n)))))); }},
       {"a report step rejected",
        [&](task_group& g) { REQUIRE(g.add(task("t", step("s").add_net(n)).report(loop("L", body(n)), 10ms))); }},
+      {"a step's retry multiplier of 0.5",
+       [&](task_group& g) {
+         retry_policy p;
+         p.max_attempts = 2;
+         p.multiplier = 0.5;
+         REQUIRE(g.add(task("t", step("s").add_net(n).retry(p))));
+       }},
       {"a group report interval of -1 ms",
        [&](task_group& g) {
          REQUIRE(g.add(task("t", step("s").add_net(n))));

@@ -7,6 +7,7 @@
 #include <boost/container/small_vector.hpp>
 
 #include <algorithm>
+#include <cmath>
 
 namespace taskgroup::plan_detail {
 
@@ -113,6 +114,13 @@ result<std::int64_t> get_integer(const json::value& v, const pointer& ptr) {
     return bad(ptr, "integer out of range (at most 9223372036854775807), got " + std::to_string(v.get_uint64()));
   }
   return bad(ptr, "expected an integer, got " + std::string(kind_name(v)));
+}
+
+result<double> get_number(const json::value& v, const pointer& ptr) {
+  if (!v.is_number()) return bad(ptr, "expected a number, got " + std::string(kind_name(v)));
+  // Text never holds one (the parser refuses it); a document built in C++ may.
+  if (v.is_double() && !std::isfinite(v.get_double())) return bad(ptr, "not a finite number");
+  return v.to_number<double>();
 }
 
 result<bool> get_bool(const json::value& v, const pointer& ptr) {

@@ -67,13 +67,6 @@ result<json::value> argument_to_json(const argument& a) {
 
 namespace {
 
-result<double> number(const json::value& v, const pointer& ptr) {
-  if (!v.is_number()) return bad(ptr, "expected a number, got " + std::string(kind_name(v)));
-  // Text never holds one (the parser refuses it); a document built in C++ may.
-  if (v.is_double() && !std::isfinite(v.get_double())) return bad(ptr, "not a finite number");
-  return v.to_number<double>();
-}
-
 template <class T, class Read>
 result<argument> list_of(const json::array& arr, const pointer& ptr, Read read) {
   std::vector<T> out;
@@ -92,7 +85,7 @@ result<argument> typed(const json::object& o, const pointer& ptr) {
   const json::value& val = o.at("value");
   const pointer vp = child(ptr, "value");
   if (type == "double") {
-    TASKGROUP_TRY(auto d, number(val, vp));
+    TASKGROUP_TRY(auto d, get_number(val, vp));
     return argument(d);
   }
   if (type == "int64") {
@@ -110,7 +103,7 @@ result<argument> typed(const json::object& o, const pointer& ptr) {
   if (type == "list<int64>" || type == "list<double>" || type == "list<bool>" || type == "list<string>") {
     TASKGROUP_TRY(auto arr, get_array(val, vp));
     if (type == "list<int64>") return list_of<std::int64_t>(*arr, vp, get_integer);
-    if (type == "list<double>") return list_of<double>(*arr, vp, number);
+    if (type == "list<double>") return list_of<double>(*arr, vp, get_number);
     if (type == "list<bool>") return list_of<bool>(*arr, vp, get_bool);
     return list_of<std::string>(*arr, vp, get_string);
   }
@@ -141,7 +134,7 @@ result<argument> plain_list(const json::array& arr, const pointer& ptr) {
   }
   if (first.is_double()) {
     TASKGROUP_TRY(like_first([](const json::value& x) { return x.is_number(); }, "a number", ""));
-    return list_of<double>(arr, ptr, number);
+    return list_of<double>(arr, ptr, get_number);
   }
   if (first.is_string()) {
     TASKGROUP_TRY(like_first([](const json::value& x) { return x.is_string(); }, "a string", ""));
@@ -162,7 +155,7 @@ result<argument> argument_from_json(const json::value& v, const pointer& ptr) {
       return argument(i);
     }
     case json::kind::double_: {
-      TASKGROUP_TRY(auto d, number(v, ptr));
+      TASKGROUP_TRY(auto d, get_number(v, ptr));
       return argument(d);
     }
     case json::kind::string: return argument(std::string(v.get_string()));

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <taskgroup/plan.hpp>
+#include <taskgroup/retry_policy.hpp>
 
 #include <boost/json.hpp>
 #include <boost/unordered/unordered_flat_map.hpp>
@@ -195,6 +196,9 @@ result<std::string> get_name(const json::value& v, const pointer& ptr);
 result<std::vector<std::string>> get_names(const json::value& v, const pointer& ptr);
 /// An integer that fits in int64 ("integer out of range" otherwise).
 result<std::int64_t> get_integer(const json::value& v, const pointer& ptr);
+/// A number (an integer or a double, as a double); a non-finite double
+/// (which a document built in C++ may hold, never text) is refused.
+result<double> get_number(const json::value& v, const pointer& ptr);
 result<bool> get_bool(const json::value& v, const pointer& ptr);
 /// A duration in ms, in (0, max_duration].
 result<std::chrono::milliseconds> get_duration(const json::value& v, const pointer& ptr);
@@ -224,6 +228,21 @@ status read_inputs(task_group& g, const json::value& v, const pointer& ptr, cons
 /// `g`'s inputs as a plan's "inputs" array. Errors: `errc::not_serializable`
 /// for an input of a type a plan cannot name.
 result<json::value> inputs_json(const task_group& g);
+
+// --- retry policies (retry.cpp) ----------------------------------------------
+
+/// The "retry" object of a task or a step at `ptr`: every member optional
+/// (the defaults are `retry_policy{}`'s). Errors (`errc::invalid_plan`) at
+/// the member's pointer: an unknown member, a value of the wrong JSON
+/// type, a `retry_on` entry naming no `errc` or one never retried, and a
+/// value outside the policy's limits in `retry_policy::fault`'s words
+/// (`/tasks/0/retry/max_attempts: max_attempts must be in [1, 1000], got 0`).
+result<retry_policy> read_retry(const json::value& v, const pointer& ptr);
+/// True when `p` is written: it differs from the default `retry_policy{}`.
+bool writes_retry(const retry_policy& p);
+/// Valid policy `p` as a "retry" object, every member written (so that
+/// what it reads back is `p`, whatever the defaults become).
+json::value retry_json(const retry_policy& p);
 
 // --- step trees (steps.cpp) --------------------------------------------------
 

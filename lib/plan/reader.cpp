@@ -199,8 +199,8 @@ status reader::task_setup(task& t, const json::object& to, const pointer& tp) {
 result<task> reader::task_of(const json::value& v, const pointer& tp) {
   TASKGROUP_TRY(auto to, get_object(v, tp));
   TASKGROUP_TRY(known_keys(*to, tp,
-                           {"name", "node", "num_instances", "workspace_type", "step", "outputs", "init", "exit",
-                            "instance_init", "instance_exit", "reports"}));
+                           {"name", "node", "num_instances", "workspace_type", "retry", "step", "outputs", "init",
+                            "exit", "instance_init", "instance_exit", "reports"}));
   std::string name;
   if (const auto* x = to->if_contains("name")) {
     TASKGROUP_TRY(name, get_name(*x, child(tp, "name")));
@@ -216,6 +216,10 @@ result<task> reader::task_of(const json::value& v, const pointer& tp) {
   if (const auto* x = to->if_contains("workspace_type")) {
     TASKGROUP_TRY(auto wt, ws_type(*x, child(tp, "workspace_type")));
     t.workspace_type(wt);
+  }
+  if (const auto* x = to->if_contains("retry")) {
+    TASKGROUP_TRY(auto p, read_retry(*x, child(tp, "retry")));
+    t.retry(std::move(p));
   }
   if (const auto* x = to->if_contains("step")) {
     TASKGROUP_TRY(auto s, read_step_tree(*x, child(tp, "step"), nets_, t.num_instances()));

@@ -101,6 +101,15 @@ const step_field fields[] = {
      [](const execution_step& s, json::object& o) {
        if (s.timeout()) o["timeout_ms"] = s.timeout()->count();
      }},
+    {"retry",
+     [](const json::value& v, const pointer& ptr, execution_step& s) -> status {
+       TASKGROUP_TRY(auto p, read_retry(v, ptr));
+       s.retry(std::move(p));
+       return ok();
+     },
+     [](const execution_step& s, json::object& o) {
+       if (writes_retry(s.retry())) o["retry"] = retry_json(s.retry());
+     }},
 };
 
 constexpr std::size_t field_count = std::size(fields);

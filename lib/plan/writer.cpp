@@ -106,6 +106,7 @@ result<json::value> task_json(writer& w, const task& t, json::array& local_init,
   o["node"] = t.node_name();
   if (t.num_instances() != 1) o["num_instances"] = t.num_instances();
   if (t.workspace_type()) o["workspace_type"] = std::string(to_string(*t.workspace_type()));
+  if (writes_retry(t.retry())) o["retry"] = retry_json(t.retry());
   if (t.step()) {
     TASKGROUP_TRY(auto s, w.step(*t.step(), where));
     o["step"] = std::move(s);

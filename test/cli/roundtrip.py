@@ -49,7 +49,7 @@ for path in plans:
 # a table is written somewhere.
 tables = {"Top level": ["plan"], "Nodes": ["node"], "Nets, ops and arguments": ["net", "op"], "Steps": ["step"],
           "Tasks": ["task"], "Report steps": ["report step"], "Local init and exit": ["local setup"],
-          "Remote nets": ["remote net"], "Inputs": ["input"]}
+          "Remote nets": ["remote net"], "Inputs": ["input"], "Retry policies": ["retry"]}
 documented = {}
 report_keys = None
 heading, index, in_table = None, 0, False
@@ -77,6 +77,8 @@ written = {kind: [] for kinds in tables.values() for kind in kinds}
 
 def steps(step):
     written["step"].append(list(step))
+    if "retry" in step:
+        written["retry"].append(list(step["retry"]))
     for sub in step.get("substeps", []):
         steps(sub)
 
@@ -98,6 +100,8 @@ for kind, key in [("node", "nodes"), ("net", "nets"), ("task", "tasks"), ("repor
 for n in plan.get("nets", []):
     written["op"] += [list(op) for op in n["ops"]]
 for t in plan.get("tasks", []):
+    if "retry" in t:
+        written["retry"].append(list(t["retry"]))
     steps(t["step"])
     for key in ["init", "exit", "instance_init", "instance_exit"]:
         body(t.get(key, []))
