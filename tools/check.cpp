@@ -11,7 +11,9 @@
 #include <boost/unordered/unordered_flat_map.hpp>
 
 #include <algorithm>
+#include <charconv>
 #include <string_view>
+#include <system_error>
 #include <unordered_set>
 #include <utility>
 #include <variant>
@@ -80,6 +82,75 @@ struct tally {
 
 std::string plural(std::size_t n, const char* one, const char* many) {
   return std::to_string(n) + " " + (n == 1 ? one : many);
+}
+
+// A policy as the summary shows it: `3 attempts, backoff 10 ms x2 up to
+// 1000 ms, jitter, on op_failed, timeout`.
+std::string policy_text(const retry_policy& p) {
+  char multiplier[32];
+  const auto [end, ec] = std::to_chars(multiplier, multiplier + sizeof multiplier, p.multiplier);
+  std::string out = std::to_string(p.max_attempts) + " attempts, backoff " + std::to_string(p.initial_backoff.count()) +
+                    " ms x" + std::string(multiplier, ec == std::errc() ? end : multiplier) + " up to " +
+                    std::to_string(p.max_backoff.count()) + " ms, " + (p.jitter ? "jitter" : "no jitter") + ", on ";
+  if (p.retry_on.empty()) out += "nothing";
+  for (std::size_t i = 0; i < p.retry_on.size(); ++i) {
+    if (i != 0) out += ", ";
+    out += name_of(p.retry_on[i]);
+  }
+  return out;
+}
+
+// A line for each step of the tree at `root` whose policy retries, with a
+// note when what a failed attempt wrote stays (the step makes no
+// workspace of its own). `where` names the tree ("", "init ", ...).
+// Iterative: a tree may be max_step_depth levels deep.
+void step_retries(const execution_step& root, std::string_view where, std::string& out) {
+  std::vector<std::pair<const execution_step*, std::size_t>> path{{&root, 0}};  // a step, its next substep
+  auto visit = [&] {
+    const execution_step& s = *path.back().first;
+    if (!s.retry().retries()) return;
+    std::string name;
+    for (const auto& [step, next] : path) name += (name.empty() ? "" : "/") + step->name();
+    out += "    ";
+    out += where;
+    out += "step " + quote(name) + " retry: " + policy_text(s.retry()) + "\n";
+    if (!s.create_workspace()) out += "      note: no create_workspace: what a failed attempt wrote stays\n";
+  };
+  visit();
+  while (!path.empty()) {
+    auto& [s, next] = path.back();
+    if (next == s->substeps().size()) {
+      path.pop_back();
+      continue;
+    }
+    path.emplace_back(&s->substeps()[next++], 0);
+    visit();
+  }
+}
+
+void body_retries(const body& b, std::string_view where, std::string& out) {
+  for (const auto& item : b.items()) {
+    if (const auto* s = std::get_if<execution_step>(&item)) step_retries(*s, where, out);
+  }
+}
+
+// The retry lines of task `t`, of type `type`: its own policy (with a note
+// when its node's blobs keep what a failed attempt wrote), then its steps'.
+void task_retries(const task& t, workspace_type type, std::string& out) {
+  if (t.retry().retries()) {
+    out += "    retry: " + policy_text(t.retry()) + "\n";
+    if (type == workspace_type::global) {
+      out += "      note: a global task: what a failed attempt wrote to node blobs is not undone\n";
+    }
+  }
+  for (const auto& [obj, scope] : t.setups()) {
+    if (scope == setup_scope::local) continue;  // the node's local init and exit, shown with the node
+    const char* prefix = scope == setup_scope::instance ? "instance " : "";
+    body_retries(obj->setup(), std::string(prefix) + "init ", out);
+    body_retries(obj->exit(), std::string(prefix) + "exit ", out);
+  }
+  if (t.step()) step_retries(*t.step(), "", out);
+  for (const auto& [s, every] : t.reports()) step_retries(s, "report ", out);
 }
 
 tally task_tally(const task& t) {
@@ -156,6 +227,7 @@ void summarize_node(const task_group& group, const std::string& node_name, const
       }
     }
     body_text += "\n";
+    task_retries(t, type, body_text);
   }
   for (const auto* r : items.reports) {
     tally rt;
@@ -163,6 +235,7 @@ void summarize_node(const task_group& group, const std::string& node_name, const
     total.add(rt);
     body_text += "  report step " + quote(r->step.name()) + " every " + std::to_string(r->interval.count()) + " ms (" +
                  plural(rt.steps, "step", "steps") + ", " + plural(rt.net_count(), "net", "nets") + ")\n";
+    step_retries(r->step, "", body_text);
   }
   tally init, exit;
   for (auto* obj : items.locals) {
@@ -172,9 +245,11 @@ void summarize_node(const task_group& group, const std::string& node_name, const
   if (init.net_count() != 0) {
     body_text += "  local init: " + plural(init.net_count(), "net", "nets") + " (" + join(init.net_names()) + ")\n";
   }
+  for (auto* obj : items.locals) body_retries(obj->setup(), "local init ", body_text);
   if (exit.net_count() != 0) {
     body_text += "  local exit: " + plural(exit.net_count(), "net", "nets") + " (" + join(exit.net_names()) + ")\n";
   }
+  for (auto* obj : items.locals) body_retries(obj->exit(), "local exit ", body_text);
   total.add(init);
   total.add(exit);
   for (const net* n : items.remote) {

@@ -83,6 +83,10 @@ std::string op_text(const op_def& op) {
 
 std::string ms_text(std::chrono::milliseconds d) { return std::to_string(d.count()) + " ms"; }
 
+// A policy that retries, in short: its attempts (`taskgroup check` shows
+// the rest).
+std::string retry_text(const retry_policy& p) { return "retry x" + std::to_string(p.max_attempts); }
+
 class dot_writer {
  public:
   std::ostringstream out;
@@ -135,6 +139,7 @@ class dot_writer {
       fields.push_back(std::to_string(s.concurrent_instances()) + " concurrent instances");
     }
     if (s.timeout()) fields.push_back("timeout " + ms_text(*s.timeout()));
+    if (s.retry().retries()) fields.push_back(retry_text(s.retry()));
     for (auto& f : fields) lines.push_back(std::move(f));
     const std::string id = vertex(lines, "shape=box, style=rounded");
 
@@ -186,6 +191,7 @@ class dot_writer {
       outs.push_back(st.list ? "[" + join(st.blobs) + "]" : st.blobs.front());
     }
     if (!outs.empty()) lines.push_back("outputs: " + join(outs));
+    if (t.retry().retries()) lines.push_back(retry_text(t.retry()));
     const std::string id = vertex(lines, "shape=box, style=\"rounded,filled,bold\", fillcolor=\"#dbe9f6\"");
     edge(anchor, id);
     for (const auto& [obj, scope] : t.setups()) {

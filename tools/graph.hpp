@@ -3,10 +3,11 @@
 // One cluster per node (labelled with the node and its options), holding a
 // node anchor, the node's local init and exit work, its group report
 // steps, and one graph node per task (full name, instances, workspace
-// type, outputs). Each task points at its step tree (and its init, exit,
-// instance init/exit and report steps); steps are rounded boxes showing
-// their fields (iterations, stop blob, concurrency, interval, workspace,
-// instances, timeout); nets are boxes listing their ops as
+// type, outputs, `retry x3` for a policy that retries). Each task points
+// at its step tree (and its init, exit, instance init/exit and report
+// steps); steps are rounded boxes showing their fields (iterations, stop
+// blob, concurrency, interval, workspace, instances, timeout, `retry x3`);
+// nets are boxes listing their ops as
 // `Type(inputs) -> outputs [args]`. Edges into the children of a
 // sequential step are numbered in execution order. Every label is escaped
 // (`dot_escape`); a long op line is cut at a character boundary.

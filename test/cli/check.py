@@ -33,6 +33,53 @@ p = cli.run("check", cli.plan("types.json"))
 cli.check("outputs: i, d, whole, b, s, li, ld, lb, ls, empty, q, [x, y]" in p.stdout, "list outputs in brackets",
           p.stdout)
 
+# Retry policies: each one that retries, below its task, and a note where a
+# failed attempt's writes stay. retry.json's stay nowhere: a private task,
+# a step with its own workspace.
+p = cli.run("check", cli.shipped("retry.json"))
+cli.check(p.stdout.splitlines()[3:] == [
+    "node local: 2 tasks",
+    "  local/fetch  1 instance, private workspace, 1 step, 1 net, outputs: value",
+    "    retry: 3 attempts, backoff 1 ms x2 up to 1000 ms, jitter, on op_failed, timeout",
+    "  local/poll   1 instance, private workspace, 3 steps, 2 nets, outputs: answer",
+    '    step "poll/ask" retry: 2 attempts, backoff 1 ms x2 up to 1000 ms, no jitter, on op_failed'],
+    "retry.json: the policies below their tasks, no note", p.stdout)
+every = {"max_attempts": 4, "initial_backoff_ms": 0, "multiplier": 1.5, "max_backoff_ms": 20, "jitter": False,
+         "retry_on": []}
+plan = {"taskgroup_plan": 1, "workspace_type": "global",
+        "nets": [{"name": "w", "ops": []}],
+        "tasks": [{"name": "t", "retry": {"max_attempts": 2},
+                   "step": {"name": "main", "substeps": [
+                       {"name": "a", "nets": ["w"], "retry": every},
+                       {"name": "b", "nets": ["w"], "create_workspace": True, "retry": {"max_attempts": 3}},
+                       {"name": "c", "nets": ["w"], "retry": {"max_attempts": 1, "jitter": False}}]},
+                   "init": [{"name": "warm", "nets": ["w"], "retry": {"max_attempts": 5}}],
+                   "reports": [{"step": {"name": "show", "nets": ["w"], "retry": {"max_attempts": 6}}}]}],
+        "report_steps": [{"step": {"name": "watch", "nets": ["w"], "retry": {"max_attempts": 7}}}],
+        "local_init": [{"body": [{"name": "open", "nets": ["w"], "create_workspace": True,
+                                  "retry": {"max_attempts": 8, "retry_on": ["queue_closed"]}}]}]}
+p = cli.run("check", cli.temp("retries.json", json.dumps(plan)))
+cli.check_exit(p, OK, "check retries.json")
+default = "backoff 10 ms x2 up to 1000 ms, jitter, on op_failed, timeout"
+cli.check(p.stdout.splitlines()[3:] == [
+    "node local: 1 task",
+    "  local/t  1 instance, global workspace, 6 steps, 1 net, outputs: none",
+    f"    retry: 2 attempts, {default}",
+    "      note: a global task: what a failed attempt wrote to node blobs is not undone",
+    f'    init step "warm" retry: 5 attempts, {default}',
+    "      note: no create_workspace: what a failed attempt wrote stays",
+    '    step "main/a" retry: 4 attempts, backoff 0 ms x1.5 up to 20 ms, no jitter, on nothing',
+    "      note: no create_workspace: what a failed attempt wrote stays",
+    f'    step "main/b" retry: 3 attempts, {default}',
+    f'    report step "show" retry: 6 attempts, {default}',
+    "      note: no create_workspace: what a failed attempt wrote stays",
+    '  report step "watch" every 1000 ms (1 step, 1 net)',
+    f'    step "watch" retry: 7 attempts, {default}',
+    "      note: no create_workspace: what a failed attempt wrote stays",
+    "  local init: 1 net (w)",
+    '    local init step "open" retry: 8 attempts, backoff 10 ms x2 up to 1000 ms, jitter, on queue_closed'],
+    "retries.json: every policy that retries, where it is, with its notes", p.stdout)
+
 # The totals line names ten nodes at most, then says how many it left out.
 for n in range(9, 13):
     plan = {"taskgroup_plan": 1, "nets": [{"name": "w", "ops": []}],

@@ -16,7 +16,7 @@ import tempfile
 import termios
 import time
 
-SHIPPED = ["seed.json", "pipeline.json", "fails.json"]
+SHIPPED = ["seed.json", "pipeline.json", "fails.json", "retry.json"]
 
 # Exit statuses of the command.
 OK, RUN_FAILED, USAGE, TIMEOUT, SIGINT_EXIT, SIGTERM_EXIT = 0, 1, 2, 3, 130, 143

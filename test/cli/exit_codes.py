@@ -8,7 +8,7 @@ from cli_support import Cli, OK, RUN_FAILED, USAGE, TIMEOUT
 
 cli = Cli()
 
-for name in ["seed.json", "pipeline.json"]:
+for name in ["seed.json", "pipeline.json", "retry.json"]:
     p = cli.run("run", "-q", cli.shipped(name))
     cli.check_exit(p, OK, f"run {name}")
     cli.check(p.stderr == "", f"run -q {name}: nothing on stderr", repr(p.stderr))

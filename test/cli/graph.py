@@ -50,6 +50,13 @@ for text in ["step loop\\nstop when \\\"drained\\\"", "num_iter 20", "report eve
              "3 instances", "CreateQueue() -> queue [capacity=4]"]:
     cli.check(text in p.stdout, f"pipeline graph shows {text!r}", p.stdout)
 
+# A task or step whose policy retries shows its attempts.
+p = cli.run("graph", cli.shipped("retry.json"))
+cli.check('label="task local/fetch\\n1 instance, private workspace\\noutputs: value\\nretry x3"' in p.stdout,
+          "retry graph: the task's policy", p.stdout)
+cli.check('label="step ask\\nown workspace\\nretry x2"' in p.stdout, "retry graph: the step's policy", p.stdout)
+cli.check(p.stdout.count("retry x") == 2, "retry graph: only the policies that retry", p.stdout)
+
 p = cli.run("graph", cli.plan("weird_names.json"))
 # (Plans refuse control characters in names: no newline to escape here.)
 cli.check('node \\"one\\"' in p.stdout and "in/ner" in p.stdout and "outer \\\\ \\\"step\\\"" in p.stdout,
