@@ -2,12 +2,73 @@
 // compare before a run.
 #include "mpi/fingerprint.hpp"
 
+#include <taskgroup/control.hpp>
+
 #include <algorithm>
+#include <charconv>
+#include <system_error>
 #include <utility>
 
 namespace taskgroup::detail::mpi {
 
 namespace {
+
+// A retry policy, every field exactly (ranks must agree on each).
+std::string policy_text(const retry_policy& p) {
+  char multiplier[32];
+  const auto [end, ec] = std::to_chars(multiplier, multiplier + sizeof multiplier, p.multiplier);
+  std::string out = "retry: max_attempts " + std::to_string(p.max_attempts) + ", initial_backoff " +
+                    std::to_string(p.initial_backoff.count()) + " ms, multiplier " +
+                    std::string(multiplier, ec == std::errc() ? end : multiplier) + ", max_backoff " +
+                    std::to_string(p.max_backoff.count()) + " ms, " + (p.jitter ? "jitter" : "no jitter") +
+                    ", retry_on [";
+  for (std::size_t i = 0; i < p.retry_on.size(); ++i) out += (i ? ", " : "") + std::string(name_of(p.retry_on[i]));
+  return out + "]";
+}
+
+// A line, `owner` + the step's path + its policy, for each step of the tree
+// at `root` whose policy retries. Iterative: a tree may be max_step_depth
+// levels deep.
+void step_policies(const execution_step& root, const std::string& owner, std::vector<std::string>& lines) {
+  std::vector<std::pair<const execution_step*, std::size_t>> path{{&root, 0}};  // a step, its next substep
+  auto visit = [&] {
+    const execution_step& s = *path.back().first;
+    if (!s.retry().retries()) return;
+    std::string name;
+    for (const auto& [step, next] : path) name += (name.empty() ? "" : "/") + step->name();
+    lines.push_back(owner + "step " + quote(name) + " " + policy_text(s.retry()));
+  };
+  visit();
+  while (!path.empty()) {
+    auto& [s, next] = path.back();
+    if (next == s->substeps().size()) {
+      path.pop_back();
+      continue;
+    }
+    path.emplace_back(&s->substeps()[next++], 0);
+    visit();
+  }
+}
+
+void body_policies(const body& b, const std::string& owner, std::vector<std::string>& lines) {
+  for (const auto& item : b.items()) {
+    if (const auto* s = std::get_if<execution_step>(&item)) step_policies(*s, owner, lines);
+  }
+}
+
+// The retry policies of task `t` and of its steps, those that retry.
+void task_policies(const task& t, std::vector<std::string>& lines) {
+  const std::string owner = "task " + quote(t.name()) + " ";
+  if (t.retry().retries()) lines.push_back(owner + policy_text(t.retry()));
+  for (const auto& [obj, scope] : t.setups()) {
+    if (scope == setup_scope::local) continue;  // the node's, described with the group's local setups
+    const std::string prefix = owner + (scope == setup_scope::instance ? "instance " : "");
+    body_policies(obj->setup(), prefix + "init ", lines);
+    body_policies(obj->exit(), prefix + "exit ", lines);
+  }
+  if (t.step()) step_policies(*t.step(), owner, lines);
+  for (const auto& [s, every] : t.reports()) step_policies(s, owner + "report ", lines);
+}
 
 // The group as every rank must see it, one line per fact.
 std::vector<std::string> describe(const task_group& g, const std::map<std::string, int>& where, int size) {
@@ -25,6 +86,12 @@ std::vector<std::string> describe(const task_group& g, const std::map<std::strin
       if (out.type != nullptr) line += ": " + detail::demangle(out.type->name());
     }
     lines.push_back(line + "]");
+    task_policies(t, lines);
+  }
+  for (const auto& r : g.report_steps()) step_policies(r.step, "node " + quote(r.node) + " report ", lines);
+  for (const auto& [n, obj] : g.local_setups()) {
+    body_policies(obj->setup(), "node " + quote(n) + " local init ", lines);
+    body_policies(obj->exit(), "node " + quote(n) + " local exit ", lines);
   }
   for (const auto& r : g.remote_nets()) {
     lines.push_back("remote net " + quote(r.net.name()) + " on node " + quote(r.node) + ", " +

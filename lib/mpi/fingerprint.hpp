@@ -1,6 +1,8 @@
 // Internal: the group's description that rank 0 sends in START and every
 // rank compares with its own (docs/mpi-protocol.md): one line per fact
-// every rank must agree on.
+// every rank must agree on (the ranks, each node's rank, each task's node
+// and outputs, each retry policy that retries, of a task or of a step,
+// every field of it, each remote net).
 #pragma once
 
 #include "mpi/state.hpp"

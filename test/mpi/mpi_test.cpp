@@ -439,6 +439,44 @@ TEST_CASE("a group checked in an earlier run does not hide a different group lat
   CHECK_THAT(r2.error().message, Catch::StartsWith("rank 2: built a different group"));
 }
 
+TEST_CASE("ranks whose tasks or steps retry differently fail, naming the policy", "[mpi_fingerprint]") {
+  // Rank 2 asks for one more attempt: of the task, then of a step.
+  mpi_session s(2);
+  retry_policy three;
+  three.max_attempts = 3;
+  retry_policy mine = three;
+  if (s.rank() == 2) mine.max_attempts = 4;
+  const std::string rank0 =
+      "retry: max_attempts 3, initial_backoff 10 ms, multiplier 2, max_backoff 1000 ms, "
+      "jitter, retry_on [op_failed, timeout]";
+  for (const bool on_step : {false, true}) {
+    INFO((on_step ? "a step's policy" : "a task's policy"));
+    task_group g;
+    execution_step work("work");
+    work.add_substep(step("put").add_net(put<std::int64_t>("p", "x", 1)));
+    if (on_step) work.add_substep(step("again").add_net(put<std::int64_t>("q", "y", 1)).retry(mine));
+    task t("t", work);
+    if (!on_step) t.retry(mine);
+    REQUIRE(g.add(t, node("n1")));
+    auto r = test::run_sync(s, g);
+    REQUIRE_FALSE(r);
+    CHECK(r.error().code == errc::group_mismatch);
+    const std::string place = on_step ? "task \"n1/t\" step \"work/again\" " : "task \"n1/t\" ";
+    CHECK_THAT(r.error().message, Catch::StartsWith("rank 2: built a different group: rank 0 has " + place + rank0 +
+                                                    ", rank 2 has " + place + "retry: max_attempts 4"));
+  }
+  // The same policies everywhere run; so does a policy that never retries
+  // beside none.
+  task_group same;
+  retry_policy once;
+  once.max_attempts = 1;
+  once.jitter = s.rank() != 1;
+  task t("t", step("work").add_net(put<std::int64_t>("p", "x", 1)).retry(once));
+  t.retry(three);
+  REQUIRE(same.add(t, node("n1")));
+  CHECK(test::run_sync(s, same));
+}
+
 TEST_CASE("ranks with a different number of tasks fail with the first difference", "[mpi_fingerprint]") {
   mpi_session s(2);
   task_group g;
