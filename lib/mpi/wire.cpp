@@ -253,6 +253,29 @@ status_message encode_status(const codec_registry& codecs, std::uint64_t run_id,
   return m;
 }
 
+namespace {
+
+// A task report's attempts and its failed attempts' errors kept: at most
+// max_attempts_limit attempts, the first and the latest 4 failures.
+status read_attempts(byte_reader& r, const std::string& who, task_report& t) {
+  TASKGROUP_TRY(auto attempts, r.u32());
+  TASKGROUP_TRY(auto failures, r.u32());
+  if (attempts > static_cast<std::uint32_t>(retry_policy::max_attempts_limit) || failures > 5 ||
+      failures >= std::max<std::uint32_t>(attempts, 1)) {
+    return fail(errc::group_mismatch, who + " sent " + std::to_string(attempts) + " attempts with " +
+                                          std::to_string(failures) + " failed ones kept");
+  }
+  t.attempts = static_cast<int>(attempts);
+  t.attempt_failures.resize(failures);
+  for (error& e : t.attempt_failures) {
+    TASKGROUP_TRY(read_error(r, e));
+    e = e.with_context(who);
+  }
+  return ok();
+}
+
+}  // namespace
+
 result<verdict> decode_status(int from, std::uint64_t run_id, std::string_view bytes, const codec_registry& codecs,
                               run_report& report, status_receiver& receiver, detached_counts& counts) {
   const std::string who = "rank " + std::to_string(from);
@@ -295,21 +318,7 @@ result<verdict> decode_status(int from, std::uint64_t run_id, std::string_view b
     t.started = from_ns(started);
     t.finished = from_ns(finished);
     t.iterations = iterations;
-    TASKGROUP_TRY(auto attempts, r.u32());
-    TASKGROUP_TRY(auto failures, r.u32());
-    // At most max_attempts_limit attempts; the report keeps the first and
-    // the latest 4 failed ones.
-    if (attempts > static_cast<std::uint32_t>(retry_policy::max_attempts_limit) || failures > 5 ||
-        failures >= std::max<std::uint32_t>(attempts, 1)) {
-      return fail(errc::group_mismatch, who + " sent " + std::to_string(attempts) + " attempts with " +
-                                            std::to_string(failures) + " failed ones kept");
-    }
-    t.attempts = static_cast<int>(attempts);
-    t.attempt_failures.resize(failures);
-    for (error& e : t.attempt_failures) {
-      TASKGROUP_TRY(read_error(r, e));
-      e = e.with_context(who);
-    }
+    TASKGROUP_TRY(read_attempts(r, who, t));
     TASKGROUP_TRY(auto outputs, r.u32());
     for (std::uint32_t j = 0; j < outputs; ++j) {
       TASKGROUP_TRY(auto name, r.string());
