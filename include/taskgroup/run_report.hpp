@@ -44,13 +44,9 @@ struct TASKGROUP_API task_report {
   /// cancelled before it began (its `failure` is then "<step>: cancelled").
   bool began = false;
   /// Attempts of the task's work that ran (`task::retry`): 0 for a task
-  /// not run or cancelled before it began, else 1 + its retries.
+  /// not run or cancelled before it began, else 1 + its retries. What its
+  /// failed attempts said: `run_report::attempt_failures`.
   int attempts = 0;
-  /// What each failed attempt that was followed by a wait to retry said,
-  /// in order: the first and the latest 4 (the ones between are dropped).
-  /// An attempt that was not retried ends the task: its failure is
-  /// `failure`.
-  std::vector<error> attempt_failures;
   /// Declared outputs after the run: blob name and a copy of its value
   /// (this run's own: never shared with another run; an output named as a
   /// blob that its node keeps is that shared blob, copied when the run's
@@ -61,6 +57,16 @@ struct TASKGROUP_API task_report {
   std::vector<std::pair<std::string, error>> output_errors;
 
   [[nodiscard]] std::chrono::nanoseconds duration() const noexcept { return finished - started; }
+};
+
+/// The failed attempts of one task that retried (`run_report::retries`).
+struct TASKGROUP_API task_retries {
+  std::size_t task = 0;  ///< its index in `run_report::tasks`
+  /// What each failed attempt that was followed by a wait to retry said,
+  /// in order: the first and the latest 4 (the ones between are dropped).
+  /// An attempt that was not retried ends the task: its failure is the
+  /// task's `failure`.
+  std::vector<error> failures;
 };
 
 /// The report of one run of a task group.
@@ -77,6 +83,10 @@ struct TASKGROUP_API run_report {
   /// by the sessions, empty in a report made otherwise. `task_output::get`
   /// reads only reports of its own task's group; see also `of`.
   std::weak_ptr<const void> group;
+  /// The tasks that retried a failed attempt, in task order (none when no
+  /// task retried): kept apart from `tasks` so that a task report stays
+  /// as small as without retries.
+  std::vector<task_retries> retries;
 
   /// True when this is the report of a run of `g` (a handle on the same
   /// group, `task_group::same`).
@@ -85,6 +95,10 @@ struct TASKGROUP_API run_report {
   [[nodiscard]] bool ok() const noexcept;
   /// The report of task `name` (full name), or null.
   [[nodiscard]] const task_report* find(std::string_view name) const noexcept;
+  /// What the failed attempts of task `k` (its index in `tasks`) said
+  /// before each wait to retry (`task_retries::failures`); empty when it
+  /// did not retry.
+  [[nodiscard]] const std::vector<error>& attempt_failures(std::size_t k) const noexcept;
   /// The first failure in task order, if any.
   [[nodiscard]] std::optional<error> first_failure() const;
 };

@@ -43,4 +43,12 @@ std::optional<error> run_report::first_failure() const {
   return std::nullopt;
 }
 
+const std::vector<error>& run_report::attempt_failures(std::size_t k) const noexcept {
+  static const std::vector<error> none;
+  for (const task_retries& r : retries) {
+    if (r.task == k) return r.failures;
+  }
+  return none;
+}
+
 }  // namespace taskgroup

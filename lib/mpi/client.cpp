@@ -201,6 +201,7 @@ class client_run {
         const task_report& mine = local->tasks[k];
         if (mine.status != task_status::not_run) report_.tasks[k] = mine;
       }
+      for (const task_retries& r : local->retries) keep_retries(report_, r);
     }
     if (!ctx_->local) fail_run(ctx_->local.error().with_context("rank 0"));
     return true;

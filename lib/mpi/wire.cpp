@@ -208,8 +208,9 @@ status_message encode_status(const codec_registry& codecs, std::uint64_t run_id,
   }
   const std::size_t count_at = bytes.size();
   w.u32(0);  // the number of detached values, known at the end
-  static const std::vector<task_report> none;
-  const auto& tasks = local ? local.value().tasks : failed != nullptr ? failed->tasks : none;
+  static const run_report none;
+  const run_report& from = local ? local.value() : failed != nullptr ? *failed : none;
+  const auto& tasks = from.tasks;
   std::uint32_t count = 0;
   for (const auto& t : tasks) count += t.status != task_status::not_run ? 1 : 0;
   w.u32(count);
@@ -225,8 +226,9 @@ status_message encode_status(const codec_registry& codecs, std::uint64_t run_id,
     w.i64(to_ns(t.finished));
     w.u64(t.iterations);
     w.u32(static_cast<std::uint32_t>(t.attempts));
-    w.u32(static_cast<std::uint32_t>(t.attempt_failures.size()));
-    for (const error& e : t.attempt_failures) write_error(w, e);
+    const std::vector<error>& failures = from.attempt_failures(k);
+    w.u32(static_cast<std::uint32_t>(failures.size()));
+    for (const error& e : failures) write_error(w, e);
     w.u32(static_cast<std::uint32_t>(t.outputs.size()));
     for (const auto& [name, value] : t.outputs) {
       w.string(name);
@@ -253,11 +255,24 @@ status_message encode_status(const codec_registry& codecs, std::uint64_t run_id,
   return m;
 }
 
+void keep_retries(run_report& report, task_retries r) {
+  const std::size_t k = r.task;
+  auto at =
+      std::find_if(report.retries.begin(), report.retries.end(), [k](const task_retries& x) { return x.task >= k; });
+  if (at != report.retries.end() && at->task == k) {
+    at->failures = std::move(r.failures);
+  } else {
+    report.retries.insert(at, std::move(r));
+  }
+}
+
 namespace {
 
-// A task report's attempts and its failed attempts' errors kept: at most
-// max_attempts_limit attempts, the first and the latest 4 failures.
-status read_attempts(byte_reader& r, const std::string& who, task_report& t) {
+// Task k's attempts and its failed attempts' errors kept (at most
+// max_attempts_limit attempts, the first and the latest 4 failures), into
+// its report and the run's retries (kept in task order).
+status read_attempts(byte_reader& r, const std::string& who, run_report& report, std::size_t k) {
+  task_report& t = report.tasks[k];
   TASKGROUP_TRY(auto attempts, r.u32());
   TASKGROUP_TRY(auto failures, r.u32());
   if (attempts > static_cast<std::uint32_t>(retry_policy::max_attempts_limit) || failures > 5 ||
@@ -266,11 +281,13 @@ status read_attempts(byte_reader& r, const std::string& who, task_report& t) {
                                           std::to_string(failures) + " failed ones kept");
   }
   t.attempts = static_cast<int>(attempts);
-  t.attempt_failures.resize(failures);
-  for (error& e : t.attempt_failures) {
+  if (failures == 0) return ok();
+  task_retries kept{k, std::vector<error>(failures)};
+  for (error& e : kept.failures) {
     TASKGROUP_TRY(read_error(r, e));
     e = e.with_context(who);
   }
+  keep_retries(report, std::move(kept));
   return ok();
 }
 
@@ -318,7 +335,7 @@ result<verdict> decode_status(int from, std::uint64_t run_id, std::string_view b
     t.started = from_ns(started);
     t.finished = from_ns(finished);
     t.iterations = iterations;
-    TASKGROUP_TRY(read_attempts(r, who, t));
+    TASKGROUP_TRY(read_attempts(r, who, report, k));
     TASKGROUP_TRY(auto outputs, r.u32());
     for (std::uint32_t j = 0; j < outputs; ++j) {
       TASKGROUP_TRY(auto name, r.string());

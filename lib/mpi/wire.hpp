@@ -109,6 +109,11 @@ struct status_message {
   std::vector<detached> payloads;
 };
 
+/// Files `r` in `report.retries`, in task order (replacing the task's
+/// entry if it has one): the retries of each rank's tasks come in as its
+/// STATUS does.
+void keep_retries(run_report& report, task_retries r);
+
 /// The STATUS of a rank's part of run `run_id`: the reports of its tasks
 /// that ran, with their outputs encoded by `codecs` (large contiguous ones
 /// detached); or its error followed by the reports of `failed` (what its

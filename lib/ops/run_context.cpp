@@ -9,7 +9,7 @@ namespace taskgroup {
 
 namespace detail {
 
-thread_local const run_context* current_run = nullptr;
+constinit thread_local const run_context* current_run [[gnu::tls_model("initial-exec")]] = nullptr;
 
 std::uint64_t run_scope::identity() const noexcept {
   std::uint64_t mine = id.load(std::memory_order_relaxed);

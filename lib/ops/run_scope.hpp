@@ -32,7 +32,10 @@ struct run_scope {
 };
 
 /// The context of the kernel calls made now on this thread (null: none).
-extern thread_local const run_context* current_run;
+/// Constant-initialized and in the initial-exec model: each read or write
+/// is one instruction off the thread pointer, with no wrapper call and no
+/// __tls_get_addr (the library's one pointer of static TLS).
+extern constinit thread_local const run_context* current_run [[gnu::tls_model("initial-exec")]];
 
 /// Makes `ctx` the context of the kernel calls made on this thread until
 /// it goes (then the one before it again).
@@ -46,5 +49,15 @@ class run_context_scope {
  private:
   const run_context* before_;
 };
+
+/// Calls `f()` with `ctx` as the context of the kernel calls it makes. A
+/// stretch whose caller has set the same context already (a host sets its
+/// run's once for all the tasks it starts in a row) costs one read.
+template <class F>
+decltype(auto) in_run(const run_context* ctx, F&& f) {
+  if (current_run == ctx) return f();
+  const run_context_scope scope(ctx);
+  return f();
+}
 
 }  // namespace taskgroup::detail

@@ -62,7 +62,7 @@ result<std::shared_ptr<const compiled_group>> compile_group(const task_group& g)
     node_of_task.push_back(index_of(t.node_name()));
     out->tasks.push_back(compiled_task{t, nullptr, &detail::task_access::full_name(t), 0, priv,
                                        !detail::task_access::outputs(t).empty(), may_feed(compiled.root),
-                                       t.retry().retries() ? &t.retry() : nullptr});
+                                       t.retry().retries()});
   }
   // Every node is known now: its name stays where it is.
   for (std::size_t k = 0; k < node_of_task.size(); ++k) {

@@ -69,8 +69,9 @@ struct compiled_task {
   bool has_outputs = false;
   /// Its tree holds an op that may feed or close a queue (may_feed_queues).
   bool may_feed = false;
-  /// Its retry policy (in `t`) when it retries; null otherwise.
-  const retry_policy* retry = nullptr;
+  /// It has a retry policy that retries (`t.retry()`): a flag beside the
+  /// others, so that an entry stays as small as without policies.
+  bool retries = false;
 };
 
 /// A node of a compiled group: its tasks and its own work.

@@ -2,8 +2,9 @@
 
 #include "detail/errors.hpp"
 #include "detail/test_hooks.hpp"
+#include "ops/run_scope.hpp"
+#include "session/task_retry.hpp"
 #include "session/workspace_reuse.hpp"
-#include "step/retry.hpp"
 
 #include <boost/asio/bind_cancellation_slot.hpp>
 #include <boost/asio/co_spawn.hpp>
@@ -46,46 +47,6 @@ asio::awaitable<status> run_attempt(std::shared_ptr<run_state> rs, std::size_t k
 
 }  // namespace
 
-// A task between attempts, or running one after the first failed.
-struct node_tasks::retrying final : op_completion::target {
-  retrying(node_tasks& o, std::size_t task, std::size_t at, const retry_policy& p) noexcept
-      : owner(&o), k(task), pos(at), policy(&p) {}
-  node_tasks* owner;
-  std::size_t k;                   // the task
-  std::size_t pos;                 // its place among the node's tasks
-  std::size_t coroutine_slot = 0;  // its place in coroutine_tasks_, when `coroutine`
-  const retry_policy* policy;
-  int attempt = 1;  // the attempt running, or the last one that failed
-  std::optional<run_context> ctx;
-  attempt_log log;
-  error last;  // the last attempt's failure
-  std::chrono::steady_clock::time_point due{};
-  asio::cancellation_signal signal;
-  bool coroutine = false;
-  bool waiting = false;
-  bool in_start = false;  // inside sleep_until, which may complete at once
-  std::optional<status> ended_early;
-
-  void complete(status st) noexcept override {
-    if (in_start) {
-      ended_early = std::move(st);
-      return;
-    }
-    owner->retry_wait_ended(*this, st);
-  }
-  // The context is shutting down with the wait pending: the task never
-  // resumes, as a waiting run's (run_abandoned).
-  void abandon() noexcept override {
-    if (in_start) {
-      ended_early = status(fail(errc::op_failed, "retry wait dropped"));
-      return;
-    }
-    waiting = false;
-    if (--owner->retry_waits_ != 0) return;
-    const std::shared_ptr<node_tasks> last_ref = std::move(owner->retry_ref_);  // as in run_abandoned
-  }
-};
-
 std::shared_ptr<node_tasks> node_tasks::make(std::shared_ptr<run_state> rs, std::size_t i) {
   // Asio's per-thread cache of small blocks, as for its own operations.
   return std::allocate_shared<node_tasks>(asio::recycling_allocator<node_tasks>(), key(), std::move(rs), i);
@@ -98,6 +59,7 @@ node_tasks::node_tasks(key, std::shared_ptr<run_state> rs, std::size_t i)
       rs_(std::move(rs)),
       node_(i),
       spare_ws_(std::move(part().spare_task_ws)) {
+  ambient_run_ = &rs_->scope.first;
   // The waiting runs, in view of run_probe while the tasks run.
   part().watch.waiting = &waiting_;
   part().watch.tasks = this;
@@ -136,6 +98,10 @@ asio::awaitable<status> node_tasks::run(std::shared_ptr<node_tasks>& t) {
 }
 
 void node_tasks::go_on() {
+  // The context of the run's tasks without a policy, set once for all the
+  // tasks started here in a row (each task's driver sets its own only when
+  // it differs: run_scope.hpp, in_run).
+  const run_context_scope scope(&rs_->scope.first);
   const std::vector<std::size_t>& tasks = part().compiled->tasks;
   if (next_ == 0) now_ = std::exchange(part().start_fresh, false) ? rs_->started : std::chrono::system_clock::now();
   constexpr std::uint32_t yield_every = run_step_options{}.yield_every;
@@ -202,7 +168,8 @@ bool node_tasks::start_frame_free(std::size_t j, std::size_t k, std::shared_ptr<
   if (first) rs_->records[k].started = now_;
   ws = task_workspace(*rs_, k, &spare_ws_);
   spare_->task = static_cast<std::uint32_t>(k);
-  spare_->run = context_of(k);
+  // A task without a policy serves the ambient context go_on has set.
+  spare_->run = ct.retries ? context_of(k) : nullptr;
   if (observed_) spare_->observed = &observed_[j];
   const auto outcome = spare_->start(tree, ws);
   if (first && outcome != frame_free_run::outcome::declined && hooks.counting.load(std::memory_order_relaxed))
@@ -317,7 +284,7 @@ void node_tasks::ended(std::size_t k, const frame_free_run& r, std::chrono::syst
 
 void node_tasks::task_attempt_ended(std::size_t k, status st, const step_stats& stats,
                                     std::chrono::system_clock::time_point at, bool coroutine) {
-  if (rs_->group->tasks[k].retry != nullptr) [[unlikely]] {
+  if (rs_->group->tasks[k].retries) [[unlikely]] {
     if (!st && retry_after(k, st, coroutine)) return;
     settle_attempts(k);
   }
@@ -343,8 +310,7 @@ void node_tasks::run_begins(frame_free_run& r) noexcept {
   if (wants(rs_->observed.kinds, observe::tasks)) {
     const compiled_task& ct = rs_->group->tasks[r.task];
     // A retry's attempt runs within the task's one begin and end.
-    if (ct.retry != nullptr &&
-        std::any_of(retrying_.begin(), retrying_.end(), [&](const auto& x) { return x->k == r.task; }))
+    if (ct.retries && std::any_of(retrying_.begin(), retrying_.end(), [&](const auto& x) { return x->k == r.task; }))
       return;
     rs_->observed.observer->task_begin(event_source{*ct.name, *ct.node});
   }
@@ -365,133 +331,6 @@ std::unique_ptr<frame_free_run> node_tasks::remove(frame_free_run& r) {
   }
   waiting_.pop_back();
   return out;
-}
-
-const run_context* node_tasks::context_of(std::size_t k) {
-  const retry_policy* p = rs_->group->tasks[k].retry;
-  if (p == nullptr) [[likely]]
-    return &rs_->scope.first;
-  for (const std::unique_ptr<retrying>& r : retrying_) {
-    if (r->k == k) return &*r->ctx;
-  }
-  for (const std::unique_ptr<run_context>& c : first_attempts_) {
-    if (c->max_attempts() == p->max_attempts) return c.get();
-  }
-  return first_attempts_.emplace_back(std::make_unique<run_context>(&rs_->scope, 1, p->max_attempts)).get();
-}
-
-bool node_tasks::retry_after(std::size_t k, status& st, bool coroutine) {
-  const compiled_task& ct = rs_->group->tasks[k];
-  const retry_policy& policy = *ct.retry;
-  retrying* r = nullptr;
-  for (const std::unique_ptr<retrying>& x : retrying_) {
-    if (x->k == k) r = x.get();
-  }
-  const int attempt = r != nullptr ? r->attempt : 1;
-  const retry_decision d = decide_retry(policy, attempt, st.error(), stopping(), rs_->scope.deadline);
-  if (d.what == retry_decision::kind::end) return false;
-  if (d.what == retry_decision::kind::past_deadline) {
-    st = past_deadline(st.error(), attempt, policy, d.wait);
-    return false;
-  }
-  try {
-    if (r == nullptr) {
-      const std::vector<std::size_t>& tasks = part().compiled->tasks;
-      const auto pos = static_cast<std::size_t>(std::find(tasks.begin(), tasks.end(), k) - tasks.begin());
-      r = retrying_.emplace_back(std::make_unique<retrying>(*this, k, pos, policy)).get();
-      if (coroutine) {
-        for (std::size_t j = 0; j < coroutine_tasks_.size(); ++j) {
-          if (coroutine_tasks_[j].first == k) r->coroutine_slot = j;
-        }
-      }
-    }
-    r->log.add(st.error());
-    r->last = st.error();
-  } catch (...) {
-    return false;  // out of memory: the failure stands
-  }
-  r->coroutine = coroutine;
-  r->due = std::chrono::steady_clock::now() + d.wait;
-  if (wants(rs_->observed.kinds, observe::tasks)) {
-    rs_->observed.observer->retry_wait(event_source{*ct.name, *ct.node}, {}, attempt + 1, policy.max_attempts, d.wait,
-                                       r->last);
-  }
-  r->in_start = true;
-  r->ended_early.reset();
-  sleep_until(executor(), r->due, op_completion(*r, r->signal.slot()));
-  r->in_start = false;
-  if (r->ended_early) return false;  // the wait could not begin: the failure stands
-  r->waiting = true;
-  if (retry_waits_++ == 0) retry_ref_ = shared_from_this();
-  return true;
-}
-
-void node_tasks::retry_wait_ended(retrying& r, const status& st) {
-  r.waiting = false;
-  // The last reference of the waits goes when this call returns: the
-  // tasks may end with it.
-  std::shared_ptr<node_tasks> last_ref;
-  if (--retry_waits_ == 0) last_ref = std::move(retry_ref_);
-  const std::size_t k = r.k;
-  if (!st || stopping()) {
-    const error e =
-        cancelled_waiting(r.attempt + 1, r.policy->max_attempts, r.due - std::chrono::steady_clock::now(), r.last)
-            .with_context(root_name(rs_->group->step(k)));
-    task_attempt_ended(k, e, {}, std::chrono::system_clock::now(), r.coroutine);
-    settle();
-    return;
-  }
-  ++r.attempt;
-  r.ctx.reset();
-  r.ctx.emplace(&rs_->scope, r.attempt, r.policy->max_attempts);
-  // The declared outputs start empty: a failed attempt's partial writes
-  // never reach the report.
-  if (rs_->group->tasks[k].has_outputs) {
-    for (const auto& out : task_access::outputs(rs_->group->tasks[k].t)) {
-      for (const auto& name : out->blobs) part().ws->create(name).reset();
-    }
-  }
-  try {
-    if (r.coroutine) {
-      coroutine_tasks_[r.coroutine_slot].second.reset();
-      spawn_coroutine_task(r.coroutine_slot, false);
-    } else {
-      std::shared_ptr<workspace> ws;
-      now_ = std::chrono::system_clock::now();
-      if (!start_frame_free(r.pos, k, ws, false)) {
-        task_attempt_ended(k, error(errc::invalid_task, "internal: a retried task left the frame-free driver"), {},
-                           now_, false);
-      }
-    }
-  } catch (...) {
-    task_attempt_ended(k, error_from_exception(std::current_exception()), {}, std::chrono::system_clock::now(),
-                       r.coroutine);
-  }
-  settle();
-}
-
-void node_tasks::settle_attempts(std::size_t k) {
-  for (auto it = retrying_.begin(); it != retrying_.end(); ++it) {
-    retrying& r = **it;
-    if (r.k != k) continue;
-    rs_->records[k].retries = static_cast<std::uint16_t>(r.attempt - 1);
-    try {
-      if (!r.log.empty()) part().attempt_failures.emplace_back(k, r.log.take());
-    } catch (...) {
-      // Out of memory: the report lists no failed attempt's error.
-    }
-    retrying_.erase(it);
-    return;
-  }
-}
-
-void node_tasks::describe_retries(std::vector<std::pair<std::size_t, std::string>>& out) const {
-  const auto now = std::chrono::steady_clock::now();
-  for (const std::unique_ptr<retrying>& r : retrying_) {
-    if (!r->waiting) continue;
-    out.emplace_back(r->k, std::string(root_name(rs_->group->step(r->k))) + ": " +
-                               waiting_to_retry(r->attempt + 1, r->policy->max_attempts, r->due - now, r->last));
-  }
 }
 
 }  // namespace taskgroup::detail

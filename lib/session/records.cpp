@@ -12,8 +12,7 @@ error task_error(std::string_view task, std::string_view node, const error& e) {
 
 error task_error(const compiled_task& ct, const error& e) { return task_error(*ct.name, *ct.node, e); }
 
-void fill_report(task_report& out, const compiled_task& ct, const task_record& r, fetched_outputs* outputs,
-                 std::vector<error>* attempt_failures) {
+void fill_report(task_report& out, const compiled_task& ct, const task_record& r, fetched_outputs* outputs) {
   out.name = *ct.name;
   out.node = *ct.node;
   out.status = r.status;
@@ -23,7 +22,6 @@ void fill_report(task_report& out, const compiled_task& ct, const task_record& r
   out.iterations = r.iterations;
   out.began = r.status != task_status::not_run && !r.unstarted;
   out.attempts = out.began ? 1 + r.retries : 0;
-  if (attempt_failures != nullptr) out.attempt_failures = std::move(*attempt_failures);
   if (outputs != nullptr) {
     out.outputs = std::move(outputs->values);
     out.output_errors = std::move(outputs->errors);

@@ -27,7 +27,7 @@ struct task_record {
   std::uint64_t iterations = 0;
   std::unique_ptr<error> failure;  ///< when failed or cancelled
   task_status status = task_status::not_run;
-  bool unstarted = false;  ///< cancelled before it began (cancel_unstarted)
+  bool unstarted = false;     ///< cancelled before it began (cancel_unstarted)
   std::uint16_t retries = 0;  ///< attempts after the first (at most retry_policy::max_attempts_limit)
 };
 
@@ -39,10 +39,8 @@ struct fetched_outputs {
 };
 
 /// Fills `out`, a new report, as task `ct`'s from its record and, when
-/// given, its fetched outputs and its failed attempts' errors (both moved
-/// from).
-void fill_report(task_report& out, const compiled_task& ct, const task_record& r, fetched_outputs* outputs,
-                 std::vector<error>* attempt_failures = nullptr);
+/// given, its fetched outputs (moved from).
+void fill_report(task_report& out, const compiled_task& ct, const task_record& r, fetched_outputs* outputs);
 /// The report of task `ct` from its record, without outputs.
 task_report report_of(const compiled_task& ct, const task_record& r);
 

@@ -54,13 +54,12 @@ void make_report(run_state& rs) {
     const compiled_task& ct = g.tasks[k];
     std::vector<fetched_outputs>& fetched = rs.nodes[ct.node_index].outputs;
     const std::size_t j = next[ct.node_index]++;
-    std::vector<error>* failures = nullptr;
-    if (rs.records[k].retries != 0) {
+    fill_report(report.tasks.emplace_back(), ct, rs.records[k], fetched.empty() ? nullptr : &fetched[j]);
+    if (rs.records[k].retries != 0) [[unlikely]] {
       for (auto& [task, errors] : rs.nodes[ct.node_index].attempt_failures) {
-        if (task == k) failures = &errors;
+        if (task == k && !errors.empty()) report.retries.push_back(task_retries{k, std::move(errors)});
       }
     }
-    fill_report(report.tasks.emplace_back(), ct, rs.records[k], fetched.empty() ? nullptr : &fetched[j], failures);
   }
 }
 

@@ -35,7 +35,7 @@ bool runner::run_children_in_turn(const program_step& n, const bound_step& b, co
     if (!at.child) at.child.emplace(c, b.children[idx]).begins(ctx_);
     status failure = ok();
     status child_st = ok();
-    switch (run_sync_loop(*at.child, &paths[at.k], stop, clock, ctx_, failure)) {
+    switch (in_run(ctx_.run, [&] { return run_sync_loop(*at.child, &paths[at.k], stop, clock, ctx_, failure); })) {
       case loop_exit::end: break;
       case loop_exit::failed:
       case loop_exit::bad_stop: child_st = std::move(failure); break;

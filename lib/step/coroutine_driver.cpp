@@ -249,7 +249,7 @@ asio::awaitable<status> runner::drive(step_machine& m, workspace& ws, const step
 std::optional<status> runner::sync_loop(step_machine& m, const step_path* path, const stop_query& stop,
                                         yield_clock& clock) {
   status failure = ok();
-  switch (run_sync_loop(m, path, stop, clock, ctx_, failure)) {
+  switch (in_run(ctx_.run, [&] { return run_sync_loop(m, path, stop, clock, ctx_, failure); })) {
     case loop_exit::end: return ok();
     case loop_exit::failed:
     case loop_exit::bad_stop: return failure;

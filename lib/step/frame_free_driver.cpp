@@ -71,7 +71,8 @@ class frame_free_driver final : public frame_free_run {
     host_->run_begins(*this);
     stack_.clear();
     push(root, bound_);
-    if (const run_context_scope scope(run); advance()) return outcome::ended;
+    // Null: the host has made its ambient context current around this call.
+    if (run == nullptr ? advance() : in_run(run, [this] { return advance(); })) return outcome::ended;
     // Waiting: the run holds its workspaces until it ends.
     // A child keeps its parent: the run holds the innermost one.
     ws_ = own ? std::move(own) : std::move(ws);
@@ -111,7 +112,9 @@ class frame_free_driver final : public frame_free_run {
 
   // The machines report to the run's counts and to the host's
   // observation (not kept apart: a waiting task holds its run).
-  [[nodiscard]] step_context ctx() noexcept { return step_context{&stats_, observed, run}; }
+  [[nodiscard]] step_context ctx() noexcept {
+    return step_context{&stats_, observed, run != nullptr ? run : host_->ambient_run()};
+  }
   [[nodiscard]] stop_query stop() const noexcept { return stop_query{nullptr, host_->stopping_flag()}; }
 
   // An execution of `n` begins.
@@ -319,10 +322,8 @@ class frame_free_driver final : public frame_free_run {
       return;
     }
     waiting_ = false;
-    {
-      const run_context_scope scope(run);
-      if (!advance(std::move(st))) return;  // waits again
-    }
+    if (!in_run(run != nullptr ? run : host_->ambient_run(), [&] { return advance(std::move(st)); }))
+      return;  // waits again
     reset();
     host_->run_ended(*this);  // last: the host may destroy this run (and itself)
   }

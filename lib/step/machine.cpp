@@ -2,7 +2,6 @@
 
 #include "detail/test_hooks.hpp"
 #include "ops/net_run.hpp"
-#include "ops/run_scope.hpp"
 
 #include <boost/container/small_vector.hpp>
 
@@ -101,7 +100,6 @@ loop_exit run_sync_loop(step_machine& m, const step_path* path, const stop_query
   // its boundaries only.
   step_stats none;
   const step_context counted{ctx.stats != nullptr ? ctx.stats : &none, ctx.observed, ctx.run};
-  const run_context_scope scope(ctx.run);
   loop_exit exit;
   // Net events are the only ones a loop of nets tells: a run observed for
   // anything else runs the unobserved loop, fast paths included.

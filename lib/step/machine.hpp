@@ -428,7 +428,8 @@ class step_machine {
 /// until the execution ends (well: `end`; `failure` set, a stop blob of
 /// the wrong type included: `failed`; `cancelled`) or a yield is due
 /// (`yield`: call again after it). A plain function, its state in
-/// registers: the hot loop of both drivers.
+/// registers: the hot loop of both drivers. The caller has made `ctx.run`
+/// the context of the kernel calls (ops/run_scope.hpp, `in_run`).
 loop_exit run_sync_loop(step_machine& m, const step_path* path, const stop_query& stop, yield_clock& clock,
                         const step_context& ctx, status& failure);
 

@@ -59,7 +59,7 @@ struct retry_wait {
 };
 
 /// The failures of a task's failed attempts, as the report keeps them: the
-/// first and the last `kept_last`, in order (`task_report::attempt_failures`).
+/// first and the last `kept_last`, in order (`task_retries::failures`).
 class attempt_log {
  public:
   static constexpr std::size_t kept_last = 4;

@@ -132,6 +132,8 @@ class task_host {
   [[nodiscard]] bool stopping() const noexcept { return stopping_; }
   /// The same flag, for the step machine's stop query.
   [[nodiscard]] const bool* stopping_flag() const noexcept { return &stopping_; }
+  /// The run context of its runs whose `run` is null (see there).
+  [[nodiscard]] const run_context* ambient_run() const noexcept { return ambient_run_; }
   /// The registry its runs bind their nets with.
   [[nodiscard]] const operator_registry& registry() const noexcept { return registry_; }
   /// Where its runs' asynchronous ops complete: it must run on the strand
@@ -146,6 +148,7 @@ class task_host {
   task_host(const task_host&) = delete;
   task_host& operator=(const task_host&) = delete;
   bool stopping_ = false;
+  const run_context* ambient_run_ = nullptr;
 
  private:
   const operator_registry& registry_;
@@ -195,7 +198,9 @@ class frame_free_run : protected op_completion::target {
   /// asked for) when set before `start`; it must outlive the run.
   const observation* observed = &no_observation;
   /// The host's: the run its kernels serve (`op_context::run`), set before
-  /// `start`; it must outlive the run.
+  /// `start`; it must outlive the run. Null: the host's `ambient_run`, which
+  /// the host has made current around `start` (set once for all the tasks
+  /// it starts in a row, it costs a task nothing).
   const run_context* run = nullptr;
   // 32 bits each: a waiting task holds its run.
   std::uint32_t task = 0;  ///< the host's: which task this run is
