@@ -4,6 +4,7 @@
 #include "ops/run_scope.hpp"
 
 #include <atomic>
+#include <memory>
 
 namespace taskgroup {
 
@@ -18,6 +19,17 @@ std::uint64_t run_scope::identity() const noexcept {
   const std::uint64_t fresh = last.fetch_add(1, std::memory_order_relaxed) + 1;
   // Two first readers at once: one number wins, the other is dropped.
   return id.compare_exchange_strong(mine, fresh, std::memory_order_relaxed) ? fresh : mine;
+}
+
+run_scope::~run_scope() { delete counts.load(std::memory_order_acquire); }
+
+run_scope::counters& run_scope::counting() const {
+  if (counters* c = counts.load(std::memory_order_acquire)) return *c;
+  auto made = std::make_unique<counters>();
+  counters* expected = nullptr;
+  // Two first counters at once: one block wins, the other is dropped.
+  if (counts.compare_exchange_strong(expected, made.get(), std::memory_order_acq_rel)) return *made.release();
+  return *expected;
 }
 
 namespace {
@@ -38,9 +50,9 @@ std::optional<run_context::clock::time_point> run_context::deadline() const noex
 }
 
 std::uint64_t run_context::count(const void* key) const {
-  const detail::run_scope& s = run_ != nullptr ? *run_ : detail::no_run();
-  const std::lock_guard<std::mutex> hold(s.counting);
-  return ++s.counts[key];
+  detail::run_scope::counters& c = (run_ != nullptr ? *run_ : detail::no_run()).counting();
+  const std::lock_guard<std::mutex> hold(c.lock);
+  return ++c.counts[key];
 }
 
 const run_context& op_context::run() const noexcept {

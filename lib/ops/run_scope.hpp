@@ -17,6 +17,11 @@ namespace taskgroup::detail {
 
 /// One run's: made by its session for the run, alive until it has ended.
 struct run_scope {
+  run_scope() = default;
+  ~run_scope();
+  run_scope(const run_scope&) = delete;
+  run_scope& operator=(const run_scope&) = delete;
+
   /// Its identity: taken from the process-wide sequence when first asked
   /// for (never 0), so that a run no op asks about pays no shared write.
   [[nodiscard]] std::uint64_t identity() const noexcept;
@@ -26,9 +31,14 @@ struct run_scope {
   /// The context of the tasks and steps that do not retry.
   run_context first{this};
 
-  // run_context::count's (most runs never count).
-  mutable std::mutex counting;
-  mutable std::map<const void*, std::uint64_t> counts;
+  // run_context::count's, made at the first count (most runs never count:
+  // a run carries a pointer).
+  struct counters {
+    std::mutex lock;
+    std::map<const void*, std::uint64_t> counts;
+  };
+  [[nodiscard]] counters& counting() const;
+  mutable std::atomic<counters*> counts{nullptr};
 };
 
 /// The context of the kernel calls made now on this thread (null: none).

@@ -272,8 +272,10 @@ void node_tasks::cancel_running() noexcept {
   for (std::size_t j = 0; j < coroutine_tasks_.size() && coroutines_running_ != 0; ++j) {
     if (coroutine_running_[j] != 0) signals_[j].emit(asio::cancellation_type::terminal);
   }
-  for (const std::unique_ptr<retrying>& r : retrying_) {
-    if (r->waiting) r->signal.emit(asio::cancellation_type::terminal);
+  if (book_) {
+    for (const std::unique_ptr<retrying>& r : book_->tasks) {
+      if (r->waiting) r->signal.emit(asio::cancellation_type::terminal);
+    }
   }
 }
 
@@ -310,7 +312,8 @@ void node_tasks::run_begins(frame_free_run& r) noexcept {
   if (wants(rs_->observed.kinds, observe::tasks)) {
     const compiled_task& ct = rs_->group->tasks[r.task];
     // A retry's attempt runs within the task's one begin and end.
-    if (ct.retries && std::any_of(retrying_.begin(), retrying_.end(), [&](const auto& x) { return x->k == r.task; }))
+    if (ct.retries && book_ &&
+        std::any_of(book_->tasks.begin(), book_->tasks.end(), [&](const auto& x) { return x->k == r.task; }))
       return;
     rs_->observed.observer->task_begin(event_source{*ct.name, *ct.node});
   }

@@ -137,14 +137,19 @@ class node_tasks final : public join_core<node_tasks>, public task_host {
   std::shared_ptr<workspace> spare_ws_;      // an emptied PRIVATE task workspace, for the next task
   std::shared_ptr<node_tasks> waiting_ref_;  // while a run waits
   std::unique_ptr<observation[]> observed_;  // by the node's task order, when step or net events are asked for
-  // The tasks that failed an attempt and have not ended (few); their
-  // waits, and this object's reference while any waits.
-  std::vector<std::unique_ptr<retrying>> retrying_;
-  std::size_t retry_waits_ = 0;
-  std::shared_ptr<node_tasks> retry_ref_;
-  // The first attempt's context of each max_attempts among the node's
-  // policies (a handful): a task's first attempt allocates nothing.
-  std::vector<std::unique_ptr<run_context>> first_attempts_;
+  // What its tasks with a policy need, made for the first of them (a node
+  // without one carries a pointer): the tasks that failed an attempt and
+  // have not ended (few); this object's reference while any waits; the
+  // first attempt's context of each max_attempts among the node's
+  // policies (a handful: a task's first attempt allocates nothing).
+  struct retry_book {
+    std::vector<std::unique_ptr<retrying>> tasks;
+    std::shared_ptr<node_tasks> ref;
+    std::vector<std::unique_ptr<run_context>> first_attempts;
+  };
+  retry_book& book();
+  std::unique_ptr<retry_book> book_;
+  std::size_t retry_waits_ = 0;  // tasks waiting to retry
   // The coroutine tasks' counts, by their order in coroutine_tasks_.
   std::unique_ptr<step_stats[]> coroutine_stats_;
 };

@@ -15,25 +15,32 @@ namespace taskgroup::detail {
 
 namespace asio = boost::asio;
 
+node_tasks::retry_book& node_tasks::book() {
+  if (!book_) book_ = std::make_unique<retry_book>();
+  return *book_;
+}
+
 const run_context* node_tasks::context_of(std::size_t k) {
   const compiled_task& ct = rs_->group->tasks[k];
   if (!ct.retries) [[likely]]
     return &rs_->scope.first;
   const retry_policy* p = &ct.t.retry();
-  for (const std::unique_ptr<retrying>& r : retrying_) {
+  retry_book& b = book();
+  for (const std::unique_ptr<retrying>& r : b.tasks) {
     if (r->k == k) return &*r->ctx;
   }
-  for (const std::unique_ptr<run_context>& c : first_attempts_) {
+  for (const std::unique_ptr<run_context>& c : b.first_attempts) {
     if (c->max_attempts() == p->max_attempts) return c.get();
   }
-  return first_attempts_.emplace_back(std::make_unique<run_context>(&rs_->scope, 1, p->max_attempts)).get();
+  return b.first_attempts.emplace_back(std::make_unique<run_context>(&rs_->scope, 1, p->max_attempts)).get();
 }
 
 bool node_tasks::retry_after(std::size_t k, status& st, bool coroutine) {
   const compiled_task& ct = rs_->group->tasks[k];
   const retry_policy& policy = ct.t.retry();
   retrying* r = nullptr;
-  for (const std::unique_ptr<retrying>& x : retrying_) {
+  retry_book& b = book();
+  for (const std::unique_ptr<retrying>& x : b.tasks) {
     if (x->k == k) r = x.get();
   }
   const int attempt = r != nullptr ? r->attempt : 1;
@@ -47,7 +54,7 @@ bool node_tasks::retry_after(std::size_t k, status& st, bool coroutine) {
     if (r == nullptr) {
       const std::vector<std::size_t>& tasks = part().compiled->tasks;
       const auto pos = static_cast<std::size_t>(std::find(tasks.begin(), tasks.end(), k) - tasks.begin());
-      r = retrying_.emplace_back(std::make_unique<retrying>(*this, k, pos, policy)).get();
+      r = b.tasks.emplace_back(std::make_unique<retrying>(*this, k, pos, policy)).get();
       if (coroutine) {
         for (std::size_t j = 0; j < coroutine_tasks_.size(); ++j) {
           if (coroutine_tasks_[j].first == k) r->coroutine_slot = j;
@@ -71,7 +78,7 @@ bool node_tasks::retry_after(std::size_t k, status& st, bool coroutine) {
   r->in_start = false;
   if (r->ended_early) return false;  // the wait could not begin: the failure stands
   r->waiting = true;
-  if (retry_waits_++ == 0) retry_ref_ = shared_from_this();
+  if (retry_waits_++ == 0) b.ref = shared_from_this();
   return true;
 }
 
@@ -80,7 +87,7 @@ void node_tasks::retry_wait_ended(retrying& r, const status& st) {
   // The last reference of the waits goes when this call returns: the
   // tasks may end with it.
   std::shared_ptr<node_tasks> last_ref;
-  if (--retry_waits_ == 0) last_ref = std::move(retry_ref_);
+  if (--retry_waits_ == 0) last_ref = std::move(book_->ref);
   const std::size_t k = r.k;
   if (!st || stopping()) {
     const error e =
@@ -120,7 +127,9 @@ void node_tasks::retry_wait_ended(retrying& r, const status& st) {
 }
 
 void node_tasks::settle_attempts(std::size_t k) {
-  for (auto it = retrying_.begin(); it != retrying_.end(); ++it) {
+  if (!book_) return;
+  std::vector<std::unique_ptr<retrying>>& waiting = book_->tasks;
+  for (auto it = waiting.begin(); it != waiting.end(); ++it) {
     retrying& r = **it;
     if (r.k != k) continue;
     rs_->records[k].retries = static_cast<std::uint16_t>(r.attempt - 1);
@@ -129,14 +138,15 @@ void node_tasks::settle_attempts(std::size_t k) {
     } catch (...) {
       // Out of memory: the report lists no failed attempt's error.
     }
-    retrying_.erase(it);
+    waiting.erase(it);
     return;
   }
 }
 
 void node_tasks::describe_retries(std::vector<std::pair<std::size_t, std::string>>& out) const {
+  if (!book_) return;
   const auto now = std::chrono::steady_clock::now();
-  for (const std::unique_ptr<retrying>& r : retrying_) {
+  for (const std::unique_ptr<retrying>& r : book_->tasks) {
     if (!r->waiting) continue;
     out.emplace_back(r->k, std::string(root_name(rs_->group->step(r->k))) + ": " +
                                waiting_to_retry(r->attempt + 1, r->policy->max_attempts, r->due - now, r->last));

@@ -56,7 +56,7 @@ struct node_tasks::retrying final : op_completion::target {
     }
     waiting = false;
     if (--owner->retry_waits_ != 0) return;
-    const std::shared_ptr<node_tasks> last_ref = std::move(owner->retry_ref_);  // as in run_abandoned
+    const std::shared_ptr<node_tasks> last_ref = std::move(owner->book_->ref);  // as in run_abandoned
   }
 };
 

@@ -1,5 +1,6 @@
 """`run --trace FILE`: Chrome trace-event JSON with a process per node, a
-thread per task and complete events for tasks, steps, nets and report runs."""
+thread per task and complete events for tasks, steps, nets, report runs
+and the waits before retries."""
 import collections
 
 from cli_support import Cli, OK, RUN_FAILED
@@ -22,7 +23,7 @@ def structure(cli, trace, what):
                if e.get("ph") == "M" and e["name"] == "thread_name"}
     spans = [e for e in events if e.get("ph") == "X"]
     for e in spans:
-        ok = (e["cat"] in ("task", "step", "net", "report") and e["ts"] >= 0 and e["dur"] >= 0
+        ok = (e["cat"] in ("task", "step", "net", "report", "retry") and e["ts"] >= 0 and e["dur"] >= 0
               and (e["pid"], e["tid"]) in threads)
         if not cli.check(ok, f"{what}: well-formed span", e):
             break
@@ -97,3 +98,17 @@ for key in [("task", "worker/train"), ("step", "check"), ("step", "train"), ("ne
     cli.check(key in names, f"fails: span {key} carries its error", names)
 
 cli.done()
+
+# Retries: each wait before a task's or a step's next attempt is a span of
+# category "retry" on the task's thread, named after the attempt it leads
+# to, carrying the error it follows.
+trace = load(cli, cli.shipped("retry.json"))
+processes, threads, spans = structure(cli, trace, "retry")
+waits = sorted(e["name"] for e in spans if e["cat"] == "retry")
+cli.check(waits == ["retry ask (attempt 2 of 2)", "retry local/fetch (attempt 2 of 3)",
+                    "retry local/fetch (attempt 3 of 3)"], "retry: one span per wait", waits)
+for e in spans:
+    if e["cat"] == "retry":
+        cli.check("fails" in e.get("args", {}).get("error", ""), "retry: a wait carries the error it follows", e)
+
+cli.finish()
