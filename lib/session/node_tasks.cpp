@@ -168,8 +168,9 @@ bool node_tasks::start_frame_free(std::size_t j, std::size_t k, std::shared_ptr<
   if (first) rs_->records[k].started = now_;
   ws = task_workspace(*rs_, k, &spare_ws_);
   spare_->task = static_cast<std::uint32_t>(k);
-  // A task without a policy serves the ambient context go_on has set.
-  spare_->run = ct.retries ? context_of(k) : nullptr;
+  // A task with a policy has a context of its own (its attempt); the
+  // others serve the ambient one go_on has set.
+  if (ct.retries) (void)context_of(k);
   if (observed_) spare_->observed = &observed_[j];
   const auto outcome = spare_->start(tree, ws);
   if (first && outcome != frame_free_run::outcome::declined && hooks.counting.load(std::memory_order_relaxed))

@@ -89,7 +89,8 @@ class node_tasks final : public join_core<node_tasks>, public task_host {
   // Retries (see the class comment).
   struct retrying;
   // The run context of task k's attempt about to start: its retrying
-  // state's, or the run's first attempt context of its policy.
+  // state's, or the run's first attempt context of its policy; also its
+  // entry in task_host::task_runs_ for a task with a policy.
   const run_context* context_of(std::size_t k);
   // Task k's attempt ended with `st`: true when it will run again (a wait
   // has begun); else `st` becomes what the task ends with (a retry
@@ -143,6 +144,8 @@ class node_tasks final : public join_core<node_tasks>, public task_host {
   // first attempt's context of each max_attempts among the node's
   // policies (a handful: a task's first attempt allocates nothing).
   struct retry_book {
+    // Each task's context while it has one (task_host::task_runs_).
+    std::unique_ptr<const run_context*[]> runs;
     std::vector<std::unique_ptr<retrying>> tasks;
     std::shared_ptr<node_tasks> ref;
     std::vector<std::unique_ptr<run_context>> first_attempts;

@@ -16,7 +16,12 @@ namespace taskgroup::detail {
 namespace asio = boost::asio;
 
 node_tasks::retry_book& node_tasks::book() {
-  if (!book_) book_ = std::make_unique<retry_book>();
+  if (!book_) {
+    auto b = std::make_unique<retry_book>();
+    b->runs = std::make_unique<const run_context*[]>(rs_->group->tasks.size());  // all null
+    task_runs_ = b->runs.get();
+    book_ = std::move(b);
+  }
   return *book_;
 }
 
@@ -26,13 +31,18 @@ const run_context* node_tasks::context_of(std::size_t k) {
     return &rs_->scope.first;
   const retry_policy* p = &ct.t.retry();
   retry_book& b = book();
+  const run_context* found = nullptr;
   for (const std::unique_ptr<retrying>& r : b.tasks) {
-    if (r->k == k) return &*r->ctx;
+    if (r->k == k && r->ctx) found = &*r->ctx;
   }
-  for (const std::unique_ptr<run_context>& c : b.first_attempts) {
-    if (c->max_attempts() == p->max_attempts) return c.get();
+  for (std::size_t i = 0; found == nullptr && i < b.first_attempts.size(); ++i) {
+    if (b.first_attempts[i]->max_attempts() == p->max_attempts) found = b.first_attempts[i].get();
   }
-  return b.first_attempts.emplace_back(std::make_unique<run_context>(&rs_->scope, 1, p->max_attempts)).get();
+  if (found == nullptr) {
+    found = b.first_attempts.emplace_back(std::make_unique<run_context>(&rs_->scope, 1, p->max_attempts)).get();
+  }
+  b.runs[k] = found;
+  return found;
 }
 
 bool node_tasks::retry_after(std::size_t k, status& st, bool coroutine) {
@@ -100,6 +110,7 @@ void node_tasks::retry_wait_ended(retrying& r, const status& st) {
   ++r.attempt;
   r.ctx.reset();
   r.ctx.emplace(&rs_->scope, r.attempt, r.policy->max_attempts);
+  book_->runs[k] = &*r.ctx;
   // The declared outputs start empty: a failed attempt's partial writes
   // never reach the report.
   if (rs_->group->tasks[k].has_outputs) {
@@ -139,6 +150,7 @@ void node_tasks::settle_attempts(std::size_t k) {
       // Out of memory: the report lists no failed attempt's error.
     }
     waiting.erase(it);
+    book_->runs[k] = nullptr;  // it has ended
     return;
   }
 }

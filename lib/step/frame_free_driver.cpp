@@ -71,8 +71,10 @@ class frame_free_driver final : public frame_free_run {
     host_->run_begins(*this);
     stack_.clear();
     push(root, bound_);
-    // Null: the host has made its ambient context current around this call.
-    if (run == nullptr ? advance() : in_run(run, [this] { return advance(); })) return outcome::ended;
+    // Without a context of its own, the task serves the ambient one, which
+    // the host has made current around this call.
+    const run_context* own_run = host_->own_run(task);
+    if (own_run == nullptr ? advance() : in_run(own_run, [this] { return advance(); })) return outcome::ended;
     // Waiting: the run holds its workspaces until it ends.
     // A child keeps its parent: the run holds the innermost one.
     ws_ = own ? std::move(own) : std::move(ws);
@@ -89,7 +91,6 @@ class frame_free_driver final : public frame_free_run {
   void reset() noexcept override {
     ws_.reset();
     observed = &no_observation;
-    run = nullptr;
   }
   void rehost(task_host& host) noexcept override { host_ = &host; }
 
@@ -112,9 +113,7 @@ class frame_free_driver final : public frame_free_run {
 
   // The machines report to the run's counts and to the host's
   // observation (not kept apart: a waiting task holds its run).
-  [[nodiscard]] step_context ctx() noexcept {
-    return step_context{&stats_, observed, run != nullptr ? run : host_->ambient_run()};
-  }
+  [[nodiscard]] step_context ctx() noexcept { return step_context{&stats_, observed, host_->run_of(task)}; }
   [[nodiscard]] stop_query stop() const noexcept { return stop_query{nullptr, host_->stopping_flag()}; }
 
   // An execution of `n` begins.
@@ -322,8 +321,7 @@ class frame_free_driver final : public frame_free_run {
       return;
     }
     waiting_ = false;
-    if (!in_run(run != nullptr ? run : host_->ambient_run(), [&] { return advance(std::move(st)); }))
-      return;  // waits again
+    if (!in_run(host_->run_of(task), [&] { return advance(std::move(st)); })) return;  // waits again
     reset();
     host_->run_ended(*this);  // last: the host may destroy this run (and itself)
   }

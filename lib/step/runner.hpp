@@ -132,8 +132,19 @@ class task_host {
   [[nodiscard]] bool stopping() const noexcept { return stopping_; }
   /// The same flag, for the step machine's stop query.
   [[nodiscard]] const bool* stopping_flag() const noexcept { return &stopping_; }
-  /// The run context of its runs whose `run` is null (see there).
-  [[nodiscard]] const run_context* ambient_run() const noexcept { return ambient_run_; }
+  /// The run its task `task`'s kernels serve (`op_context::run`): the
+  /// task's own context, when the host keeps one for it, else the
+  /// ambient one, which the host makes current around `start` (set once
+  /// for all the tasks it starts in a row, it costs a task nothing; a
+  /// waiting task holds no pointer for it).
+  [[nodiscard]] const run_context* run_of(std::uint32_t task) const noexcept {
+    if (const run_context* own = own_run(task)) return own;
+    return ambient_run_;
+  }
+  /// The task's own context, or null when it serves the ambient one.
+  [[nodiscard]] const run_context* own_run(std::uint32_t task) const noexcept {
+    return task_runs_ != nullptr ? task_runs_[task] : nullptr;
+  }
   /// The registry its runs bind their nets with.
   [[nodiscard]] const operator_registry& registry() const noexcept { return registry_; }
   /// Where its runs' asynchronous ops complete: it must run on the strand
@@ -148,7 +159,10 @@ class task_host {
   task_host(const task_host&) = delete;
   task_host& operator=(const task_host&) = delete;
   bool stopping_ = false;
+  /// See `run_of`: the ambient context, and the tasks' own (by task, null
+  /// for one that has none; the array itself null when none has).
   const run_context* ambient_run_ = nullptr;
+  const run_context* const* task_runs_ = nullptr;
 
  private:
   const operator_registry& registry_;
@@ -197,11 +211,6 @@ class frame_free_run : protected op_completion::target {
   /// The host's: told of the run's step executions and net runs (what it
   /// asked for) when set before `start`; it must outlive the run.
   const observation* observed = &no_observation;
-  /// The host's: the run its kernels serve (`op_context::run`), set before
-  /// `start`; it must outlive the run. Null: the host's `ambient_run`, which
-  /// the host has made current around `start` (set once for all the tasks
-  /// it starts in a row, it costs a task nothing).
-  const run_context* run = nullptr;
   // 32 bits each: a waiting task holds its run.
   std::uint32_t task = 0;  ///< the host's: which task this run is
   std::uint32_t slot = 0;  ///< the host's: where it keeps the run
