@@ -62,6 +62,16 @@ retry_policy rt_policy(int attempts, std::chrono::milliseconds backoff = 1ms, do
   return p;
 }
 
+// A one-task group on node "local": task "t", step "s", one net of a
+// FailTimes failing `times` runs with `message`, under `policy`.
+task_group rt_flaky(i64 times, const retry_policy& policy, const std::string& message = "Fail operator") {
+  net n("work");
+  n.op("FailTimes", {}, {}, {{"times", times}, {"message", message}});
+  task_group g;
+  REQUIRE(g.add(task("t", step("s").add_net(n)).retry(policy)));
+  return g;
+}
+
 // The model of one generated task: FailTimes `fails` under `policy`.
 struct rt_case_task {
   int fails = 0;
@@ -165,10 +175,7 @@ TEST_CASE("a retry wait ends at once when the run is cancelled, on both drivers"
     const auto cancel_after = std::chrono::milliseconds(rng() % 30);
     INFO((coroutine_only ? "coroutine driver" : "automatic driver")
          << ", cancelled after " << cancel_after.count() << " ms");
-    net n("work");
-    n.op("FailTimes", {}, {}, {{"times", i64{100}}});
-    task_group g;
-    REQUIRE(g.add(task("t", step("s").add_net(n)).retry(rt_policy(5, 3600s))));
+    const task_group g = rt_flaky(100, rt_policy(5, 3600s));
     hooks.coroutine_only = coroutine_only;
     local_session session(1);
     asio::cancellation_signal cancel;
@@ -206,10 +213,7 @@ TEST_CASE("a retry wait that would pass the run's deadline is not started", "[re
   auto& hooks = detail::test_driver_hooks();
   for (const bool coroutine_only : {false, true}) {
     INFO((coroutine_only ? "coroutine driver" : "automatic driver"));
-    net n("work");
-    n.op("FailTimes", {}, {}, {{"times", i64{1000}}, {"message", std::string("down")}});
-    task_group g;
-    REQUIRE(g.add(task("t", step("s").add_net(n)).retry(rt_policy(50, 40ms))));
+    const task_group g = rt_flaky(1000, rt_policy(50, 40ms), "down");
     hooks.coroutine_only = coroutine_only;
     local_session session(1);
     run_options o;
@@ -234,22 +238,16 @@ TEST_CASE("a policy never retries a cancellation, a code it does not name, or a 
   local_session session(1);
   // Not named: retry_on {timeout} and an op_failed failure.
   {
-    net n("work");
-    n.op("FailTimes", {}, {}, {{"times", i64{1}}});
     retry_policy p = rt_policy(3);
     p.retry_on = {errc::timeout};
-    task_group g;
-    REQUIRE(g.add(task("t", step("s").add_net(n)).retry(p)));
+    const task_group g = rt_flaky(1, p);
     const run_report r = rt_run(session, g);
     CHECK(r.tasks[0].status == task_status::failed);
     CHECK(r.tasks[0].attempts == 1);
   }
   // A bad argument is the net's own error at binding: never retried.
   {
-    net n("work");
-    n.op("FailTimes", {}, {}, {{"times", i64{-1}}});
-    task_group g;
-    REQUIRE(g.add(task("t", step("s").add_net(n)).retry(rt_policy(3))));
+    const task_group g = rt_flaky(-1, rt_policy(3));
     const run_report r = rt_run(session, g);
     CHECK(r.tasks[0].status == task_status::failed);
     CHECK(r.tasks[0].attempts == 1);
@@ -427,10 +425,7 @@ TEST_CASE("a task waiting to retry is described by the probe", "[retry][probe]")
   auto& hooks = detail::test_driver_hooks();
   for (const bool coroutine_only : {false, true}) {
     INFO((coroutine_only ? "coroutine driver" : "automatic driver"));
-    net n("work");
-    n.op("FailTimes", {}, {}, {{"times", i64{1}}, {"message", std::string("service down")}});
-    task_group g;
-    REQUIRE(g.add(task("t", step("s").add_net(n)).retry(rt_policy(3, 3600s))));
+    const task_group g = rt_flaky(1, rt_policy(3, 3600s), "service down");
     hooks.coroutine_only = coroutine_only;
     local_session session(1);
     run_probe probe;
@@ -598,10 +593,7 @@ TEST_CASE("the observer hears a retried task begin once, wait before each retry,
         events.push_back("end " + r.name + " " + std::to_string(r.attempts));
       }
     } obs;
-    net n("work");
-    n.op("FailTimes", {}, {}, {{"times", i64{2}}});
-    task_group g;
-    REQUIRE(g.add(task("t", step("s").add_net(n)).retry(rt_policy(4, 2ms, 2.0, true))));
+    const task_group g = rt_flaky(2, rt_policy(4, 2ms, 2.0, true));
     hooks.coroutine_only = coroutine_only;
     local_session session(1);
     run_options o;
@@ -666,4 +658,22 @@ TEST_CASE("every task begins and ends once for the observer, whichever driver ta
   CHECK(r.tasks[2].status == task_status::failed);
   CHECK(r.tasks[3].status == task_status::failed);
   for (const task_report& t : r.tasks) CHECK(t.began);
+}
+
+TEST_CASE("retried_steps lists every step of a task's work that retries, where it stands", "[retry]") {
+  const retry_policy twice = rt_policy(2);
+  const retry_policy once = rt_policy(1);  // never retries: not listed
+  net n("work");
+  n.op("FailTimes", {}, {}, {{"times", i64{0}}});
+  task t("t", step("root")
+                  .add_substep(step("a").add_net(n).retry(twice))
+                  .add_substep(step("b").add_substep(step("c").add_net(n).retry(twice)).retry(once)));
+  t.init(body(step("warm").add_net(n).retry(twice)));
+  t.report(step("tick").add_net(n).retry(twice), 10ms);
+  std::vector<std::string> got;
+  for (const retried_step& r : t.retried_steps())
+    got.push_back(r.where + r.path + " x" + std::to_string(r.step.retry().max_attempts));
+  CHECK(got == std::vector<std::string>{"init warm x2", "root/a x2", "root/b/c x2", "report tick x2"});
+  CHECK(retried_steps(step("alone").add_net(n).retry(twice), "here ").front().where == "here ");
+  CHECK(retried_steps(step("plain").add_net(n)).empty());
 }

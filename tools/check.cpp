@@ -100,37 +100,12 @@ std::string policy_text(const retry_policy& p) {
   return out;
 }
 
-// A line for each step of the tree at `root` whose policy retries, with a
-// note when what a failed attempt wrote stays (the step makes no
-// workspace of its own). `where` names the tree ("", "init ", ...).
-// Iterative: a tree may be max_step_depth levels deep.
-void step_retries(const execution_step& root, std::string_view where, std::string& out) {
-  std::vector<std::pair<const execution_step*, std::size_t>> path{{&root, 0}};  // a step, its next substep
-  auto visit = [&] {
-    const execution_step& s = *path.back().first;
-    if (!s.retry().retries()) return;
-    std::string name;
-    for (const auto& [step, next] : path) name += (name.empty() ? "" : "/") + step->name();
-    out += "    ";
-    out += where;
-    out += "step " + quote(name) + " retry: " + policy_text(s.retry()) + "\n";
-    if (!s.create_workspace()) out += "      note: no create_workspace: what a failed attempt wrote stays\n";
-  };
-  visit();
-  while (!path.empty()) {
-    auto& [s, next] = path.back();
-    if (next == s->substeps().size()) {
-      path.pop_back();
-      continue;
-    }
-    path.emplace_back(&s->substeps()[next++], 0);
-    visit();
-  }
-}
-
-void body_retries(const body& b, std::string_view where, std::string& out) {
-  for (const auto& item : b.items()) {
-    if (const auto* s = std::get_if<execution_step>(&item)) step_retries(*s, where, out);
+// A line for each step, with a note when what a failed attempt wrote stays
+// (the step makes no workspace of its own).
+void step_retries(const std::vector<retried_step>& steps, std::string& out) {
+  for (const retried_step& r : steps) {
+    out += "    " + r.where + "step " + quote(r.path) + " retry: " + policy_text(r.step.retry()) + "\n";
+    if (!r.step.create_workspace()) out += "      note: no create_workspace: what a failed attempt wrote stays\n";
   }
 }
 
@@ -143,14 +118,7 @@ void task_retries(const task& t, workspace_type type, std::string& out) {
       out += "      note: a global task: what a failed attempt wrote to node blobs is not undone\n";
     }
   }
-  for (const auto& [obj, scope] : t.setups()) {
-    if (scope == setup_scope::local) continue;  // the node's local init and exit, shown with the node
-    const char* prefix = scope == setup_scope::instance ? "instance " : "";
-    body_retries(obj->setup(), std::string(prefix) + "init ", out);
-    body_retries(obj->exit(), std::string(prefix) + "exit ", out);
-  }
-  if (t.step()) step_retries(*t.step(), "", out);
-  for (const auto& [s, every] : t.reports()) step_retries(s, "report ", out);
+  step_retries(t.retried_steps(), out);
 }
 
 tally task_tally(const task& t) {
@@ -235,7 +203,7 @@ void summarize_node(const task_group& group, const std::string& node_name, const
     total.add(rt);
     body_text += "  report step " + quote(r->step.name()) + " every " + std::to_string(r->interval.count()) + " ms (" +
                  plural(rt.steps, "step", "steps") + ", " + plural(rt.net_count(), "net", "nets") + ")\n";
-    step_retries(r->step, "", body_text);
+    step_retries(retried_steps(r->step), body_text);
   }
   tally init, exit;
   for (auto* obj : items.locals) {
@@ -245,11 +213,11 @@ void summarize_node(const task_group& group, const std::string& node_name, const
   if (init.net_count() != 0) {
     body_text += "  local init: " + plural(init.net_count(), "net", "nets") + " (" + join(init.net_names()) + ")\n";
   }
-  for (auto* obj : items.locals) body_retries(obj->setup(), "local init ", body_text);
+  for (auto* obj : items.locals) step_retries(retried_steps(obj->setup(), "local init "), body_text);
   if (exit.net_count() != 0) {
     body_text += "  local exit: " + plural(exit.net_count(), "net", "nets") + " (" + join(exit.net_names()) + ")\n";
   }
-  for (auto* obj : items.locals) body_retries(obj->exit(), "local exit ", body_text);
+  for (auto* obj : items.locals) step_retries(retried_steps(obj->exit(), "local exit "), body_text);
   total.add(init);
   total.add(exit);
   for (const net* n : items.remote) {

@@ -52,6 +52,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <type_traits>
 #include <typeinfo>
 #include <vector>
@@ -203,6 +204,23 @@ class task_output {
   std::shared_ptr<detail::output_state> state_;
 };
 
+/// A step whose retry policy retries, where it stands (`retried_steps`).
+struct retried_step {
+  /// Which tree holds it, as the caller named it (for a task's:
+  /// "" for its step, "init ", "exit ", "instance init ", "instance exit "
+  /// or "report ").
+  std::string where;
+  /// Its path from its tree's root: `root/child`.
+  std::string path;
+  execution_step step;  ///< a handle on the step
+};
+
+/// Every step of the tree at `root` whose retry policy retries, in
+/// depth-first order, each with `where`. Iterative: safe at any depth.
+TASKGROUP_API std::vector<retried_step> retried_steps(const execution_step& root, std::string_view where = {});
+/// The same for every step tree of body `b`, in order.
+TASKGROUP_API std::vector<retried_step> retried_steps(const body& b, std::string_view where = {});
+
 /// A step placed on a node, with outputs and setup work (a Caffe2 Task).
 class TASKGROUP_API task {
  public:
@@ -308,6 +326,11 @@ class TASKGROUP_API task {
 
   /// Attached setup objects (explicit init/exit bodies included), in order.
   [[nodiscard]] std::vector<std::pair<std::shared_ptr<setup_object>, setup_scope>> setups() const;
+  /// Every step of the task's work whose retry policy retries: those of
+  /// its task and instance init and exit work, of its step, then of its
+  /// report steps, each tree in depth-first order (its node's local setup
+  /// work is its node's, not the task's). Iterative: safe at any depth.
+  [[nodiscard]] std::vector<retried_step> retried_steps() const;
   /// Report steps with their intervals, in order.
   [[nodiscard]] std::vector<std::pair<execution_step, std::chrono::milliseconds>> reports() const;
   /// The declared outputs, in declaration order.

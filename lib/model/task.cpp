@@ -229,6 +229,63 @@ std::vector<std::pair<execution_step, std::chrono::milliseconds>> task::reports(
   return data_->extra.view().reports;
 }
 
+namespace {
+
+// Appends the steps of the tree at `root` whose policy retries.
+void retried_in(const execution_step& root, std::string_view where, std::vector<retried_step>& out) {
+  std::vector<std::pair<const execution_step*, std::size_t>> path{{&root, 0}};  // a step, its next substep
+  auto visit = [&] {
+    const execution_step& s = *path.back().first;
+    if (!s.retry().retries()) return;
+    std::string name;
+    for (const auto& [step, next] : path) name += (name.empty() ? "" : "/") + step->name();
+    out.push_back(retried_step{std::string(where), std::move(name), s});
+  };
+  visit();
+  while (!path.empty()) {
+    auto& [s, next] = path.back();
+    if (next == s->substeps().size()) {
+      path.pop_back();
+      continue;
+    }
+    path.emplace_back(&s->substeps()[next++], 0);
+    visit();
+  }
+}
+
+void retried_in(const body& b, std::string_view where, std::vector<retried_step>& out) {
+  for (const auto& item : b.items()) {
+    if (const auto* s = std::get_if<execution_step>(&item)) retried_in(*s, where, out);
+  }
+}
+
+}  // namespace
+
+std::vector<retried_step> retried_steps(const execution_step& root, std::string_view where) {
+  std::vector<retried_step> out;
+  retried_in(root, where, out);
+  return out;
+}
+
+std::vector<retried_step> retried_steps(const body& b, std::string_view where) {
+  std::vector<retried_step> out;
+  retried_in(b, where, out);
+  return out;
+}
+
+std::vector<retried_step> task::retried_steps() const {
+  std::vector<retried_step> out;
+  for (const auto& a : data_->extra.view().setups) {
+    if (a.scope == setup_scope::local) continue;  // the node's
+    const bool instance = a.scope == setup_scope::instance;
+    retried_in(a.obj->setup(), instance ? "instance init " : "init ", out);
+    retried_in(a.obj->exit(), instance ? "instance exit " : "exit ", out);
+  }
+  if (data_->user) retried_in(*data_->user, "", out);
+  for (const auto& [s, every] : data_->extra.view().reports) retried_in(s, "report ", out);
+  return out;
+}
+
 std::vector<output_decl> task::declared_outputs() const {
   std::vector<output_decl> out;
   out.reserve(data_->outputs.size());

@@ -26,33 +26,10 @@ std::string policy_text(const retry_policy& p) {
   return out + "]";
 }
 
-// A line, `owner` + the step's path + its policy, for each step of the tree
-// at `root` whose policy retries. Iterative: a tree may be max_step_depth
-// levels deep.
-void step_policies(const execution_step& root, const std::string& owner, std::vector<std::string>& lines) {
-  std::vector<std::pair<const execution_step*, std::size_t>> path{{&root, 0}};  // a step, its next substep
-  auto visit = [&] {
-    const execution_step& s = *path.back().first;
-    if (!s.retry().retries()) return;
-    std::string name;
-    for (const auto& [step, next] : path) name += (name.empty() ? "" : "/") + step->name();
-    lines.push_back(owner + "step " + quote(name) + " " + policy_text(s.retry()));
-  };
-  visit();
-  while (!path.empty()) {
-    auto& [s, next] = path.back();
-    if (next == s->substeps().size()) {
-      path.pop_back();
-      continue;
-    }
-    path.emplace_back(&s->substeps()[next++], 0);
-    visit();
-  }
-}
-
-void body_policies(const body& b, const std::string& owner, std::vector<std::string>& lines) {
-  for (const auto& item : b.items()) {
-    if (const auto* s = std::get_if<execution_step>(&item)) step_policies(*s, owner, lines);
+// A line, `owner` + where + the step's path + its policy, for each step.
+void step_policies(const std::vector<retried_step>& steps, const std::string& owner, std::vector<std::string>& lines) {
+  for (const retried_step& r : steps) {
+    lines.push_back(owner + r.where + "step " + quote(r.path) + " " + policy_text(r.step.retry()));
   }
 }
 
@@ -60,14 +37,7 @@ void body_policies(const body& b, const std::string& owner, std::vector<std::str
 void task_policies(const task& t, std::vector<std::string>& lines) {
   const std::string owner = "task " + quote(t.name()) + " ";
   if (t.retry().retries()) lines.push_back(owner + policy_text(t.retry()));
-  for (const auto& [obj, scope] : t.setups()) {
-    if (scope == setup_scope::local) continue;  // the node's, described with the group's local setups
-    const std::string prefix = owner + (scope == setup_scope::instance ? "instance " : "");
-    body_policies(obj->setup(), prefix + "init ", lines);
-    body_policies(obj->exit(), prefix + "exit ", lines);
-  }
-  if (t.step()) step_policies(*t.step(), owner, lines);
-  for (const auto& [s, every] : t.reports()) step_policies(s, owner + "report ", lines);
+  step_policies(t.retried_steps(), owner, lines);
 }
 
 // The group as every rank must see it, one line per fact.
@@ -88,10 +58,12 @@ std::vector<std::string> describe(const task_group& g, const std::map<std::strin
     lines.push_back(line + "]");
     task_policies(t, lines);
   }
-  for (const auto& r : g.report_steps()) step_policies(r.step, "node " + quote(r.node) + " report ", lines);
+  for (const auto& r : g.report_steps()) {
+    step_policies(retried_steps(r.step), "node " + quote(r.node) + " report ", lines);
+  }
   for (const auto& [n, obj] : g.local_setups()) {
-    body_policies(obj->setup(), "node " + quote(n) + " local init ", lines);
-    body_policies(obj->exit(), "node " + quote(n) + " local exit ", lines);
+    step_policies(retried_steps(obj->setup()), "node " + quote(n) + " local init ", lines);
+    step_policies(retried_steps(obj->exit()), "node " + quote(n) + " local exit ", lines);
   }
   for (const auto& r : g.remote_nets()) {
     lines.push_back("remote net " + quote(r.net.name()) + " on node " + quote(r.node) + ", " +
