@@ -72,6 +72,104 @@ TEST_CASE("report steps and local setup added to a used group fail its later run
   }
 }
 
+TEST_CASE("a group's name: empty by default, set and read back, passed on by tasks_by_node", "[task_group]") {
+  task_group g;
+  CHECK(g.name().empty());
+  CHECK(&g.name("checkout") == &g);  // chains like the other builders
+  CHECK(g.name() == "checkout");
+  task_group copy = g;  // a handle: copies share the name
+  CHECK(copy.name() == "checkout");
+  g.name("");  // unnamed again
+  CHECK(copy.name().empty());
+  g.name("résumé ✓ \"q\" \\ /");  // printable UTF-8, any of it
+  CHECK(g.name() == "résumé ✓ \"q\" \\ /");
+  const std::string longest(max_group_name_size, 'n');
+  g.name(longest);
+  CHECK(g.name() == longest);
+  REQUIRE(g.add(task("a", step("sa").add_net(fill_int("na", "x", 1))), node("n1")));
+  auto by_node = g.tasks_by_node();
+  REQUIRE(by_node);
+  CHECK(by_node.value().name() == longest);
+}
+
+TEST_CASE("a name out of limits is refused, naming the field and the limit, and changes nothing", "[task_group]") {
+  struct bad_name {
+    std::string name;
+    const char* message;
+  };
+  const bad_name cases[] = {
+      {std::string(max_group_name_size + 1, 'n'),
+       "task group: name must be at most 200 bytes (taskgroup::max_group_name_size), got 201"},
+      {std::string(5000, 'n'), "task group: name must be at most 200 bytes (taskgroup::max_group_name_size), got 5000"},
+      {"a\nb", "task group: name must hold no control characters, got \"a\\u000Ab\""},
+      {std::string("nul\0", 4), "task group: name must hold no control characters, got \"nul\\u0000\""},
+      {"tab\there", "task group: name must hold no control characters, got \"tab\\u0009here\""},
+      {"del\x7f", "task group: name must hold no control characters, got \"del\\u007F\""},
+      {"esc\x1b[1m", "task group: name must hold no control characters, got \"esc\\u001B[1m\""},
+      {"bad\xff", "task group: name must be valid UTF-8, got byte 0xFF at offset 3"},
+      {"cut\xc3", "task group: name must be valid UTF-8, got byte 0xC3 at offset 3"},
+      {"\xc0\xafoverlong", "task group: name must be valid UTF-8, got byte 0xC0 at offset 0"},
+      {"\xed\xa0\x80surrogate", "task group: name must be valid UTF-8, got byte 0xED at offset 0"},
+  };
+  // The limit counts bytes: 100 two-byte characters fit, 101 do not.
+  std::string two_byte;
+  for (int i = 0; i < 100; ++i) two_byte += "é";
+  task_group ok_group;
+  ok_group.name(two_byte);
+  CHECK(ok_group.name() == two_byte);
+  for (const auto& c : cases) {
+    INFO(c.message);
+    task_group g;
+    g.name("before");
+    try {
+      g.name(c.name);
+      FAIL("no exception");
+    } catch (const taskgroup::system_error& e) {
+      CHECK(e.error().code == errc::invalid_task);
+      CHECK(std::string(e.what()) == c.message);
+    }
+    CHECK(g.name() == "before");
+  }
+  try {
+    ok_group.name(two_byte + "é");
+    FAIL("no exception");
+  } catch (const taskgroup::system_error& e) {
+    CHECK(std::string(e.what()) ==
+          "task group: name must be at most 200 bytes (taskgroup::max_group_name_size), got 202");
+  }
+}
+
+TEST_CASE("naming a used group is refused as the other builders of a used group are", "[task_group][session]") {
+  task_group g;
+  g.name("first");
+  REQUIRE(g.add(task("a", step("s").add_net(fill_int("n", "x", 1)))));
+  local_session session(1);
+  REQUIRE(test::run_sync(session, g));
+  REQUIRE(g.used());
+  for (const char* attempt : {"second", "first", ""}) {
+    INFO(attempt);
+    try {
+      g.name(attempt);
+      FAIL("no exception");
+    } catch (const taskgroup::system_error& e) {
+      CHECK(e.error().code == errc::invalid_task);
+      CHECK(std::string(e.what()) ==
+            "task group: Cannot set name " + quote(attempt) + " on an already used TaskGroup.");
+    }
+    CHECK(g.name() == "first");
+  }
+  // Refused at the call; the group runs on as it was.
+  auto r = test::run_sync(session, g);
+  REQUIRE(r);
+  CHECK(r.value().ok());
+  // tasks_by_node uses a group too.
+  task_group h;
+  REQUIRE(h.add(task("a", step("s").add_net(fill_int("n", "x", 1)))));
+  REQUIRE(h.tasks_by_node());
+  CHECK_THROWS_AS(h.name("late"), taskgroup::system_error);
+  CHECK(h.name().empty());
+}
+
 TEST_CASE("workspace types: tasks take the group's, the group takes the first task's, no mixing", "[task_group]") {
   task_group typed(workspace_type::global);
   auto t = typed.add(task("t")).value();

@@ -41,6 +41,7 @@
 #include <boost/asio/system_executor.hpp>
 
 #include <chrono>
+#include <cstddef>
 #include <functional>
 #include <map>
 #include <memory>
@@ -86,6 +87,11 @@ struct TASKGROUP_API remote_net {
   taskgroup::net net;
 };
 
+/// The longest group name (`task_group::name`), in bytes: 200. A longer
+/// name is refused with an error naming the field and this limit
+/// (`errc::invalid_task`).
+inline constexpr std::size_t max_group_name_size = 200;
+
 /// Tasks that run together (a Caffe2 TaskGroup).
 class TASKGROUP_API task_group {
  public:
@@ -112,6 +118,25 @@ class TASKGROUP_API task_group {
   [[nodiscard]] std::optional<taskgroup::workspace_type> workspace_type() const noexcept;
   /// True once compiled by a session, or after `tasks_by_node`/`to_task`.
   [[nodiscard]] bool used() const noexcept;
+
+  /// Names the group `n`: at most `max_group_name_size` (200) bytes of
+  /// printable UTF-8 (no control character, U+0000 to U+001F or U+007F);
+  /// empty (the default) leaves it unnamed. The name labels the group's
+  /// metrics in its session (`group="<name>"`): a server should name its
+  /// groups by the kind of request they serve (`"checkout"`), not per
+  /// request, so that the labels stay few. `tasks_by_node` passes it on.
+  /// On a used group (`used()`) it changes nothing and throws
+  /// `taskgroup::system_error` (`errc::invalid_task`, "task group: Cannot
+  /// set name "n" on an already used TaskGroup."); so does a name out of
+  /// limits, naming the field and the limit ("task group: name must be at
+  /// most 200 bytes (taskgroup::max_group_name_size), got 201", "task
+  /// group: name must hold no control characters, got "a\u000Ab"", "task
+  /// group: name must be valid UTF-8, got byte 0xFF at offset 3").
+  /// Threading: as the other builders; a used group's name no longer
+  /// changes, so runs on any thread may read it.
+  task_group& name(std::string n);
+  /// The name set with `name`; empty for an unnamed group.
+  [[nodiscard]] const std::string& name() const noexcept;
 
   /// A report step on `on` (default `local`), every `interval` (default:
   /// the step's `run_every`, else 1000 ms). A report step on a node with no
@@ -183,7 +208,7 @@ class TASKGROUP_API task_group {
   /// group used. Calling it again with an equal node map returns the same
   /// result; with a different one it fails: "Cannot call tasks_by_node
   /// multiple times." Also fails when a report step's node has no task.
-  /// The remote nets come along, each on its mapped node.
+  /// The remote nets come along, each on its mapped node, and the name.
   result<task_group> tasks_by_node(std::function<std::string(std::string_view)> remap = {});
   /// Every node mapped to `on`: a new, unused task running the single
   /// grouped step (or an empty task when the group has none), to add to a

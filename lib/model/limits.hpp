@@ -1,6 +1,6 @@
-// Internal: the range checks of durations and instance counts, shared by
-// steps, tasks, groups, sessions, the MPI session and the plan reader (one
-// rule, one place).
+// Internal: the range checks of durations, instance counts and group
+// names, shared by steps, tasks, groups, sessions, the MPI session and the
+// plan reader and writer (one rule, one place).
 #pragma once
 
 #include <taskgroup/execution_step.hpp>
@@ -10,6 +10,7 @@
 #include <optional>
 #include <ratio>
 #include <string>
+#include <string_view>
 #include <type_traits>
 
 namespace taskgroup::detail {
@@ -86,6 +87,19 @@ inline std::string instance_product_fault(std::int64_t above, std::int64_t n) {
          " instances at once, more than " + std::to_string(max_instances) +
          " (taskgroup::max_instances, which bounds the product of the instance counts along a path)";
 }
+
+/// Offset of the first byte of `t` that does not start a valid UTF-8
+/// sequence (overlong forms, surrogates and code points past U+10FFFF
+/// included), or npos. (Group names here, plan text in lib/plan.)
+std::size_t invalid_utf8_at(std::string_view t);
+
+/// What is wrong with group name `name` (`task_group::name`), e.g. "must
+/// be at most 200 bytes (taskgroup::max_group_name_size), got 201", "must
+/// hold no control characters, got "a\u0001b"" or "must be valid UTF-8,
+/// got byte 0xFF at offset 3"; empty when it is at most
+/// `max_group_name_size` bytes of printable UTF-8. Callers prefix the
+/// field's name and place.
+std::string group_name_fault(std::string_view name);
 
 /// The first step of `root`'s tree (depth first, a step before its
 /// substeps) whose instances, run under `outer` instances of the tree (a

@@ -24,6 +24,7 @@ struct local_entry {
 
 struct task_group::data {
   std::optional<taskgroup::workspace_type> type;
+  std::string name;
   std::vector<task> tasks;
   // The full names of `tasks`, for unique names: views of the names each
   // task holds (set once, in data that the task list keeps alive).
@@ -100,6 +101,19 @@ std::vector<std::string> task_group::used_nodes() const {
 const taskgroup::cluster& task_group::cluster() const noexcept { return data_->nodes; }
 std::optional<taskgroup::workspace_type> task_group::workspace_type() const noexcept { return data_->type; }
 bool task_group::used() const noexcept { return data_->used; }
+const std::string& task_group::name() const noexcept { return data_->name; }
+
+task_group& task_group::name(std::string n) {
+  if (data_->used) {
+    throw system_error(
+        error(errc::invalid_task, "task group: Cannot set name " + quote(n) + " on an already used TaskGroup."));
+  }
+  if (std::string f = detail::group_name_fault(n); !f.empty()) {
+    throw system_error(error(errc::invalid_task, "task group: name " + f));
+  }
+  data_->name = std::move(n);
+  return *this;
+}
 const std::vector<group_report_step>& task_group::report_steps() const noexcept { return data_->reports; }
 
 status task_group::declare_input(std::string blob, node on, bool required, const std::type_info* type,
@@ -158,6 +172,62 @@ std::vector<std::pair<std::string, std::shared_ptr<setup_object>>> task_group::l
 }
 
 namespace detail {
+
+std::size_t invalid_utf8_at(std::string_view t) {
+  const auto* p = reinterpret_cast<const unsigned char*>(t.data());
+  const std::size_t n = t.size();
+  std::size_t i = 0;
+  while (i < n) {
+    const unsigned c = p[i];
+    if (c < 0x80) {
+      ++i;
+      continue;
+    }
+    std::size_t len = 0;
+    unsigned min = 0;
+    if (c >= 0xC2 && c <= 0xDF) {
+      len = 2;
+      min = 0x80;
+    } else if (c >= 0xE0 && c <= 0xEF) {
+      len = 3;
+      min = 0x800;
+    } else if (c >= 0xF0 && c <= 0xF4) {
+      len = 4;
+      min = 0x10000;
+    } else {
+      return i;
+    }
+    if (n - i < len) return i;
+    unsigned cp = c & (0x7Fu >> len);
+    for (std::size_t k = 1; k < len; ++k) {
+      const unsigned b = p[i + k];
+      if ((b & 0xC0) != 0x80) return i;
+      cp = (cp << 6) | (b & 0x3F);
+    }
+    if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return i;
+    i += len;
+  }
+  return std::string_view::npos;
+}
+
+std::string group_name_fault(std::string_view name) {
+  if (name.size() > max_group_name_size) {
+    return "must be at most " + std::to_string(max_group_name_size) + " bytes (taskgroup::max_group_name_size), got " +
+           std::to_string(name.size());
+  }
+  if (const std::size_t at = invalid_utf8_at(name); at != std::string_view::npos) {
+    static constexpr char hex[] = "0123456789ABCDEF";
+    const auto c = static_cast<unsigned char>(name[at]);
+    return std::string("must be valid UTF-8, got byte 0x") + hex[c >> 4] + hex[c & 15] + " at offset " +
+           std::to_string(at);
+  }
+  const bool control = std::any_of(name.begin(), name.end(), [](char c) {
+    const auto u = static_cast<unsigned char>(c);
+    return u < 0x20 || u == 0x7F;
+  });
+  if (control) return "must hold no control characters, got " + quote(name);
+  return {};
+}
 
 std::shared_ptr<const void> group_access::identity(const task_group& g) noexcept { return g.data_; }
 const void* group_access::key(const task_group& g) noexcept { return g.data_.get(); }
@@ -264,6 +334,7 @@ result<task_group> task_group::tasks_by_node(std::function<std::string(std::stri
   for (const auto& r : data_->remote) {
     TASKGROUP_TRY(grouped.add_remote_net(r.net, node(node_map[r.node])));
   }
+  grouped.data_->name = data_->name;
   data_->remap_used = node_map;
   data_->grouped = grouped;
   return grouped;

@@ -4,6 +4,8 @@
 #include <taskgroup/plan.hpp>
 #include <taskgroup/retry_policy.hpp>
 
+#include "model/limits.hpp"
+
 #include <boost/json.hpp>
 #include <boost/unordered/unordered_flat_map.hpp>
 
@@ -180,9 +182,8 @@ std::string printable(std::string_view s);
 /// What makes `s` no name in a plan (a control character), or empty.
 std::string name_fault(std::string_view s);
 /// Offset of the first byte of `t` that does not start a valid UTF-8
-/// sequence (overlong forms, surrogates and code points past U+10FFFF
-/// included), or npos.
-std::size_t invalid_utf8_at(std::string_view t);
+/// sequence, or npos (model/limits.hpp: group names are checked alike).
+using detail::invalid_utf8_at;
 /// An `errc::invalid_plan` error at `ptr` ("/" for the root).
 error bad(const pointer& ptr, const std::string& what);
 std::string_view kind_name(const json::value& v);

@@ -356,43 +356,6 @@ result<std::size_t> run_parser(json::basic_parser<strict_handler>& p, std::strin
 
 }  // namespace
 
-std::size_t invalid_utf8_at(std::string_view t) {
-  const auto* p = reinterpret_cast<const unsigned char*>(t.data());
-  const std::size_t n = t.size();
-  std::size_t i = 0;
-  while (i < n) {
-    const unsigned c = p[i];
-    if (c < 0x80) {
-      ++i;
-      continue;
-    }
-    std::size_t len = 0;
-    unsigned min = 0;
-    if (c >= 0xC2 && c <= 0xDF) {
-      len = 2;
-      min = 0x80;
-    } else if (c >= 0xE0 && c <= 0xEF) {
-      len = 3;
-      min = 0x800;
-    } else if (c >= 0xF0 && c <= 0xF4) {
-      len = 4;
-      min = 0x10000;
-    } else {
-      return i;
-    }
-    if (n - i < len) return i;
-    unsigned cp = c & (0x7Fu >> len);
-    for (std::size_t k = 1; k < len; ++k) {
-      const unsigned b = p[i + k];
-      if ((b & 0xC0) != 0x80) return i;
-      cp = (cp << 6) | (b & 0x3F);
-    }
-    if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return i;
-    i += len;
-  }
-  return std::string_view::npos;
-}
-
 result<document> parse_text(std::string_view text, text_kind kind) {
   TASKGROUP_TRY(check_text(text, kind));
   return parse_value_at(text, 0, true);
