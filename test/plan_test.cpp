@@ -186,6 +186,70 @@ TEST_CASE("a group written to JSON and read back runs identically", "[plan]") {
   CHECK(copy.cluster().options("n1").get<std::int64_t>("cores").value() == 2);
 }
 
+TEST_CASE("a plan keeps the group's name: written after the version when set, read back", "[plan]") {
+  auto g = rich_group();
+  const std::string unnamed = write_plan(g).value();
+  CHECK(json::parse(unnamed).get_object().if_contains("name") == nullptr);  // unnamed: no key
+  CHECK(read_plan(std::string_view(unnamed)).value().name().empty());
+
+  const std::string name = "checkout \"v2\" \\ é/✓";
+  g.name(name);
+  const std::string text = write_plan(g).value();
+  CHECK_THAT(text, Catch::StartsWith("{\n  \"taskgroup_plan\": 1,\n  \"name\": \"checkout \\\"v2\\\" \\\\ é/✓\",\n"));
+  auto back = read_plan(std::string_view(text));
+  REQUIRE(back);
+  CHECK(back.value().name() == name);
+  CHECK(write_plan(back.value()).value() == text);                   // stable
+  CHECK(read_plan(plan_to_json(g).value()).value().name() == name);  // and from a document
+  CHECK(test::plan_round_trip_fault(text).empty());
+
+  // The longest name, in characters of one to four bytes.
+  std::string longest;
+  while (longest.size() + 10 <= max_group_name_size) longest += "aé✓𝄞";
+  longest.append(max_group_name_size - longest.size(), 'z');
+  REQUIRE(longest.size() == max_group_name_size);
+  task_group named;
+  named.name(longest);
+  auto again = read_plan(std::string_view(write_plan(named).value()));
+  REQUIRE(again);
+  CHECK(again.value().name() == longest);
+
+  // Anywhere among the members, and "" reads as unnamed.
+  const std::string plain = R"({"nets": [], "name": "last", "taskgroup_plan": 1})";
+  CHECK(read_plan(std::string_view(plain)).value().name() == "last");
+  const std::string empty = R"({"taskgroup_plan": 1, "name": ""})";
+  auto unnamed_again = read_plan(std::string_view(empty));
+  REQUIRE(unnamed_again);
+  CHECK(unnamed_again.value().name().empty());
+  CHECK(json::parse(write_plan(unnamed_again.value()).value()).get_object().if_contains("name") == nullptr);
+}
+
+TEST_CASE("generated groups keep their names through a plan", "[plan]") {
+  int named = 0, longest = 0;
+  for (std::uint64_t seed = 1; seed <= 300; ++seed) {
+    const auto spec = model::generate(seed);
+    auto text = write_plan(model::build(spec));
+    if (!text) continue;  // inline operators: not a plan
+    INFO("seed " << seed << "\n" << text.value());
+    const json::value doc = json::parse(text.value());
+    const json::value* written = doc.get_object().if_contains("name");
+    if (spec.name.empty()) {
+      CHECK(written == nullptr);
+    } else {
+      REQUIRE(written != nullptr);
+      CHECK(written->as_string() == spec.name);
+      ++named;
+      if (spec.name.size() == max_group_name_size) ++longest;
+    }
+    auto back = read_plan(std::string_view(text.value()));
+    if (!back) continue;  // the model's own operators, when its test has not registered them
+    CHECK(back.value().name() == spec.name);
+    CHECK(test::plan_round_trip_fault(text.value()).empty());
+  }
+  CHECK(named > 50);
+  CHECK(longest > 5);
+}
+
 TEST_CASE("a plan keeps every step field", "[plan]") {
   task_group g;
   auto s = step("all")
@@ -325,6 +389,28 @@ TEST_CASE("plan errors name the JSON pointer of the fault", "[plan]") {
   SECTION("duplicate net names") {
     auto e = read_error(R"({"taskgroup_plan": 1, "nets": [{"name": "a"}, {"name": "a"}]})");
     CHECK(e.message == "/nets/1/name: duplicate net name \"a\"");
+  }
+  SECTION("a group name of the wrong type, too long, with a control character") {
+    CHECK(read_error(R"({"taskgroup_plan": 1, "name": 7})").message == "/name: expected a string, got integer");
+    CHECK(read_error(R"({"taskgroup_plan": 1, "name": ["a"]})").message == "/name: expected a string, got array");
+    CHECK(read_error(R"({"taskgroup_plan": 1, "name": null})").message == "/name: expected a string, got null");
+    CHECK(read_error(R"({"taskgroup_plan": 1, "name": ")" + std::string(201, 'n') + R"("})").message ==
+          "/name: must be at most 200 bytes (taskgroup::max_group_name_size), got 201");
+    // 67 three-byte characters: 201 bytes.
+    std::string checks;
+    for (int i = 0; i < 67; ++i) checks += "✓";
+    CHECK(read_error(R"({"taskgroup_plan": 1, "name": ")" + checks + R"("})").message ==
+          "/name: must be at most 200 bytes (taskgroup::max_group_name_size), got 201");
+    CHECK(read_error(R"({"taskgroup_plan": 1, "name": "a\u0001b"})").message ==
+          R"(/name: must hold no control characters, got "a\u0001b")");
+    CHECK(read_error(R"({"taskgroup_plan": 1, "name": "line\n"})").message ==
+          R"(/name: must hold no control characters, got "line\u000A")");
+    // A document built in C++ may hold what text cannot.
+    json::object doc{{"taskgroup_plan", 1}, {"name", "bad\xFF"}};
+    auto g = read_plan(json::value(doc));
+    REQUIRE_FALSE(g);
+    CHECK(g.error().code == errc::invalid_plan);
+    CHECK(g.error().message == "/name: must be valid UTF-8, got byte 0xFF at offset 3");
   }
 }
 

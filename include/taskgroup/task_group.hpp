@@ -89,7 +89,8 @@ struct TASKGROUP_API remote_net {
 
 /// The longest group name (`task_group::name`), in bytes: 200. A longer
 /// name is refused with an error naming the field and this limit
-/// (`errc::invalid_task`).
+/// (`errc::invalid_task`; in a plan's top-level `"name"`,
+/// `errc::invalid_plan`).
 inline constexpr std::size_t max_group_name_size = 200;
 
 /// Tasks that run together (a Caffe2 TaskGroup).
@@ -133,7 +134,8 @@ class TASKGROUP_API task_group {
   /// group: name must hold no control characters, got "a\u000Ab"", "task
   /// group: name must be valid UTF-8, got byte 0xFF at offset 3").
   /// Threading: as the other builders; a used group's name no longer
-  /// changes, so runs on any thread may read it.
+  /// changes, so runs on any thread may read it. Plans carry the name as
+  /// their top-level `"name"` (docs/plan-format.md).
   task_group& name(std::string n);
   /// The name set with `name`; empty for an unnamed group.
   [[nodiscard]] const std::string& name() const noexcept;

@@ -302,9 +302,18 @@ status reader::local_setups(task_group& g, plan_members& m, const std::set<std::
 }
 
 // The keys a plan may hold at its top.
-constexpr std::string_view plan_keys[] = {"taskgroup_plan", "workspace_type", "nodes",        "inputs",
-                                          "nets",           "tasks",          "report_steps", "local_init",
-                                          "local_exit",     "remote_nets"};
+constexpr std::string_view plan_keys[] = {"taskgroup_plan", "name",       "workspace_type", "nodes",
+                                          "inputs",         "nets",       "tasks",          "report_steps",
+                                          "local_init",     "local_exit", "remote_nets"};
+
+// The group's name at the plan's "name": a string within the limits of
+// `task_group::name`.
+result<std::string> group_name(const json::value& v) {
+  const pointer at(document_root, "name");
+  TASKGROUP_TRY(auto name, get_string(v, at));
+  if (std::string f = detail::group_name_fault(name); !f.empty()) return bad(at, f);
+  return name;
+}
 
 result<task_group> reader::plan(plan_members& m) {
   for (std::string_view k : m.keys()) {
@@ -320,6 +329,11 @@ result<task_group> reader::plan(plan_members& m) {
     return bad(version_at, "unsupported plan version " + std::to_string(version) + " (this reader knows " +
                                std::to_string(plan_format_version) + ")");
   }
+  std::string name;
+  TASKGROUP_TRY(const json::value* name_v, m.value("name"));
+  if (name_v != nullptr) {
+    TASKGROUP_TRY(name, group_name(*name_v));
+  }
   // Nets first, wherever they are: steps name them.
   const pointer nets_at(document_root, "nets");
   TASKGROUP_TRY(m.each("nets", [&](const json::value& e, std::size_t i) { return net_of(e, child(nets_at, i)); }));
@@ -329,6 +343,7 @@ result<task_group> reader::plan(plan_members& m) {
     TASKGROUP_TRY(type, ws_type(*type_v, child(document_root, "workspace_type")));
   }
   task_group g(type);
+  g.name(std::move(name));
   TASKGROUP_TRY(const json::value* nodes_v, m.value("nodes"));
   if (nodes_v != nullptr) {
     TASKGROUP_TRY(node_list(*nodes_v));

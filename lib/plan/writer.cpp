@@ -232,6 +232,7 @@ result<json::value> plan_to_json(const task_group& group) {
   writer w;
   json::object plan;
   plan["taskgroup_plan"] = plan_format_version;
+  if (!group.name().empty()) plan["name"] = group.name();
   if (group.workspace_type()) plan["workspace_type"] = std::string(to_string(*group.workspace_type()));
 
   json::array nodes;

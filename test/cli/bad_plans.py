@@ -25,6 +25,11 @@ cases = [
                       '"should_stop_blob": "x"}}]}' % NET,
      '/tasks/0/step: both "num_iter" and "should_stop_blob"'),
     ("bad_type", '{"taskgroup_plan": 1, "tasks": [{"name": 5}]}', '/tasks/0/name: expected a string, got integer'),
+    ("group_name_type", '{"taskgroup_plan": 1, "name": true}', '/name: expected a string, got bool'),
+    ("group_name_long", '{"taskgroup_plan": 1, "name": "%s"}' % ("n" * 201),
+     '/name: must be at most 200 bytes (taskgroup::max_group_name_size), got 201'),
+    ("group_name_control", '{"taskgroup_plan": 1, "name": "a\\tb"}',
+     '/name: must hold no control characters, got "a\\u0009b"'),
     ("report_no_task", '{"taskgroup_plan": 1, "nets": [%s], "report_steps": [{"node": "x", "step": '
                        '{"nets": ["n"]}}]}' % NET,
      '/report_steps/0: report step on node "x", which has no task'),

@@ -32,6 +32,8 @@ for path in plans:
         cli.check(nets(original) == nets(rewritten), f"{name}: nets survive the round trip",
                   (original.get("nets"), rewritten.get("nets")))
     cli.check(len(original.get("tasks", [])) == len(rewritten.get("tasks", [])), f"{name}: every task survives")
+    cli.check(original.get("name") == rewritten.get("name"), f"{name}: the group's name survives",
+              (original.get("name"), rewritten.get("name")))
 
     args = ["--policy", "gather"] if name == "gather.json" else []
     a = cli.run("run", "--json", "-q", *args, path)

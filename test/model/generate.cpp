@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <iterator>
 #include <random>
 #include <sstream>
 #include <utility>
@@ -344,12 +345,33 @@ body leaves_body(const std::vector<gnode>& ls) {
   return b;
 }
 
+// A group name drawn from `seed` with a generator of its own, so that the
+// name leaves the trees a seed draws as they are.
+std::string draw_name(std::uint64_t seed) {
+  std::mt19937_64 rng(seed ^ 0x6e616d65);  // "name"
+  const auto pick = [&](std::uint64_t n) { return rng() % n; };
+  if (pick(2) == 0) return {};
+  static const char* const parts[] = {"checkout", "search", " ",    "/", "\"", "\\", "-", "_", ".",
+                                      "é",        "✓",      "名前", "0", "7",  "{",  "}", "~1"};
+  if (pick(8) == 0) {  // the longest a name may be: 200 bytes, some of them in multi-byte characters
+    std::string longest;
+    while (longest.size() + 3 <= max_group_name_size) longest += pick(2) == 0 ? "✓" : "abc";
+    longest.append(max_group_name_size - longest.size(), 'z');
+    return longest;
+  }
+  std::string name;
+  const std::uint64_t n = 1 + pick(6);
+  for (std::uint64_t i = 0; i < n; ++i) name += parts[pick(std::size(parts))];
+  return name;
+}
+
 }  // namespace
 
 group_spec generate(std::uint64_t seed) {
   generator gen(seed);
   group_spec s;
   s.seed = seed;
+  s.name = draw_name(seed);
   s.global = gen.coin();
   s.runs = gen.pick(2, 3);
   const int tasks = 1 + gen.weighted({60, 25, 15});
@@ -399,6 +421,7 @@ std::vector<initial_blob> initial_blobs(const node_spec& n) {
 
 task_group build(const group_spec& spec) {
   task_group g(spec.global ? workspace_type::global : workspace_type::private_);
+  g.name(spec.name);
   std::vector<bool> has_task(spec.nodes.size(), false);
   for (std::size_t j = 0; j < spec.tasks.size(); ++j) {
     const task_spec& ts = spec.tasks[j];

@@ -136,6 +136,11 @@ struct node_spec {
 
 struct group_spec {
   std::uint64_t seed = 0;
+  // The group's name (`task_group::name`), drawn apart from the tree's
+  // draws: empty in about half the seeds, else names of every shape the
+  // limits allow (spaces, quotes, backslashes, multi-byte characters, the
+  // longest). It labels metrics only: the runs do not depend on it.
+  std::string name;
   bool global = false;
   int runs = 2;  // runs of the same group on one session
   std::vector<node_spec> nodes;

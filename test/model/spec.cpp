@@ -161,7 +161,9 @@ void dump_leaves(std::ostringstream& o, const char* what, const std::vector<gnod
 
 std::string dump(const group_spec& spec) {
   std::ostringstream o;
-  o << "group seed=" << spec.seed << " " << (spec.global ? "GLOBAL" : "PRIVATE") << " runs=" << spec.runs << "\n";
+  o << "group seed=" << spec.seed << " " << (spec.global ? "GLOBAL" : "PRIVATE") << " runs=" << spec.runs;
+  if (!spec.name.empty()) o << " name=" << quote(spec.name);
+  o << "\n";
   for (std::size_t i = 0; i < spec.nodes.size(); ++i) {
     const node_spec& n = spec.nodes[i];
     o << "node n" << i << " initial c=";
