@@ -235,6 +235,7 @@ std::string summarize_group(const task_group& group, std::string_view path) {
   tally total;
 
   out += std::string(path) + ": valid plan (format " + std::to_string(plan_format_version) + ")\n";
+  if (!group.name().empty()) out += "group name: " + quote(group.name()) + "\n";
   if (group.workspace_type()) out += "workspace type: " + std::string(to_string(*group.workspace_type())) + "\n";
 
   // Each node's items at its position in `nodes`, found through an open

@@ -227,7 +227,10 @@ std::string dot_escape(std::string_view s) {
 std::string group_to_dot(const task_group& group, std::string_view title) {
   dot_writer w;
   w.out << "digraph \"taskgroup\" {\n";
-  w.out << "  graph [label=\"" << dot_escape(title) << "\", labelloc=t, rankdir=LR, fontname=\"Helvetica\"];\n";
+  // A named group's name under the title.
+  std::string title_label = dot_escape(title);
+  if (!group.name().empty()) title_label += "\\n" + dot_escape("group " + quote(group.name()));
+  w.out << "  graph [label=\"" << title_label << "\", labelloc=t, rankdir=LR, fontname=\"Helvetica\"];\n";
   w.out << "  node [fontname=\"Helvetica\", fontsize=10];\n";
   w.out << "  edge [fontname=\"Helvetica\", fontsize=9];\n";
   std::size_t cluster = 0;

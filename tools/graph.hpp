@@ -22,7 +22,8 @@
 
 namespace taskgroup::cli {
 
-/// The DOT text of `group`; `title` labels the graph (e.g. the plan file).
+/// The DOT text of `group`; `title` labels the graph (e.g. the plan file),
+/// with a second line `group "<name>"` for a named group.
 std::string group_to_dot(const task_group& group, std::string_view title);
 
 /// `s` as the inside of a DOT double-quoted string: its control characters

@@ -89,6 +89,20 @@ for n in range(9, 13):
     want = f"{n} nodes ({names}), {n} tasks, {n} steps, 1 net (0 ops)"
     cli.check(p.stdout.splitlines()[1:3] == ["workspace type: private", want], f"{n} nodes: totals line", p.stdout)
 
+# A named group: its name on the line after the first, quoted as names are
+# in messages; an unnamed one has no such line.
+named = {"taskgroup_plan": 1, "name": 'checkout "v2" \\ ✓', "workspace_type": "global",
+         "nets": [{"name": "w", "ops": []}], "tasks": [{"name": "t", "step": {"name": "s", "nets": ["w"]}}]}
+path = cli.temp("named.json", json.dumps(named, ensure_ascii=False))
+p = cli.run("check", path)
+cli.check_exit(p, OK, "check named.json")
+cli.check(p.stdout.splitlines()[:4] == [f"{path}: valid plan (format 1)", 'group name: "checkout "v2" \\ ✓"',
+                                        "workspace type: global", "1 node (local), 1 task, 1 step, 1 net (0 ops)"],
+          "named.json: the group's name below the first line", p.stdout)
+for name in SHIPPED:
+    p = cli.run("check", cli.shipped(name))
+    cli.check("group name:" not in p.stdout, f"check {name}: an unnamed group has no name line", p.stdout)
+
 bad = cli.temp("bad.json", '{"taskgroup_plan": 1, "nets": [{"name": "n", "ops": [{"type": "Ad"}]}]}')
 p = cli.run("check", bad)
 cli.check_exit(p, USAGE, "check on a plan with an unknown op")

@@ -58,6 +58,10 @@ cli.check('label="step ask\\nown workspace\\nretry x2"' in p.stdout, "retry grap
 cli.check(p.stdout.count("retry x") == 2, "retry graph: only the policies that retry", p.stdout)
 
 p = cli.run("graph", cli.plan("weird_names.json"))
+# A named group's name on the title's second line.
+title = cli.plan("weird_names.json")
+cli.check(f'graph [label="{title}\\ngroup \\"group \\"weird\\" \\\\ {{x}}|<y> ✓\\"",' in p.stdout,
+          "graph: the group's name below the title", p.stdout[:300])
 # (Plans refuse control characters in names: no newline to escape here.)
 cli.check('node \\"one\\"' in p.stdout and "in/ner" in p.stdout and "outer \\\\ \\\"step\\\"" in p.stdout,
           "graph: quotes and backslashes are escaped", p.stdout)
