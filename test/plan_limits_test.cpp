@@ -31,7 +31,7 @@ using namespace taskgroup::test;
 
 namespace {
 
-std::string read_error(std::string_view text) {
+std::string limits_read_error(std::string_view text) {
   auto g = read_plan(text);
   REQUIRE_FALSE(g);
   CHECK(g.error().code == errc::invalid_plan);
@@ -102,19 +102,19 @@ void on_small_stack(std::size_t bytes, F f) {
 
 TEST_CASE("plan durations beyond max_duration are refused, naming the key and the limit", "[plan]") {
   const std::string limit = "must be at most 1099511627776 ms (taskgroup::max_duration, about 34.8 years)";
-  CHECK(read_error(with_step(R"({"nets": ["n"], "timeout_ms": 10000000000000})")) ==
+  CHECK(limits_read_error(with_step(R"({"nets": ["n"], "timeout_ms": 10000000000000})")) ==
         "/tasks/0/step/timeout_ms: " + limit + ", got 10000000000000");
-  CHECK(read_error(
+  CHECK(limits_read_error(
             with_step(R"({"substeps": [{"nets": ["n"]}, {"nets": ["n"], "run_every_ms": 4611686018427387904}]})")) ==
         "/tasks/0/step/substeps/1/run_every_ms: " + limit + ", got 4611686018427387904");
-  CHECK(read_error(R"({"taskgroup_plan": 1, "nets": [{"name": "n"}], "tasks": [{"step": {"nets": ["n"]},
+  CHECK(limits_read_error(R"({"taskgroup_plan": 1, "nets": [{"name": "n"}], "tasks": [{"step": {"nets": ["n"]},
       "reports": [{"interval_ms": 9223372036854775807, "step": {"nets": ["n"]}}]}]})") ==
         "/tasks/0/reports/0/interval_ms: " + limit + ", got 9223372036854775807");
-  CHECK(read_error(R"({"taskgroup_plan": 1, "nets": [{"name": "n"}], "tasks": [{"step": {"nets": ["n"]}}],
+  CHECK(limits_read_error(R"({"taskgroup_plan": 1, "nets": [{"name": "n"}], "tasks": [{"step": {"nets": ["n"]}}],
       "report_steps": [{"interval_ms": 1099511627777, "step": {"nets": ["n"]}}]})") ==
         "/report_steps/0/interval_ms: " + limit + ", got 1099511627777");
   CHECK(reads(with_step(R"({"nets": ["n"], "timeout_ms": 1099511627776})")));
-  CHECK(read_error(with_step(R"({"nets": ["n"], "timeout_ms": 0})")) ==
+  CHECK(limits_read_error(with_step(R"({"nets": ["n"], "timeout_ms": 0})")) ==
         "/tasks/0/step/timeout_ms: must be > 0 ms, got 0");
 }
 
@@ -151,7 +151,7 @@ TEST_CASE("retry policies are refused at the member at fault, in the policy's wo
   for (const auto& [retry, fault] : cases) {
     for (const auto& [text, at] : with_retry(retry)) {
       INFO(text);
-      CHECK(read_error(text) == at + fault);
+      CHECK(limits_read_error(text) == at + fault);
     }
   }
   // Every code that is never retried, by its name.
@@ -161,7 +161,7 @@ TEST_CASE("retry policies are refused at the member at fault, in the policy's wo
     if (retryable(static_cast<errc>(c))) {
       CHECK(reads(text));
     } else {
-      CHECK(read_error(text) == at + "/retry_on/0: retry_on must not hold " + name + ": it is never retried");
+      CHECK(limits_read_error(text) == at + "/retry_on/0: retry_on must not hold " + name + ": it is never retried");
     }
   }
   // The limits themselves are within them.
@@ -173,39 +173,39 @@ TEST_CASE("retry policies are refused at the member at fault, in the policy's wo
 }
 
 TEST_CASE("plan instance counts beyond max_instances are refused, naming the key and the limit", "[plan]") {
-  CHECK(read_error(with_step(R"({"nets": ["n"], "num_concurrent_instances": 1000000})")) ==
+  CHECK(limits_read_error(with_step(R"({"nets": ["n"], "num_concurrent_instances": 1000000})")) ==
         "/tasks/0/step/num_concurrent_instances: must be at most 65536 (taskgroup::max_instances), got 1000000");
-  CHECK(read_error(R"({"taskgroup_plan": 1, "tasks": [{"num_instances": 4611686018427387904}]})") ==
+  CHECK(limits_read_error(R"({"taskgroup_plan": 1, "tasks": [{"num_instances": 4611686018427387904}]})") ==
         "/tasks/0/num_instances: must be at most 65536 (taskgroup::max_instances), got 4611686018427387904");
   CHECK(reads(R"({"taskgroup_plan": 1, "tasks": [{"num_instances": 65536}]})"));
 }
 
 TEST_CASE("duplicate keys are refused, naming the key and its place", "[plan]") {
-  CHECK(read_error(R"({"taskgroup_plan":2,"taskgroup_plan":1})") ==
+  CHECK(limits_read_error(R"({"taskgroup_plan":2,"taskgroup_plan":1})") ==
         "line 1, column 21: duplicate key \"taskgroup_plan\"");
-  CHECK(read_error("{\"taskgroup_plan\": 1,\n \"tasks\": [{\"name\": \"a\"}],\n \"tasks\": []}") ==
+  CHECK(limits_read_error("{\"taskgroup_plan\": 1,\n \"tasks\": [{\"name\": \"a\"}],\n \"tasks\": []}") ==
         "line 3, column 2: duplicate key \"tasks\"");
   // The same key in different objects is fine.
   CHECK(reads(R"({"taskgroup_plan": 1, "tasks": [{"name": "a"}, {"name": "b"}]})"));
 }
 
 TEST_CASE("integers beyond 64 bits are refused as out of range", "[plan]") {
-  CHECK(read_error(with_step(R"({"nets": ["n"], "num_iter": 18446744073709551615})")) ==
+  CHECK(limits_read_error(with_step(R"({"nets": ["n"], "num_iter": 18446744073709551615})")) ==
         "/tasks/0/step/num_iter: integer out of range (at most 9223372036854775807), got 18446744073709551615");
-  CHECK(read_error(with_step(R"({"nets": ["n"], "num_iter": 99999999999999999999})")) ==
+  CHECK(limits_read_error(with_step(R"({"nets": ["n"], "num_iter": 99999999999999999999})")) ==
         "line 1, column 119: integer out of range (integers fit in 64 bits): 99999999999999999999");
-  CHECK(read_error(with_arg("9223372036854775808")) ==
+  CHECK(limits_read_error(with_arg("9223372036854775808")) ==
         "/nets/0/ops/0/args/value: integer out of range (at most 9223372036854775807), got 9223372036854775808");
-  CHECK(read_error(with_arg("[1, 9223372036854775808]")) ==
+  CHECK(limits_read_error(with_arg("[1, 9223372036854775808]")) ==
         "/nets/0/ops/0/args/value/1: integer out of range (at most 9223372036854775807), got 9223372036854775808");
-  CHECK(read_error(with_arg(R"({"type": "int64", "value": 1e3})")) ==
+  CHECK(limits_read_error(with_arg(R"({"type": "int64", "value": 1e3})")) ==
         "/nets/0/ops/0/args/value/value: expected an integer, got number");
   CHECK(reads(with_arg("-9223372036854775808")));
 }
 
 TEST_CASE("non-finite numbers are refused when read and never written", "[plan]") {
-  CHECK(read_error(with_arg("1e999")) == "line 1, column 115: number out of range (not a finite double): 1e999");
-  CHECK(read_error(with_arg(R"({"type": "list<double>", "value": [1.5, -1e400]})")) ==
+  CHECK(limits_read_error(with_arg("1e999")) == "line 1, column 115: number out of range (not a finite double): 1e999");
+  CHECK(limits_read_error(with_arg(R"({"type": "list<double>", "value": [1.5, -1e400]})")) ==
         "line 1, column 155: number out of range (not a finite double): -1e400");
   // Underflow reads as zero, which is finite.
   CHECK(reads(with_arg("1e-400")));
@@ -251,33 +251,33 @@ TEST_CASE("doubles of any magnitude are written and read back exactly", "[plan]"
 }
 
 TEST_CASE("invalid UTF-8 and a byte order mark are named as such", "[plan]") {
-  CHECK(read_error("{\"taskgroup_plan\": 1,\n \"tasks\": [{\"name\": \"a\xff\"}]}") ==
+  CHECK(limits_read_error("{\"taskgroup_plan\": 1,\n \"tasks\": [{\"name\": \"a\xff\"}]}") ==
         "invalid UTF-8 at line 2, column 23 (byte 0xFF)");
-  CHECK(read_error("{\"taskgroup_plan\": 1, \"tasks\": [{\"name\": \"\xc3\xa9\xc0\xaf\"}]}") ==
+  CHECK(limits_read_error("{\"taskgroup_plan\": 1, \"tasks\": [{\"name\": \"\xc3\xa9\xc0\xaf\"}]}") ==
         "invalid UTF-8 at line 1, column 44 (byte 0xC0)");  // an overlong '/'
-  CHECK(read_error("{\"taskgroup_plan\": 1, \"tasks\": [{\"name\": \"\xed\xa0\x80\"}]}") ==
+  CHECK(limits_read_error("{\"taskgroup_plan\": 1, \"tasks\": [{\"name\": \"\xed\xa0\x80\"}]}") ==
         "invalid UTF-8 at line 1, column 43 (byte 0xED)");  // a surrogate
-  CHECK(read_error("\xef\xbb\xbf{\"taskgroup_plan\": 1}") ==
+  CHECK(limits_read_error("\xef\xbb\xbf{\"taskgroup_plan\": 1}") ==
         "line 1, column 1: a byte order mark (BOM) starts the text; plans are UTF-8 without one");
   auto f = read_feeds(std::string_view("\xef\xbb\xbf{}"), task_group());
   REQUIRE_FALSE(f);
   CHECK(f.error().message == "line 1, column 1: a byte order mark (BOM) starts the text; inputs are UTF-8 without one");
   // Columns count characters, not bytes.
-  CHECK(read_error("{\"tasks\": [{\"name\": \"\xc3\xa9\xc3\xa9\"}], }") == "line 1, column 29: syntax error");
+  CHECK(limits_read_error("{\"tasks\": [{\"name\": \"\xc3\xa9\xc3\xa9\"}], }") == "line 1, column 29: syntax error");
   CHECK(reads("{\"taskgroup_plan\": 1, \"tasks\": [{\"name\": \"caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80\"}]}"));
 }
 
 TEST_CASE("names with control characters are refused", "[plan]") {
-  CHECK(read_error(R"({"taskgroup_plan": 1, "tasks": [{"name": "a\u0000b"}]})") ==
+  CHECK(limits_read_error(R"({"taskgroup_plan": 1, "tasks": [{"name": "a\u0000b"}]})") ==
         "/tasks/0/name: a name cannot hold control characters, got \"a\\u0000b\"");
-  CHECK(read_error(with_step(R"({"name": "s\n", "nets": ["n"]})")) ==
+  CHECK(limits_read_error(with_step(R"({"name": "s\n", "nets": ["n"]})")) ==
         "/tasks/0/step/name: a name cannot hold control characters, got \"s\\u000A\"");
-  CHECK(read_error(R"({"taskgroup_plan": 1, "nets": [{"name": "\u001f"}]})") ==
+  CHECK(limits_read_error(R"({"taskgroup_plan": 1, "nets": [{"name": "\u001f"}]})") ==
         "/nets/0/name: a name cannot hold control characters, got \"\\u001F\"");
-  CHECK(read_error(R"({"taskgroup_plan": 1, "tasks": [{"node": "x\u007f"}]})") ==
+  CHECK(limits_read_error(R"({"taskgroup_plan": 1, "tasks": [{"node": "x\u007f"}]})") ==
         "/tasks/0/node: a name cannot hold control characters, got \"x\\u007F\"");
   // Keys are shown escaped in pointers and messages.
-  CHECK(read_error(R"({"taskgroup_plan": 1, "t\u0001": 1})") == "/t\\u0001: unknown key \"t\\u0001\"");
+  CHECK(limits_read_error(R"({"taskgroup_plan": 1, "t\u0001": 1})") == "/t\\u0001: unknown key \"t\\u0001\"");
   // String arguments are data: any character is fine.
   CHECK(reads(with_arg(R"("tab\there \u0000")")));
 }
@@ -288,7 +288,7 @@ TEST_CASE("plans larger than max_plan_size are refused before parsing", "[plan]"
   const std::size_t size = max_plan_size + 1;
   void* p = mmap(nullptr, size, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   REQUIRE(p != MAP_FAILED);
-  CHECK(read_error(std::string_view(static_cast<const char*>(p), size)) ==
+  CHECK(limits_read_error(std::string_view(static_cast<const char*>(p), size)) ==
         "the plan is 268435457 bytes, more than 268435456 (taskgroup::max_plan_size, 256 MiB)");
   // The same limit for inputs text, in its own words.
   auto f = read_feeds(std::string_view(static_cast<const char*>(p), size), task_group());
@@ -389,11 +389,11 @@ TEST_CASE("a step tree deeper than max_step_depth is refused, naming the limit a
   for (std::size_t i = 1; i <= max_step_depth; ++i) step_json = R"({"substeps": [)" + step_json + "]}";
   std::string pointer = "/tasks/0/step";
   for (std::size_t i = 1; i <= max_step_depth; ++i) pointer += "/substeps/0";
-  CHECK(read_error(with_step(step_json)) ==
+  CHECK(limits_read_error(with_step(step_json)) ==
         pointer + ": steps nest deeper than taskgroup::max_step_depth (1000 levels)");
   // Far deeper JSON stops in the parser, which says what the limit is.
   std::string deep(5000, '[');
-  CHECK_THAT(read_error(R"({"taskgroup_plan": 1, "x": )" + deep),
+  CHECK_THAT(limits_read_error(R"({"taskgroup_plan": 1, "x": )" + deep),
              Catch::Contains("nested deeper than 2008 levels (a step tree holds at most taskgroup::max_step_depth = "
                              "1000 levels)"));
 }

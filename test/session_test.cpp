@@ -477,7 +477,7 @@ namespace {
 class noop_observer final : public run_observer {};
 
 // What a run left behind, to compare the inline and the coroutine paths.
-struct run_outcome {
+struct driver_outcome {
   bool ok = false;
   std::string error;
   std::vector<std::string> tasks;  // name, status, iterations, failure
@@ -486,7 +486,7 @@ struct run_outcome {
 
 // `coroutine_only`: every task on the coroutine driver (the test hook);
 // else each on the driver its tree allows.
-run_outcome outcome_of(const task_group& g, run_policy policy, bool coroutine_only, bool observed = false) {
+driver_outcome drive_outcome(const task_group& g, run_policy policy, bool coroutine_only, bool observed = false) {
   local_session session(1);
   noop_observer observer;
   run_options o;
@@ -495,7 +495,7 @@ run_outcome outcome_of(const task_group& g, run_policy policy, bool coroutine_on
   detail::test_driver_hooks().coroutine_only = coroutine_only;
   auto r = test::run_sync(session, g, o);
   detail::test_driver_hooks().coroutine_only = false;
-  run_outcome out;
+  driver_outcome out;
   out.ok = static_cast<bool>(r);
   if (!r) out.error = r.error().message;
   if (r) {
@@ -524,9 +524,9 @@ net stop_when(const std::string& blob, i64 limit) {
 // driver alone, under both policies, and checks that the outcomes match.
 void check_same_outcomes(const task_group& g) {
   for (run_policy policy : {run_policy::join, run_policy::gather}) {
-    const run_outcome frame_free = outcome_of(g, policy, false);
-    const run_outcome observed = outcome_of(g, policy, false, true);
-    const run_outcome coroutine = outcome_of(g, policy, true);
+    const driver_outcome frame_free = drive_outcome(g, policy, false);
+    const driver_outcome observed = drive_outcome(g, policy, false, true);
+    const driver_outcome coroutine = drive_outcome(g, policy, true);
     INFO("policy " << (policy == run_policy::join ? "join" : "gather"));
     CHECK(observed.ok == frame_free.ok);
     CHECK(observed.error == frame_free.error);
@@ -589,7 +589,7 @@ TEST_CASE("counted and stopped iterations of an inline task", "[session][inline]
                               .add_substep(step("b1").add_net(incr("inc", "b")).iterations(3))
                               .add_substep(step("b2").nets({incr("inc2", "b"), incr("inc3", "bb")}))
                               .iterations(4))));
-  auto out = outcome_of(g, run_policy::join, false);
+  auto out = drive_outcome(g, run_policy::join, false);
   REQUIRE(out.ok);
   CHECK(out.tasks == std::vector<std::string>{"local/b succeeded 4 "});
   CHECK(out.blobs == std::vector<std::string>{"b=16", "bb=4"});
@@ -998,7 +998,7 @@ TEST_CASE("a callback-form op that drops its completion is the op's error", "[se
   REQUIRE(g.add(task("t", step("t").add_net(callback_op("drops", ending::dropped, runs)))));
   for (bool coroutine_only : {false, true}) {
     INFO((coroutine_only ? "coroutine" : "frame-free"));
-    const run_outcome out = outcome_of(g, run_policy::join, coroutine_only);
+    const driver_outcome out = drive_outcome(g, run_policy::join, coroutine_only);
     CHECK_FALSE(out.ok);
     CHECK(out.error ==
           "task \"local/t\" (node \"local\"): t/net \"drops\" op #0 (CallbackOp): asynchronous operator dropped its "
@@ -1018,7 +1018,7 @@ TEST_CASE("runs of one callback-form kernel may overlap", "[session][frame-free]
   REQUIRE(g.add(task("c", step("c").add_net(nap).concurrent_instances(3))));
   for (bool coroutine_only : {false, true}) {
     INFO((coroutine_only ? "coroutine" : "frame-free"));
-    const run_outcome out = outcome_of(g, run_policy::join, coroutine_only);
+    const driver_outcome out = drive_outcome(g, run_policy::join, coroutine_only);
     CHECK(out.ok);
     CHECK(out.blobs == std::vector<std::string>{"naps=5"});
   }

@@ -68,6 +68,7 @@
 #include <taskgroup/run_probe.hpp>
 #include <taskgroup/run_report.hpp>
 #include <taskgroup/session_limits.hpp>
+#include <taskgroup/session_metrics.hpp>
 #include <taskgroup/task_group.hpp>
 #include <taskgroup/workspace.hpp>
 
@@ -280,6 +281,18 @@ class TASKGROUP_API local_session {
   /// Runs in flight and queued now, and runs shed so far. Threading:
   /// thread-safe.
   [[nodiscard]] session_load load() const;
+
+  /// A snapshot of what the session has counted (session_metrics): runs,
+  /// tasks, retries and offloaded ops per group label, the latency
+  /// histograms, and the runs in flight and queued now. A run's counts are
+  /// added as it ends, before its handler is called. Counting takes no lock
+  /// and writes no shared cache line per task (docs/observing.md).
+  /// Errors: throws `std::bad_alloc`. Threading: thread-safe.
+  [[nodiscard]] session_metrics metrics() const;
+  /// Turns counting on (the default) or off for the runs that end from now
+  /// on; `metrics()` still answers, with the counts so far. Meant for
+  /// measuring what counting costs. Threading: thread-safe.
+  void enable_metrics(bool on) noexcept;
 
   /// Drains the session: stops admitting for good (a run that arrives
   /// completes with `errc::session_closed` at once, as after `close()`),

@@ -6,6 +6,7 @@
 #include <taskgroup/builtin_ops.hpp>
 #include <taskgroup/codec.hpp>
 #include <taskgroup/control.hpp>
+#include <taskgroup/duration_histogram.hpp>
 #include <taskgroup/error.hpp>
 #include <taskgroup/execution_step.hpp>
 #include <taskgroup/net.hpp>
@@ -21,6 +22,8 @@
 #include <taskgroup/run_probe.hpp>
 #include <taskgroup/run_report.hpp>
 #include <taskgroup/session.hpp>
+#include <taskgroup/session_limits.hpp>
+#include <taskgroup/session_metrics.hpp>
 #include <taskgroup/step_runner.hpp>
 #include <taskgroup/task.hpp>
 #include <taskgroup/task_group.hpp>

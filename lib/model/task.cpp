@@ -254,8 +254,8 @@ void retried_in(const execution_step& root, std::string_view where, std::vector<
 }
 
 void retried_in(const body& b, std::string_view where, std::vector<retried_step>& out) {
-  for (const auto& item : b.items()) {
-    if (const auto* s = std::get_if<execution_step>(&item)) retried_in(*s, where, out);
+  for (const auto& entry : b.items()) {
+    if (const auto* s = std::get_if<execution_step>(&entry)) retried_in(*s, where, out);
   }
 }
 

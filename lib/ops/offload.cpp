@@ -18,6 +18,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <chrono>
 #include <thread>
 #include <vector>
 
@@ -209,6 +210,9 @@ struct offload_kernel::run_state {
   asio::any_io_executor strand;
   op_completion done;
   const run_context* run;  // the run it serves: it outlives its pending ops
+  // When it was handed to the compute executor (the run's metrics count
+  // the wait for a compute thread); unread outside a run.
+  std::chrono::steady_clock::time_point posted{};
   status result = ok();
 };
 
@@ -223,6 +227,8 @@ void offload_kernel::start(const asio::any_io_executor& ex, op_completion done) 
   try {
     auto run = std::make_unique<run_state>(
         run_state{this, asio::prefer(ex, asio::execution::outstanding_work.tracked), std::move(done), current_run});
+    const run_scope* counted = run->run != nullptr ? run->run->scope() : nullptr;
+    if (counted != nullptr) run->posted = std::chrono::steady_clock::now();
     for (const void* key : keys_) {
       gate.lease(key);
       ++leased;
@@ -232,7 +238,8 @@ void offload_kernel::start(const asio::any_io_executor& ex, op_completion done) 
       slot.assign([this](asio::cancellation_type /*type*/) { stop_.store(true, std::memory_order_relaxed); });
     }
     const asio::any_io_executor compute = outer_->ws().compute_executor();
-    asio::post(compute, [run = std::move(run)]() mutable {
+    asio::post(compute, [run = std::move(run), counted]() mutable {
+      if (counted != nullptr) counted->offloaded(std::chrono::steady_clock::now() - run->posted);
       {
         const run_context_scope scope(run->run);
         run->result = run->self->run_inner();

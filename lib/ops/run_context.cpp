@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <memory>
+#include <new>
 
 namespace taskgroup {
 
@@ -21,7 +22,34 @@ std::uint64_t run_scope::identity() const noexcept {
   return id.compare_exchange_strong(mine, fresh, std::memory_order_relaxed) ? fresh : mine;
 }
 
-run_scope::~run_scope() { delete counts.load(std::memory_order_acquire); }
+run_scope::~run_scope() {
+  delete counts.load(std::memory_order_acquire);
+  delete offload_tally.load(std::memory_order_acquire);
+}
+
+void run_scope::offloaded(std::chrono::nanoseconds waited) const noexcept {
+  offloads* t = offload_tally.load(std::memory_order_acquire);
+  if (t == nullptr) {
+    auto made = std::unique_ptr<offloads>(new (std::nothrow) offloads);
+    if (!made) return;
+    offloads* expected = nullptr;
+    // Two first offloads at once: one tally wins, the other is dropped.
+    t = offload_tally.compare_exchange_strong(expected, made.get(), std::memory_order_acq_rel) ? made.release()
+                                                                                               : expected;
+  }
+  if (waited.count() < 0) waited = std::chrono::nanoseconds(0);
+  t->sum_ns.fetch_add(waited.count(), std::memory_order_relaxed);
+  t->buckets[duration_histogram::bucket_of(waited)].fetch_add(1, std::memory_order_relaxed);
+}
+
+duration_histogram run_scope::offload_waits() const noexcept {
+  duration_histogram h;
+  const offloads* t = offload_tally.load(std::memory_order_acquire);
+  if (t == nullptr) return h;
+  for (std::size_t i = 0; i < h.counts.size(); ++i) h.counts[i] = t->buckets[i].load(std::memory_order_relaxed);
+  h.sum = std::chrono::nanoseconds(t->sum_ns.load(std::memory_order_relaxed));
+  return h;
+}
 
 run_scope::counters& run_scope::counting() const {
   if (counters* c = counts.load(std::memory_order_acquire)) return *c;

@@ -4,8 +4,10 @@
 // (never across a suspension), so that the op path pays nothing.
 #pragma once
 
+#include <taskgroup/duration_histogram.hpp>
 #include <taskgroup/run_context.hpp>
 
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -39,6 +41,23 @@ struct run_scope {
   };
   [[nodiscard]] counters& counting() const;
   mutable std::atomic<counters*> counts{nullptr};
+
+  // What the session's metrics take from the run at its end: its
+  // offloaded ops (made at the first: most runs offload nothing) and its
+  // steps' retries. Written from the threads of its calls.
+  struct offloads {
+    std::atomic<std::int64_t> sum_ns{0};
+    std::array<std::atomic<std::uint64_t>, duration_histogram::bucket_count> buckets{};
+  };
+  /// An op of the run was offloaded and waited `waited` for a compute
+  /// thread. Lost, uncounted, when the tally cannot be made (out of
+  /// memory). Thread-safe.
+  void offloaded(std::chrono::nanoseconds waited) const noexcept;
+  /// The offloaded ops' wait, as counted so far (empty when none was).
+  [[nodiscard]] duration_histogram offload_waits() const noexcept;
+  mutable std::atomic<offloads*> offload_tally{nullptr};
+  /// Attempts of the run's steps that were retried (`execution_step::retry`).
+  mutable std::atomic<std::uint32_t> step_retries{0};
 };
 
 /// The context of the kernel calls made now on this thread (null: none).

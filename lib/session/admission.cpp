@@ -80,6 +80,7 @@ admission::verdict admission::arrive(const std::shared_ptr<run_state>& rs, int p
                                              std::to_string(*limits_.max_queued) + ") for a run of priority " +
                                              std::to_string(priority));
   }
+  t.arrived = std::chrono::steady_clock::now();
   if (limits_.max_queue_wait || rs->options.timeout) arm_wait(rs);
   try {
     queue_.emplace(queue_key{-priority, t.seq}, rs);
@@ -125,7 +126,6 @@ void admission::unlink(run_state& rs) noexcept {
 // own timeout (which counts from its arrival, in the queue too).
 void admission::arm_wait(const std::shared_ptr<run_state>& rs) {
   admission_ticket& t = rs->ticket;
-  t.arrived = std::chrono::steady_clock::now();
   // The run's own timeout when it ends first (or at the same time).
   t.wait_is_deadline =
       rs->options.timeout && (!limits_.max_queue_wait || *rs->options.timeout <= *limits_.max_queue_wait);
@@ -174,11 +174,13 @@ void admission::admit_queued(std::vector<std::shared_ptr<run_state>>& out) {
                                ? *limits_.max_runs_in_flight - std::min(in_flight_, *limits_.max_runs_in_flight)
                                : queue_.size();
   out.reserve(out.size() + std::min(room, queue_.size()));
+  const auto now = queue_.empty() ? std::chrono::steady_clock::time_point{} : std::chrono::steady_clock::now();
   while (!queue_.empty() && (!limits_.max_runs_in_flight || in_flight_ < *limits_.max_runs_in_flight)) {
     auto first = queue_.begin();
     std::shared_ptr<run_state> rs = std::move(first->second);
     queue_.erase(first);
     if (rs->ticket.wait) rs->ticket.wait->cancel();
+    rs->ticket.queued_for = now - rs->ticket.arrived;
     link(*rs);
     out.push_back(std::move(rs));
   }

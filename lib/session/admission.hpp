@@ -41,7 +41,10 @@ struct admission_ticket {
   /// A queued run's limit on its wait (max_queue_wait or its own timeout,
   /// whichever ends first), on the run's coordinator.
   std::optional<boost::asio::steady_timer> wait;
+  /// When it was queued (unset for a run admitted at once).
   std::chrono::steady_clock::time_point arrived{};
+  /// How long it waited in the queue, once admitted from it.
+  std::chrono::steady_clock::duration queued_for{};
   /// What `wait` bounds: the run's own timeout (true) or the queue's wait,
   /// `wait_limit`, as armed.
   bool wait_is_deadline = false;

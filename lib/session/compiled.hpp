@@ -27,6 +27,7 @@
 
 namespace taskgroup::detail {
 
+class metrics_series;
 using strand_t = boost::asio::strand<boost::asio::any_io_executor>;
 
 /// A node of a session: its strand and its workspace, for as long as the
@@ -107,6 +108,10 @@ struct compiled_group {
   /// (under the session's mutex): runs of such a group are coordinated on
   /// that node's strand, with no hop to the session's coordinator and back.
   [[nodiscard]] node_state* only_node() const noexcept { return placed.size() == 1 ? placed.front() : nullptr; }
+  /// Where its runs are counted in the session's metrics (its name's
+  /// label), set by the session as it compiles the group, before any run
+  /// reads it.
+  mutable metrics_series* series = nullptr;
   /// Taken while a run fills the output handles of the group's tasks:
   /// runs coordinated on different strands may end at once.
   mutable std::mutex publishing;

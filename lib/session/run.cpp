@@ -19,8 +19,36 @@ namespace asio = boost::asio;
 
 namespace {
 
-// The run's report (`rs.report`, made) goes to the caller's handler.
-void complete_run(run_state& rs) {
+// Whether the run's end is counted: tallied as its report is made.
+bool counting(const run_state& rs) noexcept {
+  return rs.metrics != nullptr && rs.metrics->enabled.load(std::memory_order_relaxed);
+}
+
+// The run's counts (`t`, its tasks' tallied) go to its label's series.
+void count_run(run_state& rs, run_tally& t) noexcept {
+  t.outcome = outcome_of(rs.report);
+  t.admitted = rs.admitted;
+  if (t.admitted) {
+    t.queue_wait = std::chrono::duration_cast<std::chrono::nanoseconds>(rs.ticket.queued_for);
+    t.latency =
+        std::chrono::duration_cast<std::chrono::nanoseconds>(rs.report.finished - rs.report.started) + t.queue_wait;
+  }
+  metrics_series* series = rs.group ? rs.group->series : nullptr;
+  if (series == nullptr) {  // refused before its group was compiled
+    try {
+      series = &rs.metrics->series_for(rs.source.name());
+    } catch (...) {
+      return;  // out of memory: the run goes uncounted
+    }
+  }
+  series->add(t, &rs.scope);
+}
+
+// The run's report (`rs.report`, made) goes to the caller's handler, its
+// counts (`tally`, when counted) to the session's metrics first: a caller
+// that reads them from its handler sees its run.
+void complete_run(run_state& rs, run_tally* tally) {
+  if (tally != nullptr) count_run(rs, *tally);
   rs.report.group = group_access::weak_identity(rs.source);
   // Its place goes to the next run queued before its caller hears of it
   // (a caller that runs again from its handler finds the place free).
@@ -38,7 +66,8 @@ void deadline_fired(const std::shared_ptr<run_state>& rs, const boost::system::e
 
 // The run's report, in task order, each task's made in place: a node's
 // tasks are in task order in its list, so task k is at `next[node]` there.
-void make_report(run_state& rs) {
+// Each task is tallied in `tally` when given.
+void make_report(run_state& rs, run_tally* tally) {
   run_report& report = rs.report;
   report.started = rs.started;
   // One node, coordinated on its strand, whose last task's end was read
@@ -54,7 +83,15 @@ void make_report(run_state& rs) {
     const compiled_task& ct = g.tasks[k];
     std::vector<fetched_outputs>& fetched = rs.nodes[ct.node_index].outputs;
     const std::size_t j = next[ct.node_index]++;
-    fill_report(report.tasks.emplace_back(), ct, rs.records[k], fetched.empty() ? nullptr : &fetched[j]);
+    const task_record& r = rs.records[k];
+    fill_report(report.tasks.emplace_back(), ct, r, fetched.empty() ? nullptr : &fetched[j]);
+    if (tally != nullptr) {
+      ++tally->tasks[static_cast<std::size_t>(r.status)];
+      if (r.status != task_status::not_run && !r.unstarted) {
+        tally->task_duration.add(std::chrono::duration_cast<std::chrono::nanoseconds>(r.finished - r.started));
+      }
+      tally->retried += r.retries;
+    }
     if (rs.records[k].retries != 0) [[unlikely]] {
       for (auto& [task, errors] : rs.nodes[ct.node_index].attempt_failures) {
         if (task == k && !errors.empty()) report.retries.push_back(task_retries{k, std::move(errors)});
@@ -101,7 +138,9 @@ void run_state::round_ended(status st) {
   if (options.strict_codecs != nullptr) {
     if (status sc = round_trip_outputs(*this, *options.strict_codecs); !sc && st) st = sc;
   }
-  make_report(*this);
+  std::optional<run_tally> tally;
+  if (counting(*this)) tally.emplace();
+  make_report(*this, tally ? &*tally : nullptr);
   // The run's own ends (deadline, cancellation from outside) are errors
   // under every policy; a task's failure (even its own step timeout) is the
   // run's error under join only.
@@ -115,7 +154,7 @@ void run_state::round_ended(status st) {
   // Every run of the session ends here, on the coordinator: the handles'
   // "last run" is filled on one strand whatever runs overlap.
   publish_outputs(*group, report, active);
-  complete_run(*this);
+  complete_run(*this, tally ? &*tally : nullptr);
 }
 
 void run_state::cancel_running() noexcept {
@@ -155,7 +194,10 @@ void refuse_run(const std::shared_ptr<run_state>& rs, const error& e) {
   // starts and ends now.
   if (rs->started == std::chrono::system_clock::time_point{}) rs->started = std::chrono::system_clock::now();
   rs->report = refused_report(rs->source, e, rs->started);
-  complete_run(*rs);
+  if (!counting(*rs)) return complete_run(*rs, nullptr);
+  run_tally tally;
+  tally.tasks[static_cast<std::size_t>(task_status::not_run)] = rs->report.tasks.size();
+  complete_run(*rs, &tally);
 }
 
 void start_nodes(const std::shared_ptr<run_state>& rs) {

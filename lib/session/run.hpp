@@ -11,6 +11,7 @@
 #include "ops/run_scope.hpp"
 #include "session/admission.hpp"
 #include "session/compiled.hpp"
+#include "session/metrics_book.hpp"
 #include "session/node_run.hpp"
 #include "session/records.hpp"
 
@@ -105,6 +106,12 @@ struct run_state final : join_core<run_state> {
   /// What its kernels see of it (op_context::run): its identity and its
   /// deadline, once armed.
   run_scope scope;
+  /// The session's metrics, which count the run as it ends (held through
+  /// `session_coord`, as the session's state is).
+  metrics_book* metrics = nullptr;
+  /// The admission let it begin (the session's begin saw it counted in
+  /// flight): its latency and queue wait are counted.
+  bool admitted = false;
 
   // --- the run as a whole, on the coordinator ------------------------------
   run_completion_ptr done;  ///< the caller's handler

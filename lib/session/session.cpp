@@ -8,6 +8,7 @@
 #include "session/admission.hpp"
 #include "session/compiled.hpp"
 #include "session/context_watch.hpp"
+#include "session/metrics_book.hpp"
 #include "session/report.hpp"
 #include "session/run.hpp"
 #include "session/strands.hpp"
@@ -62,6 +63,7 @@ struct local_session::impl {
   detail::admission admission{mutex, this, [](void* self, const std::shared_ptr<run_state>& rs) {
                                 local_session::begin(*static_cast<impl*>(self), rs);
                               }};
+  detail::metrics_book metrics;  // its own lock
   const operator_registry* registry = nullptr;
   std::optional<asio::any_io_executor> compute;                  // offloaded kernels' (none: the default)
   std::vector<std::unique_ptr<node_state>> nodes;                // in order of first use
@@ -188,6 +190,7 @@ struct local_session::impl {
     if (it != compiled.end() && !it->second.token.expired()) return it->second.compiled;
     std::erase_if(compiled, [](const auto& kv) { return kv.second.token.expired(); });
     TASKGROUP_TRY(auto c, detail::compile_group(g));  // checks every task
+    c->series = &metrics.series_for(g.name());
     compiled[id.get()] = cached{id, c};
     return c;
   }
@@ -249,6 +252,18 @@ session_limits local_session::limits() const { return impl_->admission.limits();
 
 session_load local_session::load() const { return impl_->admission.load(); }
 
+session_metrics local_session::metrics() const {
+  session_metrics m;
+  m.groups = impl_->metrics.read();
+  const session_load now = impl_->admission.load();
+  m.runs_in_flight = now.in_flight;
+  m.runs_queued = now.queued;
+  m.enabled = impl_->metrics.enabled.load(std::memory_order_relaxed);
+  return m;
+}
+
+void local_session::enable_metrics(bool on) noexcept { impl_->metrics.enabled.store(on, std::memory_order_relaxed); }
+
 void local_session::start_drain(impl& state, asio::any_completion_handler<void(boost::system::error_code)> done) {
   state.admission.drain(std::move(done), coordinator(state));
 }
@@ -294,6 +309,7 @@ void local_session::start_run(std::shared_ptr<impl> state, task_group group, run
   auto rs = std::make_shared<run_state>(std::move(group), std::move(options));
   rs->done = std::move(done);
   impl& s = *state;
+  rs->metrics = &s.metrics;
   // The run holds the session's state from here (its begin reads it).
   rs->session_coord = std::shared_ptr<const asio::any_io_executor>(std::move(state), &coordinator(s));
   error why;
@@ -318,6 +334,8 @@ void local_session::start_run(std::shared_ptr<impl> state, task_group group, run
 void local_session::begin(impl& state, const std::shared_ptr<run_state>& rs) {
   try {
     rs->started = std::chrono::system_clock::now();
+    // Counted in flight by the admission (not refused by a closed session).
+    rs->admitted = rs->ticket.by != nullptr;
     const task_group& group = rs->source;
     const run_options& opt = rs->options;
     if (std::string f = detail::run_timeout_fault(opt.timeout); !f.empty()) {

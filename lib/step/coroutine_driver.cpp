@@ -99,6 +99,8 @@ asio::awaitable<status> runner::retried(const program_step& n, std::shared_ptr<w
       co_return at(path, cancelled_waiting(attempt + 1, policy.max_attempts,
                                            waiting.due - std::chrono::steady_clock::now(), after));
     }
+    // The next attempt starts: the session's metrics count it.
+    if (scope != nullptr) scope->step_retries.fetch_add(1, std::memory_order_relaxed);
   }
 }
 
