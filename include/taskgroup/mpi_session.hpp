@@ -62,6 +62,7 @@
 #include <taskgroup/run_options.hpp>
 #include <taskgroup/run_report.hpp>
 #include <taskgroup/session.hpp>
+#include <taskgroup/session_metrics.hpp>
 #include <taskgroup/task_group.hpp>
 
 #include <boost/asio/any_io_executor.hpp>
@@ -291,6 +292,20 @@ class TASKGROUP_API mpi_session {
   /// The executor the session was made on (its owned pool's), which runs
   /// the nodes' strands. Thread-safe.
   [[nodiscard]] executor_type get_executor() const;
+
+  /// What this rank has counted (session_metrics, with `rank` set): on
+  /// rank 0 the runs it coordinated, by group label and outcome, with
+  /// their latency (the whole run across the ranks; no queue: an MPI
+  /// session has no admission, so `queue_wait` counts 0 for each); on
+  /// every rank the tasks of its own nodes, their durations, retries and
+  /// offloaded ops (the other ranks count no run). The gauges are this
+  /// rank's parts of runs in flight. `to_prometheus` labels every sample
+  /// `rank="<r>"`, so the ranks' scrapes add up. Errors: throws
+  /// `std::bad_alloc`. Threading: thread-safe.
+  [[nodiscard]] session_metrics metrics() const;
+  /// Turns counting on or off on this rank (see
+  /// `local_session::enable_metrics`). Threading: thread-safe.
+  void enable_metrics(bool on) noexcept;
 
   /// The local session that runs this rank's nodes (its node workspaces).
   [[nodiscard]] local_session& local() noexcept;

@@ -44,6 +44,8 @@ void task_policies(const task& t, std::vector<std::string>& lines) {
 std::vector<std::string> describe(const task_group& g, const std::map<std::string, int>& where, int size) {
   std::vector<std::string> lines;
   lines.push_back("ranks " + std::to_string(size));
+  // Each rank labels its metrics with it.
+  if (!g.name().empty()) lines.push_back("name " + quote(g.name()));
   for (const auto& n : g.used_nodes()) lines.push_back("node " + quote(n) + " on rank " + std::to_string(where.at(n)));
   for (const auto& t : g.tasks()) {
     std::string line = "task " + quote(t.name()) + " on node " + quote(t.node_name()) + ", outputs [";

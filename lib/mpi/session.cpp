@@ -145,13 +145,30 @@ namespace {
 // Every rank's run, always with a report: on failure the client's holds
 // what each task did; another rank's holds its local report when it has
 // one, or every task not run.
+// Rank 0 counts each run it coordinated (`admitted`: it ran, not refused
+// at its start); every rank's local session counts its own tasks.
+void count_run(detail::mpi::session_state& s, const task_group& group, const run_report& r, bool admitted) noexcept {
+  if (s.rank != 0 || !s.runs_book.enabled.load(std::memory_order_relaxed)) return;
+  detail::run_tally t;
+  t.outcome = outcome_of(r);
+  t.admitted = admitted;
+  t.latency = std::chrono::duration_cast<std::chrono::nanoseconds>(r.finished - r.started);
+  try {
+    s.runs_book.series_for(group.name()).add(t, nullptr);
+  } catch (...) {
+    // Out of memory: the run goes uncounted.
+  }
+}
+
 asio::awaitable<run_report> run_protocol(detail::mpi::state_ptr s, task_group group, run_options options) {
   // Terminal and partial cancellation stop a run (co_spawn lets only
   // terminal through by default); total cannot be honoured, as on the
   // local session, and is filtered out here.
   co_await asio::this_coro::reset_cancellation_state(asio::enable_partial_cancellation());
   const auto refused = [&](error e) {
-    return detail::refused_report(group, std::move(e), std::chrono::system_clock::now());
+    run_report r = detail::refused_report(group, std::move(e), std::chrono::system_clock::now());
+    count_run(*s, group, r, false);
+    return r;
   };
   if (s->closed.load()) co_return refused(error(errc::session_closed, "MPI session is closed."));
   if (s->init_error) co_return refused(*s->init_error);
@@ -173,6 +190,7 @@ asio::awaitable<run_report> run_protocol(detail::mpi::state_ptr s, task_group gr
   }
   s->running.store(false);
   r.group = detail::group_access::identity(group);
+  count_run(*s, group, r, true);
   co_return r;
 }
 
@@ -198,6 +216,37 @@ mpi_session::~mpi_session() {
   impl_->free_comm();
   impl_.reset();
   local_.reset();
+}
+
+session_metrics mpi_session::metrics() const {
+  session_metrics m = local_->metrics();
+  // The local session's runs are this rank's parts of runs: its tasks
+  // count, its runs do not; the runs are rank 0's.
+  for (group_metrics& g : m.groups) {
+    g.runs = {};
+    g.run_latency = {};
+    g.queue_wait = {};
+  }
+  for (group_metrics& ran : impl_->runs_book.read()) {
+    auto it =
+        std::find_if(m.groups.begin(), m.groups.end(), [&](const group_metrics& g) { return g.group == ran.group; });
+    if (it == m.groups.end()) {
+      it = m.groups.insert(m.groups.end(), group_metrics{});
+      it->group = ran.group;
+    }
+    group_metrics& into = *it;
+    into.runs = ran.runs;
+    into.run_latency = ran.run_latency;
+    into.queue_wait = ran.queue_wait;
+  }
+  m.enabled = impl_->runs_book.enabled.load(std::memory_order_relaxed);
+  m.rank = impl_->rank;
+  return m;
+}
+
+void mpi_session::enable_metrics(bool on) noexcept {
+  impl_->runs_book.enabled.store(on, std::memory_order_relaxed);
+  local_->enable_metrics(on);
 }
 
 int mpi_session::rank() const noexcept { return impl_->rank; }

@@ -9,6 +9,7 @@
 #include <boost/asio/strand.hpp>
 
 #include "model/task_access.hpp"
+#include "session/metrics_book.hpp"
 #include "session/strands.hpp"
 
 #include <atomic>
@@ -81,6 +82,9 @@ struct session_state {
   // One run at a time, on the strand (run, async_run) or on the thread
   // blocked in the blocking run: what follows belongs to the run that set it.
   std::atomic<bool> running{false};
+  // The runs this rank coordinated (rank 0's), by group label: the tasks
+  // are counted by the local session, which runs this rank's part.
+  metrics_book runs_book;
   // Set by ~mpi_session first: a run that starts later (queued by
   // async_run, its executor run after the session died) ends with
   // errc::session_closed before it touches `local` or the communicator.

@@ -477,6 +477,19 @@ TEST_CASE("ranks whose tasks or steps retry differently fail, naming the policy"
   CHECK(test::run_sync(s, same));
 }
 
+TEST_CASE("ranks that name the group differently fail, naming both names", "[mpi_fingerprint]") {
+  // The name labels each rank's metrics: the ranks must agree on it.
+  mpi_session s(2);
+  task_group g;
+  g.name(s.rank() == 1 ? "other" : "orders");
+  REQUIRE(g.add(task("t", step("work").add_net(put<std::int64_t>("p", "x", 1))), node("n1")));
+  auto r = test::run_sync(s, g);
+  REQUIRE_FALSE(r);
+  CHECK(r.error().code == errc::group_mismatch);
+  CHECK_THAT(r.error().message, Catch::StartsWith("rank 1: built a different group: rank 0 has name \"orders\", "
+                                                  "rank 1 has name \"other\""));
+}
+
 TEST_CASE("ranks with a different number of tasks fail with the first difference", "[mpi_fingerprint]") {
   mpi_session s(2);
   task_group g;
@@ -841,6 +854,74 @@ TEST_CASE("a retried task's attempts run on the rank of its node, and rank 0 rep
       if (k != 0) CHECK_THAT(failures[0].message, Catch::StartsWith("rank " + std::to_string(k) + ": "));
     }
   }
+}
+
+TEST_CASE("metrics: rank 0 counts the runs, each rank its own tasks, retries and offloaded ops", "[mpi_metrics]") {
+  mpi_session s(2);
+  // n0, n1, n2 on ranks 0, 1, 2: a plain task, a task that retries twice
+  // per run, an offloaded Hash.
+  task_group g;
+  g.name("spread");
+  retry_policy p;
+  p.max_attempts = 3;
+  p.initial_backoff = std::chrono::milliseconds(1);
+  net plain("plain");
+  plain.op("ConstantFill", {}, {"x"}, {{"value", std::int64_t{1}}});
+  REQUIRE(g.add(task("t", step("work").add_net(plain)), node("n0")));
+  net flaky("flaky");
+  flaky.op("FailTimes", {}, {}, {{"times", std::int64_t{2}}});
+  REQUIRE(g.add(task("t", step("work").add_net(flaky)).retry(p), node("n1")));
+  net hash("hash");
+  hash.op("ConstantFill", {}, {"text"}, {{"value", std::string("metrics")}});
+  hash.op("Hash", {"text"}, {"h"});
+  REQUIRE(g.add(task("t", step("work").add_net(hash)), node("n2")));
+  task_group broken;
+  broken.name("broken");
+  net bad("bad");
+  bad.op("Fail", {}, {}, {{"message", std::string("no")}});
+  // Nodes go to ranks in order of first use: n2 on rank 2 again.
+  REQUIRE(broken.add(task("t", step("work").add_net(plain)), node("n0")));
+  REQUIRE(broken.add(task("t", step("work").add_net(plain)), node("n1")));
+  REQUIRE(broken.add(task("t", step("work").add_net(bad)), node("n2")));
+  for (int round = 0; round < 2; ++round) {
+    auto r = test::run_sync(s, g);
+    REQUIRE(r);
+    CHECK(r.value().ok());
+  }
+  auto failed = test::run_sync(s, broken);
+  REQUIRE_FALSE(failed);
+  CHECK(failed.error().code == errc::op_failed);
+
+  const session_metrics m = s.metrics();
+  REQUIRE(m.rank == s.rank());
+  const group_metrics* spread = m.find("spread");
+  REQUIRE(spread != nullptr);
+  const group_metrics* gone = m.find("broken");
+  if (s.is_client()) {
+    CHECK(spread->runs_of(run_outcome::succeeded) == 2);
+    CHECK(spread->run_latency.count() == 2);
+    CHECK(spread->queue_wait.counts[0] == 2);
+    REQUIRE(gone != nullptr);
+    CHECK(gone->runs_of(run_outcome::failed) == 1);
+  } else {
+    CHECK(spread->runs_ended() == 0);
+    CHECK(spread->run_latency.count() == 0);
+    if (gone != nullptr) CHECK(gone->runs_ended() == 0);
+  }
+  // This rank's own task of "spread", twice.
+  CHECK(spread->tasks_of(task_status::succeeded) == 2);
+  CHECK(spread->task_duration.count() == 2);
+  CHECK(spread->attempts_retried == (s.rank() == 1 ? 4U : 0U));
+  CHECK(spread->offloaded_ops == (s.rank() == 2 ? 2U : 0U));
+  CHECK(spread->offload_wait.count() == spread->offloaded_ops);
+  if (s.rank() == 2) {
+    REQUIRE(gone != nullptr);
+    CHECK(gone->tasks_of(task_status::failed) == 1);
+  }
+  const std::string text = to_prometheus(m);
+  CHECK_THAT(text, Catch::Contains("taskgroup_runs_in_flight{rank=\"" + std::to_string(s.rank()) + "\"} 0"));
+  CHECK_THAT(text, Catch::Contains("taskgroup_tasks_total{group=\"spread\",outcome=\"succeeded\",rank=\"" +
+                                   std::to_string(s.rank()) + "\"} 2"));
 }
 
 TEST_CASE("reruns of a GLOBAL group accumulate on every rank", "[mpi_reruns]") {
