@@ -142,11 +142,24 @@ struct run_setup {
   task_group group;
   run_options options;       // the observer and the probe come with the run
   std::ofstream trace_file;  // open when this process writes the trace
+  std::string metrics_path;  // this process's --metrics file (none: empty)
+  std::ofstream metrics_file;
 };
+
+// Where rank `rank` writes --metrics FILE: FILE itself on rank 0 (and
+// outside MPI), else FILE with ".rank<r>" before its extension.
+std::string metrics_path_of(const std::string& file, int rank) {
+  if (rank == 0) return file;
+  const std::size_t slash = file.find_last_of('/');
+  const std::size_t dot = file.find_last_of('.');
+  const bool has_ext = dot != std::string::npos && (slash == std::string::npos || dot > slash + 1);
+  const std::string mark = ".rank" + std::to_string(rank);
+  return has_ext ? file.substr(0, dot) + mark + file.substr(dot) : file + mark;
+}
 
 // Loads the op libraries, reads the plan, opens the trace file and reads
 // the inputs, in that order (the first failure is the one reported).
-result<run_setup> prepare_run(const run_args& a, bool client) {
+result<run_setup> prepare_run(const run_args& a, bool client, int rank) {
   // Every rank loads them: each reads the plan and binds its nets.
   if (auto libs = load_libraries(a.libraries); !libs) return libs.error();
 
@@ -160,6 +173,15 @@ result<run_setup> prepare_run(const run_args& a, bool client) {
     if (!s.trace_file) {
       return error(boost::system::errc::make_error_code(boost::system::errc::io_error),
                    "cannot write trace file " + quote(a.trace));
+    }
+  }
+
+  if (!a.metrics.empty()) {
+    s.metrics_path = metrics_path_of(a.metrics, rank);
+    s.metrics_file.open(s.metrics_path, std::ios::binary | std::ios::trunc);
+    if (!s.metrics_file) {
+      return error(boost::system::errc::make_error_code(boost::system::errc::io_error),
+                   "cannot write metrics file " + quote(s.metrics_path));
     }
   }
 
@@ -256,6 +278,9 @@ class plan_run {
   void run(const task_group& group, run_options options, bool on_mpi);
   // The trace into `file`, when tracing; false when it cannot be written.
   bool write_trace(std::ofstream& file);
+  // The session's metrics at the run's end into `file` (JSON when `path`
+  // ends in .json, else Prometheus text); false when it cannot be written.
+  bool write_metrics(std::ofstream& file, const std::string& path);
   // The command's exit status; the client prints the outputs or the error.
   int exit_code() const;
 
@@ -279,6 +304,7 @@ class plan_run {
   asio::cancellation_signal cancel_;
   int signal_number_ = 0;
   std::optional<run_report> outcome_;
+  std::optional<session_metrics> metrics_;  // the session's, as the run ended
   asio::signal_set where_signals_;
 };
 
@@ -316,8 +342,20 @@ void plan_run::run(const task_group& group, run_options options, [[maybe_unused]
       start_run(*local, group, std::move(options), io_, cancel_.slot(), done);
     }
     io_.run();
+#ifdef TASKGROUP_HAVE_MPI
+    if (mpi) metrics_ = mpi->metrics();
+#endif
+    if (local) metrics_ = local->metrics();
   }  // the sessions' pools are joined here
   progress_.finish();
+}
+
+bool plan_run::write_metrics(std::ofstream& file, const std::string& path) {
+  if (!file.is_open() || !metrics_) return true;
+  const bool json = path.size() >= 5 && path.compare(path.size() - 5, 5, ".json") == 0;
+  file << (json ? to_json(*metrics_) + '\n' : to_prometheus(*metrics_));
+  file.close();
+  return static_cast<bool>(file);
 }
 
 bool plan_run::write_trace(std::ofstream& file) {
@@ -401,17 +439,19 @@ int run_command(const run_args& a) {
   std::optional<mpi_environment> mpi_env;
   if (a.mpi || mpi_environment::launched_by_mpi()) mpi_env.emplace();
   const bool on_mpi = mpi_env.has_value();
-  const bool client = !mpi_env || mpi_env->rank() == 0;
+  const int rank = mpi_env ? mpi_env->rank() : 0;
+  const bool client = rank == 0;
 #else
   if (a.mpi) return print_error("--mpi: this taskgroup was built without MPI", exit_usage);
   const bool on_mpi = false;
+  const int rank = 0;
   const bool client = true;
 #endif
   if (!on_mpi && (a.poll_max_us || a.grace_s)) {
     return report_error(client, "--poll-max and --grace apply to MPI runs only (under mpirun, or with --mpi)",
                         exit_usage);
   }
-  auto setup = prepare_run(a, client);
+  auto setup = prepare_run(a, client, rank);
   if (!setup) return report_error(client, setup.error().message, exit_usage);
   run_setup& s = setup.value();
 
@@ -423,6 +463,10 @@ int run_command(const run_args& a) {
     if (!this_run.write_trace(s.trace_file)) {
       // A failed run keeps its own status.
       const int unwritten = report_error(client, "cannot write trace file " + quote(a.trace), exit_unwritten);
+      if (code == exit_ok) code = unwritten;
+    }
+    if (!this_run.write_metrics(s.metrics_file, s.metrics_path)) {
+      const int unwritten = report_error(client, "cannot write metrics file " + quote(s.metrics_path), exit_unwritten);
       if (code == exit_ok) code = unwritten;
     }
   }
