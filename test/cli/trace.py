@@ -97,8 +97,6 @@ for key in [("task", "worker/train"), ("step", "check"), ("step", "train"), ("ne
             ("task", "local/wait"), ("net", "wait")]:
     cli.check(key in names, f"fails: span {key} carries its error", names)
 
-cli.done()
-
 # Retries: each wait before a task's or a step's next attempt is a span of
 # category "retry" on the task's thread, named after the attempt it leads
 # to, carrying the error it follows.
@@ -111,4 +109,4 @@ for e in spans:
     if e["cat"] == "retry":
         cli.check("fails" in e.get("args", {}).get("error", ""), "retry: a wait carries the error it follows", e)
 
-cli.finish()
+cli.done()
