@@ -24,10 +24,13 @@
 //    shed by them answers 503 with `Retry-After`, and /health runs at a
 //    priority above /sum's, so it is admitted first and is not shed for
 //    them.
-// 7. Stop. On SIGINT or SIGTERM the session drains (`async_drain`): runs in
+// 7. Observe. The groups are named ("sum", "health"), so the session's
+//    metrics count their runs apart; /metrics serves them in Prometheus'
+//    text format (`local_session::metrics`, `to_prometheus`).
+// 8. Stop. On SIGINT or SIGTERM the session drains (`async_drain`): runs in
 //    flight and queued finish, a request that comes after answers 503.
 //
-// Endpoints (GET only, JSON answers, keep-alive):
+// Endpoints (GET only, JSON answers but /metrics', keep-alive):
 //   /sum?n=N[&sleep_ms=S][&timeout_ms=T]  task k (k = 0..15) sums i*(k+1)
 //       for i = 1..N after sleeping S ms; answers {"n", "total", "values"}.
 //       Limits: 0 <= N <= 1000000, 0 <= S <= 60000, 1 <= T <= 60000
@@ -35,6 +38,9 @@
 //   /health  runs a one-task group at priority 1; answers {"status": "ok"}.
 //   /stats  runs started, completed, timed_out, cancelled, failed, shed,
 //       refused (while stopping); in_flight and queued (the session's load).
+//   /metrics  the session's metrics in Prometheus' text format, version
+//       0.0.4 (docs/observing.md): runs and tasks by group and outcome,
+//       retries, offloaded ops, latency and queue-wait histograms.
 //   Another path: 404; another method: 405.
 //
 // The HTTP plumbing (routes, limits, the connection loop, options, start
@@ -119,6 +125,10 @@ struct service {
   std::atomic<bool> drained{false};
 
   service(asio::any_io_executor ex, bool offload, const tg::session_limits& limits) : session(std::move(ex), limits) {
+    // The names label the session's metrics (GET /metrics): one per kind
+    // of request, never one per request.
+    group.name("sum");
+    health.name("health");
     check(health.add(tg::task("health", tg::step("health").add_net(tg::net("health"))), tg::node(node_name(0))));
     for (int j = 0; j < nodes; ++j) {
       check(group.input<i64>("n", tg::node(node_name(j))));
@@ -216,6 +226,15 @@ json::object stats_json(const counters& c, const tg::session_load& load) {
 
 asio::awaitable<std::optional<response>> service::route(std::string_view path, const request& req) {
   if (path == "/stats") co_return json_response(http::status::ok, stats_json(stats, session.load()), req);
+  if (path == "/metrics") {
+    // Prometheus' text format: runs and tasks by outcome, latencies, queue.
+    response res(http::status::ok, req.version());
+    res.set(http::field::content_type, "text/plain; version=0.0.4; charset=utf-8");
+    res.keep_alive(req.keep_alive());
+    res.body() = tg::to_prometheus(session.metrics());
+    res.prepare_payload();
+    co_return res;
+  }
   if (path != "/health") co_return std::nullopt;
   // Admitted ahead of every /sum queued (priority 1 against 0).
   auto [ec, report] = co_await session.async_run(health, {.timeout = std::chrono::seconds(10), .priority = 1},

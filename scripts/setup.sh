@@ -12,7 +12,7 @@ packages=(
   libcli11-dev graphviz
   libopenmpi-dev openmpi-bin
   iproute2 util-linux
-  python3
+  python3 python3-prometheus-client
 )
 
 missing=()

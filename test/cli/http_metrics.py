@@ -1,0 +1,226 @@
+"""The HTTP example's GET /metrics, read by a real Prometheus parser.
+
+Run by Meson as `python3 http_metrics.py <06_http_server binary>`, with a
+python3 that has Debian's python3-prometheus-client (scripts/setup.sh
+installs it). Starts the server with `--max-in-flight 1 --max-queued 0`
+on 127.0.0.1 (port 0), sends a known mix drawn from a seed (printed):
+good /sum requests, bad ones (400: no run), runs that time out (504),
+/health runs, and requests shed (503) while a slow run holds the one
+place in flight; then scrapes /metrics, parses it with
+`prometheus_client.parser.text_string_to_metric_families` and checks that
+- the counters by group and outcome match what was sent (runs, and tasks:
+  16 per /sum run, 1 per /health run);
+- every histogram is well formed: buckets in ascending `le` ending at
+  `+Inf`, cumulative counts never decreasing, the `+Inf` bucket equal to
+  `_count`, a `_sum` that is not negative, and as many runs in the latency
+  histogram as runs were admitted;
+- the gauges are 0 once everything answered, and the Content-Type is the
+  text format's.
+Exits 0 when every check passed, 1 otherwise.
+"""
+import asyncio
+import json
+import math
+import random
+import signal
+import subprocess
+import sys
+
+from prometheus_client.parser import text_string_to_metric_families
+
+GUARD = 60.0  # seconds: any single response taking longer is a hang
+TASKS = 16    # the /sum group's tasks
+
+failures = 0
+checks = 0
+
+
+def check(cond, what, detail=None):
+    global failures, checks
+    checks += 1
+    if not cond:
+        failures += 1
+        print(f"FAIL: {what}")
+        if detail is not None:
+            print(f"      {detail}")
+    return cond
+
+
+async def read_response(reader):
+    status_line = await reader.readline()
+    if not status_line:
+        raise ConnectionError("connection closed before a response")
+    status = int(status_line.split()[1])
+    headers = {}
+    while True:
+        line = await reader.readline()
+        if line in (b"\r\n", b"\n", b""):
+            break
+        name, _, value = line.decode().partition(":")
+        headers[name.strip().lower()] = value.strip()
+    body = await reader.readexactly(int(headers.get("content-length", "0")))
+    return status, headers, body.decode()
+
+
+async def get(port, target):
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    try:
+        writer.write(f"GET {target} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".encode())
+        return await asyncio.wait_for(read_response(reader), GUARD)
+    finally:
+        writer.close()
+
+
+async def wait_in_flight(port, want):
+    for _ in range(2000):
+        _, _, body = await get(port, "/stats")
+        if json.loads(body)["in_flight"] == want:
+            return True
+        await asyncio.sleep(0.01)
+    return False
+
+
+async def traffic(port, rng):
+    """Sends the mix; returns what the metrics should count."""
+    sent = {"good": 0, "bad": 0, "timed_out": 0, "shed": 0, "health": 0}
+    kinds = ["good"] * rng.randint(3, 12) + ["bad"] * rng.randint(1, 5) + ["timed_out"] * rng.randint(1, 3) + \
+        ["health"] * rng.randint(1, 4)
+    rng.shuffle(kinds)
+    for kind in kinds:
+        if kind == "good":
+            status, _, body = await get(port, f"/sum?n={rng.randint(0, 1000)}")
+            check(status == 200, "a good request: 200", body)
+        elif kind == "bad":
+            status, _, body = await get(port, rng.choice(["/sum?n=-1", "/sum?bogus=1", "/sum"]))
+            check(status == 400, "a bad request: 400", body)
+        elif kind == "timed_out":
+            status, _, body = await get(port, "/sum?n=1&sleep_ms=5000&timeout_ms=20")
+            check(status == 504, "a slow request past its deadline: 504", body)
+        else:
+            status, _, body = await get(port, "/health")
+            check(status == 200, "/health: 200", body)
+        sent[kind] += 1
+    # Shed: one slow run holds the only place; every /sum meanwhile is shed.
+    slow = asyncio.ensure_future(get(port, "/sum?n=2&sleep_ms=1500&timeout_ms=60000"))
+    check(await wait_in_flight(port, 1), "the slow run is in flight")
+    for _ in range(rng.randint(1, 6)):
+        status, headers, body = await get(port, "/sum?n=3")
+        check(status == 503 and headers.get("retry-after") == "1", "a request past the limits: 503", body)
+        sent["shed"] += 1
+    status, _, body = await asyncio.wait_for(slow, GUARD)
+    check(status == 200, "the slow run: 200", body)
+    sent["good"] += 1
+    check(await wait_in_flight(port, 0), "nothing in flight at the end")
+    return sent
+
+
+def samples_of(families):
+    """{(sample name, frozenset of labels): value}, and the families by name."""
+    out = {}
+    by_name = {}
+    for f in families:
+        by_name[f.name] = f
+        for s in f.samples:
+            out[(s.name, frozenset(s.labels.items()))] = s.value
+    return out, by_name
+
+
+def value(samples, name, **labels):
+    return samples.get((name, frozenset(labels.items())))
+
+
+def check_histogram(family, what):
+    """Every series of `family` well formed; returns {group: count}."""
+    series = {}
+    for s in family.samples:
+        group = s.labels.get("group")
+        entry = series.setdefault(group, {"buckets": [], "sum": None, "count": None})
+        if s.name.endswith("_bucket"):
+            le = s.labels["le"]
+            entry["buckets"].append((math.inf if le == "+Inf" else float(le), s.value))
+        elif s.name.endswith("_sum"):
+            entry["sum"] = s.value
+        elif s.name.endswith("_count"):
+            entry["count"] = s.value
+    counts = {}
+    for group, e in series.items():
+        les = [le for le, _ in e["buckets"]]
+        values = [v for _, v in e["buckets"]]
+        where = f"{what}{{group={group!r}}}"
+        check(len(les) == 28, f"{where}: 28 buckets", les)
+        check(les == sorted(les) and len(set(les)) == len(les), f"{where}: le ascending", les)
+        check(les and les[-1] == math.inf, f"{where}: the last bucket is +Inf", les)
+        check(all(a <= b for a, b in zip(values, values[1:])), f"{where}: cumulative counts", values)
+        check(e["count"] is not None and values and values[-1] == e["count"], f"{where}: +Inf bucket == _count",
+              (values[-1:] or None, e["count"]))
+        check(e["sum"] is not None and e["sum"] >= 0, f"{where}: _sum not negative", e["sum"])
+        counts[group] = e["count"]
+    return counts
+
+
+async def scenario(port, rng):
+    sent = await traffic(port, rng)
+    status, headers, text = await get(port, "/metrics")
+    check(status == 200, "/metrics: 200", text[:200])
+    check(headers.get("content-type", "").startswith("text/plain; version=0.0.4"),
+          "/metrics: the text format's Content-Type", headers.get("content-type"))
+    samples, families = samples_of(text_string_to_metric_families(text))
+    runs = "taskgroup_runs_total"
+    admitted_sum = sent["good"] + sent["timed_out"]
+    want = {("sum", "succeeded"): sent["good"], ("sum", "timed_out"): sent["timed_out"],
+            ("sum", "overloaded"): sent["shed"], ("sum", "failed"): 0, ("sum", "cancelled"): 0,
+            ("health", "succeeded"): sent["health"], ("health", "failed"): 0}
+    for (group, outcome), n in want.items():
+        got = value(samples, runs, group=group, outcome=outcome)
+        check(got == n, f"runs_total{{group={group},outcome={outcome}}} == {n}", got)
+    tasks = "taskgroup_tasks_total"
+    check(value(samples, tasks, group="sum", outcome="succeeded") == TASKS * sent["good"],
+          "tasks_total: every task of a good run succeeded", value(samples, tasks, group="sum", outcome="succeeded"))
+    check(value(samples, tasks, group="sum", outcome="not_run") == TASKS * sent["shed"],
+          "tasks_total: a shed run's tasks never ran", value(samples, tasks, group="sum", outcome="not_run"))
+    check(value(samples, tasks, group="sum", outcome="cancelled") == TASKS * sent["timed_out"],
+          "tasks_total: a timed-out run's tasks are cancelled", value(samples, tasks, group="sum", outcome="cancelled"))
+    check(value(samples, tasks, group="health", outcome="succeeded") == sent["health"], "tasks_total: /health's")
+    check(value(samples, "taskgroup_runs_in_flight") == 0, "runs_in_flight is 0 at the end")
+    check(value(samples, "taskgroup_runs_queued") == 0, "runs_queued is 0 at the end")
+    for name in ("run_latency_seconds", "queue_wait_seconds", "task_duration_seconds", "offload_wait_seconds"):
+        family = families.get("taskgroup_" + name)
+        if not check(family is not None and family.type == "histogram", f"{name}: a histogram"):
+            continue
+        counts = check_histogram(family, name)
+        if name == "run_latency_seconds":
+            check(counts.get("sum") == admitted_sum, f"run latency counts the admitted /sum runs ({admitted_sum})",
+                  counts)
+            check(counts.get("health") == sent["health"], "run latency counts the /health runs", counts)
+    print(f"sent {sent}")
+
+
+def run():
+    if len(sys.argv) < 2:
+        sys.exit(f"usage: {sys.argv[0]} HTTP_SERVER_BINARY")
+    seed = random.randrange(1 << 32)
+    print(f"seed {seed}")
+    rng = random.Random(seed)
+    server = subprocess.Popen([sys.argv[1], "--port", "0", "--threads", "2", "--max-in-flight", "1",
+                               "--max-queued", "0"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        first = server.stdout.readline()
+        if check(first.startswith("listening on 127.0.0.1:"), "the server prints its address", first):
+            port = int(first.rsplit(":", 1)[1])
+            try:
+                asyncio.run(scenario(port, rng))
+            except (OSError, RuntimeError, asyncio.TimeoutError, ValueError) as e:
+                check(False, "the client ran to its end", repr(e))
+        server.send_signal(signal.SIGTERM)
+        server.communicate(timeout=GUARD)
+        check(server.returncode == 0, "SIGTERM: exit status 0", server.returncode)
+    finally:
+        if server.poll() is None:
+            server.kill()
+            server.wait()
+    print(f"{checks} checks, {failures} failed (seed {seed})")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(run())
