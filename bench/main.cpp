@@ -547,19 +547,24 @@ int main(int argc, char** argv) {
   const double warmup = o.quick ? 0.0 : 0.1;
   std::map<std::string, collector::unit> units;
   for (const workload* w : selected) {
-    for (const contender* c : plan[w]) {
-      const std::string name = w->id + "/" + c->name;
-      const bool by_counter = !w->counter.empty();
-      units[name] = {by_counter ? 1.0 : c->units_per_iteration * w->unit_ns, w->unit, w->counter};
-      auto* b = benchmark::RegisterBenchmark(name.c_str(), c->fn)
-                    ->UseRealTime()
-                    ->Unit(benchmark::kNanosecond)
-                    ->Repetitions(reps)
-                    ->ReportAggregatesOnly(false);
-      if (c->iterations > 0) {
-        b->Iterations(c->iterations);
-      } else {
-        b->MinTime(min_time)->MinWarmUpTime(warmup);
+    // An alternated workload registers each contender once per repetition,
+    // in turn: Google Benchmark runs them in registration order.
+    const int rounds = w->alternate ? reps : 1;
+    for (int round = 0; round < rounds; ++round) {
+      for (const contender* c : plan[w]) {
+        const std::string name = w->id + "/" + c->name;
+        const bool by_counter = !w->counter.empty();
+        units[name] = {by_counter ? 1.0 : c->units_per_iteration * w->unit_ns, w->unit, w->counter};
+        auto* b = benchmark::RegisterBenchmark(name.c_str(), c->fn)
+                      ->UseRealTime()
+                      ->Unit(benchmark::kNanosecond)
+                      ->Repetitions(w->alternate ? 1 : reps)
+                      ->ReportAggregatesOnly(false);
+        if (c->iterations > 0) {
+          b->Iterations(c->iterations);
+        } else {
+          b->MinTime(min_time)->MinWarmUpTime(warmup);
+        }
       }
     }
   }

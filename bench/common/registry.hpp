@@ -51,6 +51,11 @@ struct workload {
   /// `unit`, e.g. bytes per task), not the real time per iteration; the
   /// driver then ignores `unit_ns` and `units_per_iteration`.
   std::string counter{};
+  /// When set, its contenders run one repetition each in turn (A, B, A,
+  /// B, ...) in the same process, so that the machine's drift over the
+  /// run touches them alike; the figure is still the median of each one's
+  /// repetitions. For targets on a small difference between contenders.
+  bool alternate = false;
 };
 
 struct contender {

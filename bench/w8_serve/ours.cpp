@@ -10,6 +10,8 @@
 // every run's 16 outputs read from its report (`task_output::get(report)`)
 // and compared with the expected values.
 //
+// w8_serve_metrics: the same, the session's metrics on (ours) and off.
+//
 // w8_empty_run: a one-task group (one empty net) on a local_session over a
 // 1-thread io_context; one benchmark iteration = a coroutine awaiting 100
 // `session.async_run(group, {}, as_tuple(use_awaitable))` one after another.
@@ -110,10 +112,13 @@ bool batch(benchmark::State& state, tg::local_session& session, const served& s,
   return true;
 }
 
-void serve(benchmark::State& state) {
+// `metrics`: the session counts its runs (the default), or not
+// (w8_serve_metrics' baseline).
+void serve_with(benchmark::State& state, bool metrics) {
   served s;
   if (!make_group(state, s)) return;
   tg::local_session session(2);
+  session.enable_metrics(metrics);
   std::uint64_t seq = 0;
   if (!batch(state, session, s, seq)) return;  // warm-up: compiles the group
   seq += runs_in_flight;
@@ -125,6 +130,9 @@ void serve(benchmark::State& state) {
   const double runs = static_cast<double>(state.iterations()) * static_cast<double>(runs_in_flight);
   state.counters[cpu_counter] = (process_cpu_us() - cpu_start) / runs;
 }
+
+void serve(benchmark::State& state) { serve_with(state, true); }
+void serve_unmetered(benchmark::State& state) { serve_with(state, false); }
 
 asio::awaitable<void> sequence(tg::local_session& session, const tg::task_group& g, std::string& error) {
   for (std::size_t i = 0; i < empty_runs; ++i) {
@@ -160,6 +168,20 @@ const tgbench::add_contender serve_reg{{
     .name = tgbench::ours,
     .what = "64 x session.async_run(group, {.feeds}) on local_session(2), outputs read from each report",
     .fn = serve,
+}};
+
+const tgbench::add_contender metered_reg{{
+    .workload = "w8_serve_metrics",
+    .name = tgbench::ours,
+    .what = "w8_serve / ours, the session counting its runs (metrics on, the default)",
+    .fn = serve,
+}};
+
+const tgbench::add_contender unmetered_reg{{
+    .workload = "w8_serve_metrics",
+    .name = "metrics_off",
+    .what = "w8_serve / ours on a session with local_session::enable_metrics(false)",
+    .fn = serve_unmetered,
 }};
 
 const tgbench::add_contender empty_reg{{

@@ -32,6 +32,21 @@ const tgbench::add_workload serve{{
     .counter = tgbench::w8::cpu_counter,
 }};
 
+// What the session's metrics cost a served run: w8_serve with counting on
+// against the same with it off (local_session::enable_metrics), their
+// repetitions alternated in one process. Target: at most 1.03x.
+const tgbench::add_workload serve_metrics{{
+    .id = "w8_serve_metrics",
+    .title = "w8_serve with the session's metrics on, against off, repetitions alternated in one process",
+    .unit = "us CPU/run",
+    .unit_ns = 1'000.0,
+    .baselines = {"metrics_off"},
+    .targets = {{tgbench::target_kind::max_ratio, "metrics_off", 1.03}},
+    .order = 82,
+    .counter = tgbench::w8::cpu_counter,
+    .alternate = true,
+}};
+
 const tgbench::add_workload empty_run{{
     .id = "w8_empty_run",
     .title = "runs of a one-task group (one empty net), one after another, local_session on a 1-thread io_context",
