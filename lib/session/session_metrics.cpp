@@ -62,11 +62,11 @@ namespace {
 // The task outcomes' label values, by task_status.
 constexpr std::string_view task_outcome[task_status_count] = {"succeeded", "failed", "cancelled", "not_run"};
 
-// `ns` nanoseconds as seconds, in exact decimal ("0.000001", "67.108864").
+// `ns` nanoseconds (never negative: durations are counted from 0) as
+// seconds, in exact decimal ("0.000001", "67.108864").
 std::string seconds(std::int64_t ns) {
-  const bool negative = ns < 0;
-  const auto v = negative ? -static_cast<std::uint64_t>(ns) : static_cast<std::uint64_t>(ns);
-  std::string out = (negative ? "-" : "") + std::to_string(v / 1'000'000'000);
+  const std::uint64_t v = ns < 0 ? 0 : static_cast<std::uint64_t>(ns);
+  std::string out = std::to_string(v / 1'000'000'000);
   if (const std::uint64_t frac = v % 1'000'000'000; frac != 0) {
     char digits[16];
     std::snprintf(digits, sizeof digits, "%09llu", static_cast<unsigned long long>(frac));
