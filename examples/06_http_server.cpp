@@ -27,7 +27,10 @@
 // 7. Observe. The groups are named ("sum", "health"), so the session's
 //    metrics count their runs apart; /metrics serves them in Prometheus'
 //    text format (`local_session::metrics`, `to_prometheus`).
-// 8. Stop. On SIGINT or SIGTERM the session drains (`async_drain`): runs in
+// 8. Trace. A request's W3C `traceparent` header, when well formed, puts
+//    its run in the caller's trace (`run_options::trace_parent`); every
+//    /sum answer names the run's span in `traceresponse`.
+// 9. Stop. On SIGINT or SIGTERM the session drains (`async_drain`): runs in
 //    flight and queued finish, a request that comes after answers 503.
 //
 // Endpoints (GET only, JSON answers but /metrics', keep-alive):
@@ -149,6 +152,8 @@ struct service {
   asio::awaitable<response> sum(beast::tcp_stream& stream, beast::flat_buffer& buffer, const request& req,
                                 const sum_query& q);
   asio::awaitable<std::optional<response>> route(std::string_view path, const request& req);
+  response answer(const boost::system::error_code& run_ec, const tg::run_report& report, const request& req,
+                  const sum_query& q);
   void stop() {
     session.async_drain([this](boost::system::error_code ec) { drained = !ec; });
   }
@@ -175,12 +180,20 @@ std::optional<response> not_admitted(const boost::system::error_code& ec, const 
   return std::nullopt;
 }
 
-// Runs the group for one /sum request, racing it against the client.
+// Runs the group for one /sum request, racing it against the client. The
+// request's `traceparent` (W3C trace context), when well formed, makes the
+// run a part of the caller's trace; a malformed one is ignored (the run
+// starts a trace of its own), as W3C asks of a server. The answer names
+// the run's span in `traceresponse` (a W3C draft, not yet a
+// recommendation): `00-<trace id>-<the run's span id>-<flags>`.
 asio::awaitable<response> service::sum(beast::tcp_stream& stream, beast::flat_buffer& buffer, const request& req,
                                        const sum_query& q) {
   tg::feeds f;
   for (int j = 0; j < nodes; ++j) f.set(node_name(j), "n", q.n).set(node_name(j), "sleep_ms", q.sleep_ms);
   tg::run_options opts{.timeout = std::chrono::milliseconds(q.timeout_ms), .feeds = std::move(f)};
+  if (auto tp = req.find("traceparent"); tp != req.end() && tg::trace_context::parse(tp->value())) {
+    opts.trace_parent = std::string_view(tp->value());
+  }
   stats.started.fetch_add(1, std::memory_order_relaxed);
   auto [order, run_ec, report, watch_ex] =
       co_await asio::experimental::make_parallel_group(
@@ -189,22 +202,30 @@ asio::awaitable<response> service::sum(beast::tcp_stream& stream, beast::flat_bu
           .async_wait(asio::experimental::wait_for_one(), asio::use_awaitable);
   (void)order;
   (void)watch_ex;
-  if (auto refused = not_admitted(run_ec, report, stats, req)) co_return std::move(*refused);
+  response res = answer(run_ec, report, req, q);
+  if (report.trace.valid()) res.set("traceresponse", report.trace.traceparent());
+  co_return res;
+}
+
+// The answer to a /sum request whose run ended with `run_ec` and `report`.
+response service::answer(const boost::system::error_code& run_ec, const tg::run_report& report, const request& req,
+                         const sum_query& q) {
+  if (auto refused = not_admitted(run_ec, report, stats, req)) return std::move(*refused);
   if (run_ec == tg::errc::timeout) {
     stats.timed_out.fetch_add(1, std::memory_order_relaxed);
-    co_return error_response(http::status::gateway_timeout, "timeout", report.failure->message, req);
+    return error_response(http::status::gateway_timeout, "timeout", report.failure->message, req);
   }
   if (run_ec == tg::errc::cancelled) {
     stats.cancelled.fetch_add(1, std::memory_order_relaxed);
     // Only the watch cancels: the client left or flooded us, so close.
     auto res = error_response(http::status::service_unavailable, "cancelled", report.failure->message, req);
     res.keep_alive(false);
-    co_return res;
+    return res;
   }
   if (run_ec) {
     stats.failed.fetch_add(1, std::memory_order_relaxed);
     const std::string msg = report.failure ? report.failure->message : run_ec.message();
-    co_return error_response(http::status::internal_server_error, "run_failed", msg, req);
+    return error_response(http::status::internal_server_error, "run_failed", msg, req);
   }
   json::array out;
   i64 total = 0;
@@ -214,8 +235,7 @@ asio::awaitable<response> service::sum(beast::tcp_stream& stream, beast::flat_bu
     total += v;
   }
   stats.completed.fetch_add(1, std::memory_order_relaxed);
-  co_return json_response(http::status::ok, json::object{{"n", q.n}, {"total", total}, {"values", std::move(out)}},
-                          req);
+  return json_response(http::status::ok, json::object{{"n", q.n}, {"total", total}, {"values", std::move(out)}}, req);
 }
 
 json::object stats_json(const counters& c, const tg::session_load& load) {

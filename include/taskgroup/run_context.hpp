@@ -13,9 +13,12 @@
 
 #include <taskgroup/export.hpp>
 
+#include <taskgroup/trace_context.hpp>
+
 #include <chrono>
 #include <cstdint>
 #include <optional>
+#include <string_view>
 
 namespace taskgroup {
 
@@ -55,6 +58,16 @@ class TASKGROUP_API run_context {
   [[nodiscard]] int attempt() const noexcept { return attempt_; }
   /// That policy's `max_attempts` (1 when none retries).
   [[nodiscard]] int max_attempts() const noexcept { return max_attempts_; }
+  /// The run's trace context (W3C trace context): its trace id, taken from
+  /// `run_options::trace_parent` or fresh, and as `parent_id` the run's own
+  /// span id. An I/O op forwards `trace().traceparent()` as the
+  /// `traceparent` header of the request it makes, so that the service's
+  /// spans are children of the run. All zero outside a run (`valid()`
+  /// false).
+  [[nodiscard]] const trace_context& trace() const noexcept;
+  /// The name of the run's group (`task_group::name`): empty for an
+  /// unnamed group and outside a run. Valid while the run is.
+  [[nodiscard]] std::string_view group_name() const noexcept;
   /// Counts one more event of `key` (any address that names it, e.g. the
   /// op's `op_def`) in this run, across every attempt and task of the run,
   /// and returns the count (1 the first time). Outside a run, counts in a

@@ -8,6 +8,7 @@
 
 #include <taskgroup/blob.hpp>
 #include <taskgroup/error.hpp>
+#include <taskgroup/trace_context.hpp>
 
 #include <chrono>
 #include <memory>
@@ -135,6 +136,18 @@ struct TASKGROUP_API run_options {
   /// strand and the turns of GLOBAL groups stay first come, first served.
   /// Any int; a session without limits, and the MPI session, ignore it.
   int priority = 0;
+  /// The W3C `traceparent` of the request this run serves
+  /// (`00-<32 hex>-<16 hex>-<2 hex>`, trace_context::parse; held inline,
+  /// at most 128 bytes read, trace_parent_text): the run joins
+  /// that trace, its own span a child of the given parent. Empty (the
+  /// default): the run starts a trace of its own, with a fresh trace id.
+  /// Either way `run_report::trace_id` names it and ops see it
+  /// (`op_context::run().trace()`). A malformed value fails the run at its
+  /// start with `errc::invalid_task` ("trace_parent has an all-zero trace
+  /// id, which is invalid"), no task run; the report still carries a
+  /// (fresh) trace id. A server that would rather ignore a malformed header,
+  /// as W3C advises, checks it with `trace_context::parse` first.
+  trace_parent_text trace_parent{};
 };
 
 }  // namespace taskgroup

@@ -7,6 +7,7 @@
 
 #include <taskgroup/blob.hpp>
 #include <taskgroup/error.hpp>
+#include <taskgroup/trace_context.hpp>
 
 #include <chrono>
 #include <cstdint>
@@ -87,6 +88,15 @@ struct TASKGROUP_API run_report {
   /// task retried): kept apart from `tasks` so that a task report stays
   /// as small as without retries.
   std::vector<task_retries> retries;
+  /// The run's trace id (W3C trace context): 32 lowercase hex digits, from
+  /// `run_options::trace_parent` or fresh; empty in a report made
+  /// otherwise (and in one of a blocking `run` refused before it
+  /// started). A log line that carries it leads to the run's trace.
+  std::string trace_id;
+  /// The run's trace context in full: `trace.trace_id` as above,
+  /// `trace.parent_id` the run's own span id (what a `traceresponse` names),
+  /// `trace.flags` those given (0 for a fresh trace).
+  trace_context trace;
 
   /// True when this is the report of a run of `g` (a handle on the same
   /// group, `task_group::same`).

@@ -27,4 +27,5 @@
 #include <taskgroup/step_runner.hpp>
 #include <taskgroup/task.hpp>
 #include <taskgroup/task_group.hpp>
+#include <taskgroup/trace_context.hpp>
 #include <taskgroup/workspace.hpp>

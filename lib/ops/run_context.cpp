@@ -77,6 +77,13 @@ std::optional<run_context::clock::time_point> run_context::deadline() const noex
   return run_->deadline;
 }
 
+const trace_context& run_context::trace() const noexcept {
+  static const trace_context none;
+  return run_ != nullptr ? run_->trace : none;
+}
+
+std::string_view run_context::group_name() const noexcept { return run_ != nullptr ? run_->group : std::string_view(); }
+
 std::uint64_t run_context::count(const void* key) const {
   detail::run_scope::counters& c = (run_ != nullptr ? *run_ : detail::no_run()).counting();
   const std::lock_guard<std::mutex> hold(c.lock);

@@ -14,6 +14,7 @@
 #include <map>
 #include <mutex>
 #include <optional>
+#include <string_view>
 
 namespace taskgroup::detail {
 
@@ -30,6 +31,10 @@ struct run_scope {
 
   mutable std::atomic<std::uint64_t> id{0};  // 0 until identity() is first asked
   std::optional<std::chrono::steady_clock::time_point> deadline;
+  /// The run's trace context (run_context::trace), set as it arrives.
+  trace_context trace;
+  /// Its group's name (the run holds the group).
+  std::string_view group;
   /// The context of the tasks and steps that do not retry.
   run_context first{this};
 

@@ -50,6 +50,8 @@ void count_run(run_state& rs, run_tally& t) noexcept {
 void complete_run(run_state& rs, run_tally* tally) {
   if (tally != nullptr) count_run(rs, *tally);
   rs.report.group = group_access::weak_identity(rs.source);
+  rs.report.trace = rs.scope.trace;
+  rs.report.trace_id = rs.scope.trace.trace_id_hex();
   // Its place goes to the next run queued before its caller hears of it
   // (a caller that runs again from its handler finds the place free).
   if (rs.ticket.by != nullptr) rs.ticket.by->ended(rs);
@@ -177,6 +179,18 @@ void run_state::node_ended(std::size_t i, status st) {
   // Coordinated on this node's strand: already there.
   if (nodes[i].node == coord_node) return told(*this, st);
   asio::dispatch(*coord, [rs = shared_from_this(), told, st = std::move(st)] { told(*rs, st); });
+}
+
+void join_trace(run_state& rs) noexcept {
+  rs.scope.group = rs.source.name();
+  if (!rs.options.trace_parent.empty()) {
+    if (auto given = rs.options.trace_parent.parse()) {
+      rs.scope.trace = given.value();
+      rs.scope.trace.parent_id = trace_context::fresh_span_id();
+      return;
+    }
+  }
+  rs.scope.trace = trace_context::fresh();
 }
 
 void lay_out(run_state& rs) {

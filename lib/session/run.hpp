@@ -143,6 +143,12 @@ struct run_state final : join_core<run_state> {
   friend void start_nodes(const std::shared_ptr<run_state>& rs);
 };
 
+/// Gives `rs` its trace context as it arrives (run_scope::trace): the
+/// trace of `options.trace_parent` with a fresh span of its own, or a
+/// fresh trace when none is given or it is malformed (the session's begin
+/// refuses a malformed one); and its group's name.
+void join_trace(run_state& rs) noexcept;
+
 /// Sizes `rs`'s records and node parts for its compiled group (the
 /// session places the active ones on its nodes: node_run::node).
 void lay_out(run_state& rs);

@@ -310,6 +310,7 @@ void local_session::start_run(std::shared_ptr<impl> state, task_group group, run
   rs->done = std::move(done);
   impl& s = *state;
   rs->metrics = &s.metrics;
+  detail::join_trace(*rs);
   // The run holds the session's state from here (its begin reads it).
   rs->session_coord = std::shared_ptr<const asio::any_io_executor>(std::move(state), &coordinator(s));
   error why;
@@ -340,6 +341,11 @@ void local_session::begin(impl& state, const std::shared_ptr<run_state>& rs) {
     const run_options& opt = rs->options;
     if (std::string f = detail::run_timeout_fault(opt.timeout); !f.empty()) {
       return detail::refuse_run(rs, error(errc::invalid_task, "run_options::timeout " + f));
+    }
+    if (!opt.trace_parent.empty()) {
+      if (auto parsed = opt.trace_parent.parse(); !parsed) {
+        return detail::refuse_run(rs, error(parsed.error().code, "run_options::" + parsed.error().message));
+      }
     }
     if (!rs->group) {
       auto compiled = state.compile(group);

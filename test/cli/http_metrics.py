@@ -15,7 +15,10 @@ place in flight; then scrapes /metrics, parses it with
   `_count`, a `_sum` that is not negative, and as many runs in the latency
   histogram as runs were admitted;
 - the gauges are 0 once everything answered, and the Content-Type is the
-  text format's.
+  text format's;
+- a request's `traceparent` puts its run in that trace (`traceresponse`
+  names the same trace id and the run's own span); a malformed one is
+  ignored, the run starting a trace of its own.
 Exits 0 when every check passed, 1 otherwise.
 """
 import asyncio
@@ -62,10 +65,10 @@ async def read_response(reader):
     return status, headers, body.decode()
 
 
-async def get(port, target):
+async def get(port, target, headers=""):
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
     try:
-        writer.write(f"GET {target} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".encode())
+        writer.write(f"GET {target} HTTP/1.1\r\nHost: 127.0.0.1\r\n{headers}\r\n".encode())
         return await asyncio.wait_for(read_response(reader), GUARD)
     finally:
         writer.close()
@@ -158,8 +161,28 @@ def check_histogram(family, what):
     return counts
 
 
+async def trace_context(port, rng):
+    """A well-formed traceparent puts the run in the caller's trace; a
+    malformed one is ignored. Either way traceresponse names the run's span."""
+    trace_id = "%032x" % rng.randrange(1, 1 << 128)
+    parent = "%016x" % rng.randrange(1, 1 << 64)
+    status, headers, body = await get(port, "/sum?n=4", f"traceparent: 00-{trace_id}-{parent}-01\r\n")
+    response = headers.get("traceresponse", "")
+    fields = response.split("-")
+    check(status == 200 and len(fields) == 4 and fields[0] == "00" and fields[1] == trace_id and
+          len(fields[2]) == 16 and fields[2] != parent and fields[3] == "01",
+          "traceparent: the answer's traceresponse names the same trace and the run's own span",
+          f"{status} {response}")
+    status, headers, body = await get(port, "/sum?n=4", "traceparent: 00-zz-not-a-trace\r\n")
+    fields = headers.get("traceresponse", "").split("-")
+    check(status == 200 and len(fields) == 4 and len(fields[1]) == 32 and fields[1] != "0" * 32,
+          "a malformed traceparent is ignored: a fresh trace", f"{status} {headers}")
+    return 2  # good /sum runs
+
+
 async def scenario(port, rng):
     sent = await traffic(port, rng)
+    sent["good"] += await trace_context(port, rng)
     status, headers, text = await get(port, "/metrics")
     check(status == 200, "/metrics: 200", text[:200])
     check(headers.get("content-type", "").startswith("text/plain; version=0.0.4"),

@@ -1,0 +1,141 @@
+#include <taskgroup/trace_context.hpp>
+
+#include <algorithm>
+#include <optional>
+#include <random>
+#include <string>
+
+namespace taskgroup {
+
+namespace {
+
+constexpr char digits[] = "0123456789abcdef";
+
+int hex_value(char c) noexcept {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  return -1;
+}
+
+error bad(const std::string& what) { return error(errc::invalid_task, "trace_parent " + what); }
+
+// Reads `out.size()` bytes of hex at `text[at..]`; an error names the
+// field and the offset of the first character that is not lowercase hex.
+template <std::size_t N>
+std::optional<error> read_hex(std::string_view text, std::size_t at, const char* field,
+                              std::array<std::uint8_t, N>& out) {
+  for (std::size_t i = 0; i < N; ++i) {
+    const int hi = hex_value(text[at + 2 * i]);
+    const int lo = hex_value(text[at + 2 * i + 1]);
+    if (hi < 0 || lo < 0) {
+      const std::size_t where = at + 2 * i + (hi < 0 ? 0 : 1);
+      return bad(std::string("has a character that is not lowercase hex in its ") + field + " at offset " +
+                 std::to_string(where));
+    }
+    out[i] = static_cast<std::uint8_t>(hi * 16 + lo);
+  }
+  return std::nullopt;
+}
+
+template <std::size_t N>
+bool all_zero(const std::array<std::uint8_t, N>& a) noexcept {
+  return std::all_of(a.begin(), a.end(), [](std::uint8_t b) { return b == 0; });
+}
+
+// A generator per thread (splitmix64: a run draws 3 words), seeded once
+// from the system.
+std::uint64_t random_bits() noexcept {
+  thread_local std::uint64_t state = [] {
+    std::random_device rd;
+    return (static_cast<std::uint64_t>(rd()) << 32) ^ rd();
+  }();
+  std::uint64_t z = (state += 0x9e3779b97f4a7c15ULL);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+
+template <std::size_t N>
+void fill_random(std::array<std::uint8_t, N>& out) noexcept {
+  do {
+    for (std::size_t i = 0; i < N; i += 8) {
+      std::uint64_t bits = random_bits();
+      for (std::size_t j = i; j < std::min(N, i + 8); ++j, bits >>= 8) out[j] = static_cast<std::uint8_t>(bits);
+    }
+  } while (all_zero(out));
+}
+
+}  // namespace
+
+std::string to_hex(const std::uint8_t* bytes, std::size_t n) {
+  std::string out(2 * n, '0');
+  for (std::size_t i = 0; i < n; ++i) {
+    out[2 * i] = digits[bytes[i] >> 4];
+    out[2 * i + 1] = digits[bytes[i] & 0xf];
+  }
+  return out;
+}
+
+trace_parent_text::trace_parent_text(std::string_view text) noexcept : size_(text.size()) {
+  if (text.size() <= capacity) std::copy(text.begin(), text.end(), text_.begin());
+}
+
+std::string_view trace_parent_text::view() const noexcept {
+  return size_ <= capacity ? std::string_view(text_.data(), size_) : std::string_view();
+}
+
+result<trace_context> trace_parent_text::parse() const {
+  if (size_ > capacity) {
+    return bad("is " + std::to_string(size_) + " bytes, longer than the " + std::to_string(capacity) + " read");
+  }
+  return trace_context::parse(view());
+}
+
+result<trace_context> trace_context::parse(std::string_view t) {
+  constexpr std::size_t length = 55;  // 2 + 1 + 32 + 1 + 16 + 1 + 2
+  if (t.size() < 2) return bad("must be 55 characters (00-<32 hex>-<16 hex>-<2 hex>), got " + std::to_string(t.size()));
+  std::array<std::uint8_t, 1> version{};
+  if (auto e = read_hex(t, 0, "version", version)) return *e;
+  if (version[0] == 0xff) return bad("has version ff, which is invalid");
+  if (version[0] == 0 ? t.size() != length : t.size() < length || (t.size() > length && t[length] != '-')) {
+    return bad("must be 55 characters (00-<32 hex>-<16 hex>-<2 hex>), got " + std::to_string(t.size()));
+  }
+  for (std::size_t dash : {std::size_t{2}, std::size_t{35}, std::size_t{52}}) {
+    if (t[dash] != '-') return bad("must have a '-' at offset " + std::to_string(dash));
+  }
+  trace_context c;
+  std::array<std::uint8_t, 1> flags{};
+  if (auto e = read_hex(t, 3, "trace id", c.trace_id)) return *e;
+  if (auto e = read_hex(t, 36, "parent id", c.parent_id)) return *e;
+  if (auto e = read_hex(t, 53, "flags", flags)) return *e;
+  if (all_zero(c.trace_id)) return bad("has an all-zero trace id, which is invalid");
+  if (all_zero(c.parent_id)) return bad("has an all-zero parent id, which is invalid");
+  c.flags = flags[0];
+  return c;
+}
+
+trace_context trace_context::fresh() noexcept {
+  trace_context c;
+  fill_random(c.trace_id);
+  fill_random(c.parent_id);
+  return c;
+}
+
+std::array<std::uint8_t, 8> trace_context::fresh_span_id() noexcept {
+  std::array<std::uint8_t, 8> id{};
+  fill_random(id);
+  return id;
+}
+
+std::string trace_context::traceparent() const {
+  return "00-" + to_hex(trace_id.data(), trace_id.size()) + "-" + to_hex(parent_id.data(), parent_id.size()) + "-" +
+         to_hex(&flags, 1);
+}
+
+std::string trace_context::trace_id_hex() const { return to_hex(trace_id.data(), trace_id.size()); }
+
+std::string trace_context::parent_id_hex() const { return to_hex(parent_id.data(), parent_id.size()); }
+
+bool trace_context::valid() const noexcept { return !all_zero(trace_id); }
+
+}  // namespace taskgroup
