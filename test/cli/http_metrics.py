@@ -31,6 +31,8 @@ import sys
 
 from prometheus_client.parser import text_string_to_metric_families
 
+from http_server import read_response  # the HTTP example's other test: one response reader
+
 GUARD = 60.0  # seconds: any single response taking longer is a hang
 TASKS = 16    # the /sum group's tasks
 
@@ -47,22 +49,6 @@ def check(cond, what, detail=None):
         if detail is not None:
             print(f"      {detail}")
     return cond
-
-
-async def read_response(reader):
-    status_line = await reader.readline()
-    if not status_line:
-        raise ConnectionError("connection closed before a response")
-    status = int(status_line.split()[1])
-    headers = {}
-    while True:
-        line = await reader.readline()
-        if line in (b"\r\n", b"\n", b""):
-            break
-        name, _, value = line.decode().partition(":")
-        headers[name.strip().lower()] = value.strip()
-    body = await reader.readexactly(int(headers.get("content-length", "0")))
-    return status, headers, body.decode()
 
 
 async def get(port, target, headers=""):
