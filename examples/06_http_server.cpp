@@ -26,7 +26,9 @@
 //    them.
 // 7. Observe. The groups are named ("sum", "health"), so the session's
 //    metrics count their runs apart; /metrics serves them in Prometheus'
-//    text format (`local_session::metrics`, `to_prometheus`).
+//    text format (`local_session::metrics`, `to_prometheus`). With
+//    --debug-endpoints, /debug/runs shows every run in flight or queued
+//    and where its tasks wait (`local_session::async_describe`).
 // 8. Trace. A request's W3C `traceparent` header, when well formed, puts
 //    its run in the caller's trace (`run_options::trace_parent`); every
 //    /sum answer names the run's span in `traceresponse`.
@@ -44,6 +46,10 @@
 //   /metrics  the session's metrics in Prometheus' text format, version
 //       0.0.4 (docs/observing.md): runs and tasks by group and outcome,
 //       retries, offloaded ops, latency and queue-wait histograms.
+//   /debug/runs  only with --debug-endpoints (404 otherwise: its lines
+//       name ops and blobs, not for a public port): every run in flight or
+//       queued, its trace id, group, phase, priority, age and where its
+//       tasks wait (`to_json(session_description)`, docs/observing.md).
 //   Another path: 404; another method: 405.
 //
 // The HTTP plumbing (routes, limits, the connection loop, options, start
@@ -52,6 +58,7 @@
 //
 // Usage: 06_http_server [--address A] [--port P] [--threads N] [--offload]
 //   [--max-in-flight N] [--max-queued N] [--max-queue-wait-ms MS]
+//   [--debug-endpoints]
 // (defaults 127.0.0.1, 8080, 2, no limits; --port 0 picks a free port;
 // --offload runs the Sum ops on the compute executor, off the I/O
 // threads). It prints "listening on A:P" once ready. SIGINT or SIGTERM: it
@@ -126,8 +133,10 @@ struct service {
   counters stats;
   std::atomic<bool> stopping{false};
   std::atomic<bool> drained{false};
+  bool debug_endpoints = false;
 
-  service(asio::any_io_executor ex, bool offload, const tg::session_limits& limits) : session(std::move(ex), limits) {
+  service(asio::any_io_executor ex, bool offload, const tg::session_limits& limits, bool debug)
+      : session(std::move(ex), limits), debug_endpoints(debug) {
     // The names label the session's metrics (GET /metrics): one per kind
     // of request, never one per request.
     group.name("sum");
@@ -255,6 +264,18 @@ asio::awaitable<std::optional<response>> service::route(std::string_view path, c
     res.prepare_payload();
     co_return res;
   }
+  if (path == "/debug/runs" && debug_endpoints) {
+    // Answers within run_probe::answer_within even when a task holds a
+    // node's thread.
+    auto [ec, d] = co_await session.async_describe(asio::as_tuple(asio::use_awaitable));
+    if (ec) co_return error_response(http::status::internal_server_error, "describe_failed", ec.message(), req);
+    response res(http::status::ok, req.version());
+    res.set(http::field::content_type, "application/json");
+    res.keep_alive(req.keep_alive());
+    res.body() = tg::to_json(d);
+    res.prepare_payload();
+    co_return res;
+  }
   if (path != "/health") co_return std::nullopt;
   // Admitted ahead of every /sum queued (priority 1 against 0).
   auto [ec, report] = co_await session.async_run(health, {.timeout = std::chrono::seconds(10), .priority = 1},
@@ -274,15 +295,16 @@ std::string service::stopped() const {
 
 int main(int argc, char** argv) {
   const auto options = sum_server::parse_options(
-      argc, argv, "06_http_server", {"--offload"},
+      argc, argv, "06_http_server", {"--offload", "--debug-endpoints"},
       {{"--max-in-flight", 1, 1000000}, {"--max-queued", 0, 1000000}, {"--max-queue-wait-ms", 0, 3600000}});
   if (!options) return 2;
   const bool offload = options->has("--offload");
+  const bool debug = options->has("--debug-endpoints");
   tg::session_limits limits;
   if (auto v = options->value("--max-in-flight")) limits.max_runs_in_flight = static_cast<std::size_t>(*v);
   if (auto v = options->value("--max-queued")) limits.max_queued = static_cast<std::size_t>(*v);
   if (auto v = options->value("--max-queue-wait-ms")) limits.max_queue_wait = std::chrono::milliseconds(*v);
-  return sum_server::run(*options, "06_http_server", [offload, limits](asio::io_context& io) {
-    return std::make_unique<service>(io.get_executor(), offload, limits);
+  return sum_server::run(*options, "06_http_server", [offload, limits, debug](asio::io_context& io) {
+    return std::make_unique<service>(io.get_executor(), offload, limits, debug);
   });
 }

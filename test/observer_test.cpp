@@ -2,6 +2,7 @@
 // the kinds of events its observer asked for, and a run observed for task
 // events only keeps the fast paths of an unobserved one (the test hooks
 // count which synchronous loop ran).
+#include <taskgroup/retry_policy.hpp>
 #include <taskgroup/run_observer.hpp>
 #include <taskgroup/session.hpp>
 #include <taskgroup/step_runner.hpp>
@@ -12,8 +13,11 @@
 #include <catch2/catch.hpp>
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
+#include <map>
 #include <mutex>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -30,13 +34,13 @@ class counting_observer final : public run_observer {
     ++asked;
     return kinds_;
   }
-  void run_begin(const std::vector<std::pair<std::string, std::string>>&) override { ++runs; }
+  void run_begin(const event_source&, const std::vector<std::pair<std::string, std::string>>&) override { ++runs; }
   void task_begin(const event_source& at) override {
     ++tasks;
     std::lock_guard lock(m_);
     sources.emplace_back(std::string(at.task) + "@" + std::string(at.node));
   }
-  void task_end(const task_report&) override { ++tasks; }
+  void task_end(const event_source&, const task_report&) override { ++tasks; }
   void step_begin(const event_source&, std::string_view) override { ++steps; }
   void step_end(const event_source&, std::string_view, std::uint64_t, const status&) override { ++steps; }
   void net_begin(const event_source& at, std::string_view) override {
@@ -194,4 +198,83 @@ TEST_CASE("run_step tells its observer what it asked for, from an empty source",
     CHECK(seen.nets == (kinds == observe::nets ? 200 : 0));
     CHECK((loops.one_op() > 0) == (kinds != observe::nets));
   }
+}
+
+namespace {
+
+// Every trace id an event carried, by kind of event.
+class trace_ids_observer final : public run_observer {
+ public:
+  void run_begin(const event_source& at, const std::vector<std::pair<std::string, std::string>>&) override {
+    add("run_begin", at);
+  }
+  void task_begin(const event_source& at) override { add("task_begin", at); }
+  void task_end(const event_source& at, const task_report&) override { add("task_end", at); }
+  void step_begin(const event_source& at, std::string_view) override { add("step_begin", at); }
+  void step_end(const event_source& at, std::string_view, std::uint64_t, const status&) override {
+    add("step_end", at);
+  }
+  void net_begin(const event_source& at, std::string_view) override { add("net_begin", at); }
+  void net_end(const event_source& at, std::string_view, const status&) override { add("net_end", at); }
+  void report_begin(const event_source& at, std::string_view) override { add("report_begin", at); }
+  void report_end(const event_source& at, std::string_view, const status&) override { add("report_end", at); }
+  void retry_wait(const event_source& at, std::string_view, int, int, std::chrono::microseconds,
+                  const error&) override {
+    add("retry_wait", at);
+  }
+
+  std::mutex m;
+  std::map<std::string, std::set<std::string>> ids;  // kind -> trace ids seen
+
+ private:
+  void add(const char* kind, const event_source& at) {
+    const std::lock_guard hold(m);
+    ids[kind].insert(std::string(at.trace_id));
+  }
+};
+
+}  // namespace
+
+TEST_CASE("every event of a run carries the run's trace id, on both drivers", "[observer][trace]") {
+  // Two nodes: a loop with a report step on "n", a task on "m" that fails
+  // once and is retried.
+  task_group g = loop_group(true);
+  net flaky("flaky");
+  flaky.op("FailTimes", {}, {}, {{"times", i64{1}}});
+  retry_policy p;
+  p.max_attempts = 2;
+  p.initial_backoff = std::chrono::milliseconds(1);
+  REQUIRE(g.add(task("f", step("s").add_net(flaky)).retry(p), node("m")));
+  for (const bool given : {false, true}) {
+    for (const bool coroutine_only : {false, true}) {
+      CAPTURE(given, coroutine_only);
+      detail::test_driver_hooks().coroutine_only = coroutine_only;
+      local_session session(2);
+      trace_ids_observer seen;
+      run_options o;
+      o.observer = &seen;
+      if (given) o.trace_parent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
+      boost::system::error_code ec;
+      const run_report r = session.run(g, o, ec);
+      detail::test_driver_hooks().coroutine_only = false;
+      REQUIRE_FALSE(ec);
+      REQUIRE(r.trace_id.size() == 32);
+      if (given) CHECK(r.trace_id == "0af7651916cd43dd8448eb211c80319c");
+      for (const char* kind : {"run_begin", "task_begin", "task_end", "step_begin", "step_end", "net_begin", "net_end",
+                               "report_begin", "report_end", "retry_wait"}) {
+        CAPTURE(kind);
+        CHECK(seen.ids[kind] == std::set<std::string>{r.trace_id});
+      }
+    }
+  }
+  // A step tree run alone has no run: its events carry no trace id.
+  trace_ids_observer alone;
+  run_step_options o;
+  o.observer = &alone;
+  auto ws = workspace::make("w");
+  const status st = run_tree(step("s").add_net(flaky), ws, o);
+  REQUIRE_FALSE(st);
+  CHECK(st.error().code == errc::op_failed);
+  CHECK(alone.ids["step_begin"] == std::set<std::string>{""});
+  CHECK(alone.ids["net_end"] == std::set<std::string>{""});
 }

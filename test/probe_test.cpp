@@ -1,6 +1,10 @@
 // run_probe: where the tasks of a run in flight stand, on both drivers,
-// against the words of the error the same run ends with when cancelled.
+// against the words of the error the same run ends with when cancelled;
+// and local_session::async_describe, the same words for every run of a
+// session without a probe.
+#include <taskgroup/retry_policy.hpp>
 #include <taskgroup/session.hpp>
+#include <taskgroup/session_description.hpp>
 #include <taskgroup/task_group.hpp>
 
 #include "support/steps.hpp"
@@ -13,6 +17,9 @@
 #include <boost/asio/post.hpp>
 #include <boost/asio/thread_pool.hpp>
 #include <boost/asio/use_future.hpp>
+#include <boost/json/parse.hpp>
+#include <boost/json/serialize.hpp>
+#include <boost/json/value.hpp>
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -195,9 +202,13 @@ TEST_CASE("a probe follows one run at a time", "[probe]") {
   task_group quick;
   REQUIRE(quick.add(task("q", step("q").add_net(incr("inc", "n")))));
 
+  CHECK(probe.trace_id().empty());  // no run yet
   run.start(session, stuck);
   REQUIRE(where_once(probe, {R"(task "local/t" (node "local"): s/net "nap" op #0 (Sleep): sleeping for 3600000 ms)"})
               .size() == 1);
+  // The trace id of the run it follows, as the run's report will have it.
+  const std::string followed = probe.trace_id();
+  CHECK(followed.size() == 32);
   // A second run given the same probe is refused before it starts.
   run_options o;
   o.probe = &probe;
@@ -207,7 +218,10 @@ TEST_CASE("a probe follows one run at a time", "[probe]") {
   CHECK(std::get<1>(refused).failure->message == "run_options::probe already follows another run in flight");
   CHECK(std::get<1>(refused).tasks.at(0).status == task_status::not_run);
 
-  CHECK(run.cancel_and_end(pool).failure->code == errc::cancelled);
+  const run_report ended = run.cancel_and_end(pool);
+  CHECK(ended.failure->code == errc::cancelled);
+  CHECK(ended.trace_id == followed);
+  CHECK(probe.trace_id().empty());
   // Free again once that run has ended.
   auto later = run_to_end(session, quick, o);
   CHECK_FALSE(std::get<0>(later));
@@ -432,4 +446,166 @@ TEST_CASE("a probe names a node whose thread a task holds, without waiting for i
   const run_report r = run.cancel_and_end(pool);
   REQUIRE(r.failure);
   CHECK(r.failure->code == errc::cancelled);
+}
+
+// --- local_session::async_describe: the live view, without a probe ---------
+
+namespace {
+
+// A run started without a probe, until the test cancels it from outside.
+struct dsc_run {
+  asio::cancellation_signal cancel;
+  std::promise<run_report> ended;
+
+  void start(local_session& s, const task_group& g, run_options o) {
+    s.async_run(g, std::move(o),
+                asio::bind_cancellation_slot(
+                    cancel.slot(), [this](boost::system::error_code, run_report r) { ended.set_value(std::move(r)); }));
+  }
+  run_report cancel_and_end(asio::thread_pool& pool) {
+    asio::post(pool, [this] { cancel.emit(asio::cancellation_type::terminal); });
+    return ended.get_future().get();
+  }
+};
+
+session_description dsc_describe(local_session& s) {
+  auto answer = s.async_describe(asio::use_future);
+  // It answers within about run_probe::answer_within, a held node or not.
+  REQUIRE(answer.wait_for(30s) == std::future_status::ready);
+  return answer.get();
+}
+
+std::string dsc_traceparent(const std::string& trace_id) { return "00-" + trace_id + "-00f067aa0ba902b7-01"; }
+
+}  // namespace
+
+TEST_CASE("async_describe shows every run in flight and queued, and where their tasks wait", "[probe]") {
+  asio::thread_pool pool(2);
+  local_session session(pool.get_executor());
+  session.set_limits(session_limits{.max_runs_in_flight = 2});
+  CHECK(dsc_describe(session).runs.empty());
+
+  // A: a node whose thread a task holds, beside a sleeper.
+  std::promise<void> entered;
+  std::promise<void> release;
+  std::shared_future<void> released = release.get_future().share();
+  net hold("hold");
+  hold.lambda("Hold", {}, {}, [&entered, released](op_context&) -> status {
+    entered.set_value();
+    released.wait_for(60s);  // bounded: a failing test still ends
+    return ok();
+  });
+  task_group held;
+  held.name("held");
+  REQUIRE(held.add(task("holder", step("h").add_net(hold)), node("busy")));
+  REQUIRE(held.add(task("sleeper", step("s").add_net(sleep_net("nap"))), node("calm")));
+  // B: a task waiting an hour to retry.
+  net flaky("flaky");
+  flaky.op("FailTimes", {}, {}, {{"times", i64{5}}, {"message", std::string("busy upstream")}});
+  retry_policy p;
+  p.max_attempts = 3;
+  p.initial_backoff = std::chrono::hours(1);
+  p.max_backoff = std::chrono::hours(1);
+  task_group retrying;
+  retrying.name("retrying");
+  REQUIRE(retrying.add(task("t", step("w").add_net(flaky)).retry(p)));
+  // C: queued behind them (two in flight at most), at priority 5.
+  task_group later;
+  later.name("later");
+  REQUIRE(later.add(task("q", step("q").add_net(incr("inc", "n")))));
+
+  const std::string a_id = "0af7651916cd43dd8448eb211c80319c";
+  const std::string b_id = "4bf92f3577b34da6a3ce929d0e0e4736";
+  const std::string c_id = "11112222333344445555666677778888";
+  dsc_run a, b, c;
+  run_options o;
+  o.trace_parent = dsc_traceparent(a_id);
+  a.start(session, held, o);
+  entered.get_future().wait();
+  o.trace_parent = dsc_traceparent(b_id);
+  b.start(session, retrying, o);
+  o.trace_parent = dsc_traceparent(c_id);
+  o.priority = 5;
+  c.start(session, later, o);
+
+  const std::string calm = R"(task "calm/sleeper" (node "calm"): s/net "nap" op #0 (Sleep): sleeping for 3600000 ms)";
+  const std::string busy = "node \"busy\": did not answer within " + std::to_string(run_probe::answer_within.count()) +
+                           " ms: a task there holds the node's thread (an op that blocks, or a long computation "
+                           "between two yields)";
+  const std::string retry_head = R"(task "local/t" (node "local"): w: waiting to retry (attempt 2 of 3, )";
+  const std::string retry_tail =
+      R"( ms left) after: w/net "flaky" op #0 (FailTimes): busy upstream (run 1 of the 5 that fail))";
+  // The tasks take a moment to reach their waits.
+  session_description d;
+  for (int i = 0; i < 200; ++i) {
+    d = dsc_describe(session);
+    if (d.runs.size() == 3 && d.runs[0].waiting.size() == 2 && d.runs[0].waiting[0] == calm &&
+        d.runs[1].waiting.size() == 1)
+      break;
+    std::this_thread::sleep_for(10ms);
+  }
+  CHECK_FALSE(d.closed);
+  CHECK_FALSE(d.rank);
+  REQUIRE(d.runs.size() == 3);
+  // In flight, oldest first; then the queue.
+  const run_description& ra = d.runs[0];
+  CHECK(ra.trace_id == a_id);
+  CHECK(ra.group == "held");
+  CHECK(ra.phase == run_phase::running);
+  CHECK(ra.priority == 0);
+  CHECK(ra.waiting == std::vector<std::string>{calm, busy});
+  const run_description& rb = d.runs[1];
+  CHECK(rb.trace_id == b_id);
+  CHECK(rb.group == "retrying");
+  CHECK(rb.phase == run_phase::running);
+  REQUIRE(rb.waiting.size() == 1);
+  CHECK_THAT(rb.waiting[0], Catch::StartsWith(retry_head) && Catch::EndsWith(retry_tail));
+  const run_description& rc = d.runs[2];
+  CHECK(rc.trace_id == c_id);
+  CHECK(rc.group == "later");
+  CHECK(rc.phase == run_phase::queued);
+  CHECK(rc.priority == 5);
+  CHECK(rc.waiting.empty());
+  // Ages: A began before B; C has waited since it arrived.
+  CHECK(ra.age >= rb.age);
+  CHECK(rc.age > std::chrono::microseconds{0});
+
+  // The same as JSON.
+  const boost::json::value j = boost::json::parse(to_json(d));
+  CHECK(j.at("closed").as_bool() == false);
+  CHECK_FALSE(j.as_object().contains("rank"));
+  const boost::json::array& runs = j.at("runs").as_array();
+  REQUIRE(runs.size() == 3);
+  CHECK(runs[0].at("trace_id").as_string() == a_id);
+  CHECK(runs[0].at("group").as_string() == "held");
+  CHECK(runs[0].at("phase").as_string() == "running");
+  CHECK(runs[0].at("waiting").as_array().size() == 2);
+  CHECK(runs[0].at("waiting").as_array()[1].as_string() == busy);
+  CHECK(runs[0].at("age_us").as_int64() == ra.age.count());
+  CHECK(runs[2].at("phase").as_string() == "queued");
+  CHECK(runs[2].at("priority").as_int64() == 5);
+
+  // Ended: B cancelled while it waits to retry lets C in; A's node is
+  // released and its run cancelled.
+  CHECK(b.cancel_and_end(pool).failure->code == errc::cancelled);
+  release.set_value();
+  CHECK(a.cancel_and_end(pool).failure->code == errc::cancelled);
+  CHECK(c.ended.get_future().get().ok());
+  CHECK(dsc_describe(session).runs.empty());
+  // A draining (here: closed) session says it takes no new run.
+  session.close();
+  CHECK(dsc_describe(session).closed);
+}
+
+TEST_CASE("async_describe completes on its handler's executor, with work counted there", "[probe]") {
+  local_session session(1);
+  asio::io_context ctx;
+  std::optional<session_description> got;
+  session.async_describe(asio::bind_executor(ctx, [&](boost::system::error_code ec, session_description d) {
+    CHECK_FALSE(ec);
+    got = std::move(d);
+  }));
+  ctx.run();  // returns once the answer has come: it was work on ctx
+  REQUIRE(got);
+  CHECK(got->runs.empty());
 }

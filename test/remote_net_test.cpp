@@ -404,7 +404,8 @@ namespace {
 // An observer whose run_begin throws: the run must be refused, on every
 // path that starts the nodes.
 struct throwing_observer final : run_observer {
-  void run_begin(const std::vector<std::pair<std::string, std::string>>& /*tasks*/) override {
+  void run_begin(const event_source& /*at*/,
+                 const std::vector<std::pair<std::string, std::string>>& /*tasks*/) override {
     throw std::runtime_error("observer broke");
   }
 };

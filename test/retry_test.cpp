@@ -604,7 +604,7 @@ TEST_CASE("the observer hears a retried task begin once, wait before each retry,
         CHECK(after.code == errc::op_failed);
         events.push_back("wait " + std::string(at.task) + " " + std::to_string(next) + "/" + std::to_string(max));
       }
-      void task_end(const task_report& r) override {
+      void task_end(const event_source& /*at*/, const task_report& r) override {
         const std::lock_guard hold(m);
         events.push_back("end " + r.name + " " + std::to_string(r.attempts));
       }
@@ -631,7 +631,7 @@ TEST_CASE("every task begins and ends once for the observer, whichever driver ta
       const std::lock_guard hold(m);
       ++begins[std::string(at.task)];
     }
-    void task_end(const task_report& r) override {
+    void task_end(const event_source& /*at*/, const task_report& r) override {
       const std::lock_guard hold(m);
       ++ends[r.name];
     }

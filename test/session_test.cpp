@@ -325,12 +325,14 @@ TEST_CASE("a run deadline cancels every task and fails with a timeout", "[sessio
   local_session session(1);
   run_options o;
   o.timeout = 20ms;
+  o.trace_parent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
   auto r = test::run_sync(session, stuck_group(c), o);
   REQUIRE_FALSE(r);
   CHECK(r.error().code == errc::timeout);
-  // Where each task still running then waited: its step, net and op.
+  // Its trace, then where each task still running then waited: its step,
+  // net and op.
   CHECK(r.error().message ==
-        "run timed out after 20 ms; still running then: "
+        "run timed out after 20 ms (trace 4bf92f3577b34da6a3ce929d0e0e4736); still running then: "
         "task \"n1/stuck\" (node \"n1\"): stuck/net \"stuck\" op #0 (Stuck): stuck op cancelled; "
         "task \"n2/other\" (node \"n2\"): other/net \"stuck2\" op #0 (Stuck): stuck op cancelled");
   CHECK(c->cancelled == 2);
@@ -1058,11 +1060,11 @@ TEST_CASE("waiting frame-free tasks are cancelled by a failure, a deadline and f
     REQUIRE_FALSE(r);
     // Up to 52 tasks still waiting: the first 8 are named (each with its
     // Sleep), then how many more (those that had not started are not).
-    CHECK_THAT(r.error().message,
-               Catch::StartsWith("run timed out after 10 ms; still running then: task \"local/w0\" (node \"local\"): "
-                                 "w/net \"hour\" op #0 (Sleep): wait cancelled 3599") &&
-                   Catch::Contains(" ms before it was due; task \"local/w1\"") && Catch::Contains("; and ") &&
-                   Catch::EndsWith(" more"));
+    CHECK_THAT(r.error().message, Catch::StartsWith("run timed out after 10 ms (trace ") &&
+                                      Catch::Contains("); still running then: task \"local/w0\" (node \"local\"): "
+                                                      "w/net \"hour\" op #0 (Sleep): wait cancelled 3599") &&
+                                      Catch::Contains(" ms before it was due; task \"local/w1\"") &&
+                                      Catch::Contains("; and ") && Catch::EndsWith(" more"));
     CHECK(std::count(r.error().message.begin(), r.error().message.end(), ';') == 9);
   }
   SECTION("from outside, under gather, with the report of every task") {

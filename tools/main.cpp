@@ -1,7 +1,8 @@
 // taskgroup: the command-line runner for plan files (docs/plan-format.md).
 //
 //   taskgroup run PLAN [--threads N] [--policy join|gather] [--timeout S]
-//                      [--trace FILE] [--metrics FILE] [--json] [--quiet] [--mpi]
+//                      [--trace FILE] [--trace-parent TRACEPARENT] [--metrics FILE]
+//                      [--json] [--quiet] [--mpi]
 //                      [--poll-max USEC] [--grace S] [--load LIB]...
 //                      [--input NODE/BLOB=JSON]... [--inputs FILE.json]
 //   mpirun -np N taskgroup run PLAN ...   (nodes spread over the ranks)
@@ -165,6 +166,10 @@ int main(int argc, char** argv) {
                       ->type_name("SECONDS")
                       ->transform(seconds);
   run->add_option("--trace", ra.trace, "Write a Chrome trace-event JSON file (opens in Perfetto)")->type_name("FILE");
+  run->add_option("--trace-parent", ra.trace_parent,
+                  "Run under this W3C traceparent (00-<32 hex>-<16 hex>-<2 hex>): the run's trace id is its "
+                  "trace id, and its span a child of the span it names")
+      ->type_name("TRACEPARENT");
   run->add_option("--metrics", ra.metrics,
                   "Write the session's metrics at the end of the run: Prometheus text, or JSON when FILE ends in "
                   ".json (under MPI rank r > 0 writes FILE with .rank<r> before its extension)")

@@ -113,7 +113,7 @@ progress::node_state& progress::node_locked(std::string_view name) {
 
 // Quiet mode keeps no state: the callbacks return at once (a run of 10^5
 // nodes pays nothing for the progress it does not show).
-void progress::run_begin(const std::vector<std::pair<std::string, std::string>>& tasks) {
+void progress::run_begin(const event_source& /*at*/, const std::vector<std::pair<std::string, std::string>>& tasks) {
   if (mode_ == progress_mode::quiet) return;
   std::lock_guard lock(mutex_);
   for (const auto& [task, node] : tasks) ++node_locked(node).tasks;
@@ -134,7 +134,7 @@ void progress::task_begin(const event_source& at) {
   if (mode_ == progress_mode::plain) line_locked("task " + std::string(at.task) + " started");
 }
 
-void progress::task_end(const task_report& report) {
+void progress::task_end(const event_source& /*at*/, const task_report& report) {
   if (mode_ == progress_mode::quiet) return;
   std::lock_guard lock(mutex_);
   node_state& n = node_locked(report.node);

@@ -61,11 +61,11 @@ class progress final : public run_observer {
   /// A line above the block (plain and live modes).
   void note(std::string_view line);
 
-  void run_begin(const std::vector<std::pair<std::string, std::string>>& tasks) override;
+  void run_begin(const event_source& at, const std::vector<std::pair<std::string, std::string>>& tasks) override;
   /// Task events only: a run shown by its progress keeps every fast path.
   [[nodiscard]] observe interests() const noexcept override { return observe::tasks; }
   void task_begin(const event_source& at) override;
-  void task_end(const task_report& report) override;
+  void task_end(const event_source& at, const task_report& report) override;
 
  private:
   using clock = std::chrono::steady_clock;

@@ -16,6 +16,7 @@
 #include <taskgroup/plan.hpp>
 #include <taskgroup/run_report.hpp>
 #include <taskgroup/session.hpp>
+#include <taskgroup/session_description.hpp>
 #ifdef TASKGROUP_HAVE_MPI
 #include <taskgroup/mpi_session.hpp>
 #endif
@@ -34,6 +35,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -53,14 +55,14 @@ class observers final : public run_observer {
     kinds_ = kinds_ | list_.back().kinds;
   }
   [[nodiscard]] observe interests() const noexcept override { return kinds_; }
-  void run_begin(const std::vector<std::pair<std::string, std::string>>& tasks) override {
-    each(observe::tasks, [&](run_observer& o) { o.run_begin(tasks); });
+  void run_begin(const event_source& at, const std::vector<std::pair<std::string, std::string>>& tasks) override {
+    each(observe::tasks, [&](run_observer& o) { o.run_begin(at, tasks); });
   }
   void task_begin(const event_source& at) override {
     each(observe::tasks, [&](run_observer& o) { o.task_begin(at); });
   }
-  void task_end(const task_report& report) override {
-    each(observe::tasks, [&](run_observer& o) { o.task_end(report); });
+  void task_end(const event_source& at, const task_report& report) override {
+    each(observe::tasks, [&](run_observer& o) { o.task_end(at, report); });
   }
   void step_begin(const event_source& at, std::string_view step) override {
     each(observe::steps, [&](run_observer& o) { o.step_begin(at, step); });
@@ -185,6 +187,15 @@ result<run_setup> prepare_run(const run_args& a, bool client, int rank) {
     }
   }
 
+  if (!a.trace_parent.empty()) {
+    // A usage error, before anything runs: "--trace-parent <what is wrong>".
+    s.options.trace_parent = a.trace_parent;
+    if (auto t = s.options.trace_parent.parse(); !t) {
+      constexpr std::string_view own = "trace_parent";
+      const std::string& m = t.error().message;
+      return error(t.error().code, "--trace-parent" + (m.starts_with(own) ? m.substr(own.size()) : ": " + m));
+    }
+  }
   s.options.policy = a.policy == "gather" ? run_policy::gather : run_policy::join;
   auto fed = feeds_of(a, s.group);
   if (!fed) return fed.error();
@@ -266,8 +277,8 @@ int completed_run_status(const run_report& report, bool json, bool client) {
 }
 
 // One run of the plan on this process: the io_context its completion
-// comes back to, its observers (progress, trace), its probe and the
-// signals it catches. Kept until the command returns, so that SIGINT and
+// comes back to, its observers (progress, trace), the live view of its
+// session and the signals it catches. Kept until the command returns, so that SIGINT and
 // SIGTERM stay caught while the outputs print.
 class plan_run {
  public:
@@ -289,7 +300,7 @@ class plan_run {
   void on_signal(const boost::system::error_code& ec, int sig);
   void wait_for_where();
   void on_where(const boost::system::error_code& ec, int sig);
-  void print_where(int sig, const std::vector<std::string>& lines);
+  void print_where(int sig, const session_description& d);
   void on_done(run_report r);
 
   const run_args& a_;
@@ -298,7 +309,8 @@ class plan_run {
   progress progress_;
   std::optional<trace_recorder> trace_;
   observers fan_out_;
-  run_probe probe_;
+  // The session's async_describe while the run is in flight.
+  std::function<void(std::function<void(session_description)>)> describe_;
   asio::executor_work_guard<asio::io_context::executor_type> work_;
   asio::signal_set signals_;
   asio::cancellation_signal cancel_;
@@ -323,7 +335,6 @@ plan_run::plan_run(const run_args& a, bool client, bool tracing)
 
 void plan_run::run(const task_group& group, run_options options, [[maybe_unused]] bool on_mpi) {
   options.observer = &fan_out_;
-  options.probe = &probe_;
   auto done = [this](run_report r) { on_done(std::move(r)); };
   {
 #ifdef TASKGROUP_HAVE_MPI
@@ -334,14 +345,21 @@ void plan_run::run(const task_group& group, run_options options, [[maybe_unused]
     progress_.start(io_);
 #ifdef TASKGROUP_HAVE_MPI
     if (mpi) {
+      describe_ = [this, &mpi](auto print) {
+        mpi->async_describe(asio::bind_executor(io_, [print](auto, session_description d) { print(std::move(d)); }));
+      };
       start_run(*mpi, group, std::move(options), io_, cancel_.slot(), done);
     } else
 #endif
     {
       local.emplace(a_.threads);
+      describe_ = [this, &local](auto print) {
+        local->async_describe(asio::bind_executor(io_, [print](auto, session_description d) { print(std::move(d)); }));
+      };
       start_run(*local, group, std::move(options), io_, cancel_.slot(), done);
     }
     io_.run();
+    describe_ = nullptr;
 #ifdef TASKGROUP_HAVE_MPI
     if (mpi) metrics_ = mpi->metrics();
 #endif
@@ -360,7 +378,10 @@ bool plan_run::write_metrics(std::ofstream& file, const std::string& path) {
 
 bool plan_run::write_trace(std::ofstream& file) {
   if (!trace_) return true;
-  const std::string text = boost::json::serialize(trace_->to_json());
+  // The run's trace context names the trace and parents its spans (a run
+  // that did not complete has none: fresh ids then).
+  const trace_context run = outcome_ && outcome_->trace.valid() ? outcome_->trace : trace_context::fresh();
+  const std::string text = boost::json::serialize(trace_->to_json(run));
   file << text << '\n';
   file.close();
   return static_cast<bool>(file);
@@ -400,12 +421,11 @@ void plan_run::wait_for_where() {
 // by rank 0), on stderr even with --quiet; the run goes on.
 void plan_run::on_where(const boost::system::error_code& ec, int sig) {
   if (ec) return;  // the run ended
-  probe_.async_where(asio::bind_executor(
-      io_, [this, sig](boost::system::error_code, std::vector<std::string> lines) { print_where(sig, lines); }));
+  if (describe_) describe_([this, sig](session_description d) { print_where(sig, d); });
   wait_for_where();
 }
 
-void plan_run::print_where(int sig, const std::vector<std::string>& lines) {
+void plan_run::print_where(int sig, const session_description& d) {
   if (!client_) return;
   auto print = [&](const std::string& line) {
     if (a_.quiet) {
@@ -416,8 +436,14 @@ void plan_run::print_where(int sig, const std::vector<std::string>& lines) {
     }
   };
   const std::string head = std::string("taskgroup: ") + (sig == SIGQUIT ? "SIGQUIT" : "SIGUSR1") + ": ";
-  print(head + (lines.empty() ? "no task is running" : "where the running tasks stand:"));
-  for (const auto& line : lines) print("  " + line);
+  // The command's one run, when in flight (the session holds no other).
+  const run_description* run = d.runs.empty() ? nullptr : &d.runs.front();
+  if (run == nullptr || run->waiting.empty()) {
+    print(head + "no task is running");
+    return;
+  }
+  print(head + "where the running tasks stand (trace " + run->trace_id + "):");
+  for (const auto& line : run->waiting) print("  " + line);
 }
 
 void plan_run::on_done(run_report r) {

@@ -17,7 +17,8 @@ struct run_args {
   std::string policy = "join";
   std::optional<double> timeout_s;  // set when --timeout was given
   std::string trace;
-  std::string metrics;  // --metrics FILE: the session's metrics at the end
+  std::string trace_parent;  // --trace-parent: a W3C traceparent the run joins
+  std::string metrics;       // --metrics FILE: the session's metrics at the end
   bool json = false;
   bool quiet = false;
   bool mpi = false;

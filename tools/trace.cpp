@@ -52,7 +52,8 @@ std::size_t trace_recorder::track_locked(std::string_view node, std::string_view
   return tracks_.size() - 1;
 }
 
-void trace_recorder::run_begin(const std::vector<std::pair<std::string, std::string>>& tasks) {
+void trace_recorder::run_begin(const event_source& /*at*/,
+                               const std::vector<std::pair<std::string, std::string>>& tasks) {
   std::lock_guard lock(mutex_);
   // Nodes (processes) and tasks (threads) in the run's order, so that pids
   // and thread order do not depend on which thread reports first.
@@ -88,7 +89,7 @@ void trace_recorder::end(kind k, std::string_view task, std::string_view node, s
 
 void trace_recorder::task_begin(const event_source& at) { begin(kind::task, at.task, at.node, at.task); }
 
-void trace_recorder::task_end(const task_report& report) {
+void trace_recorder::task_end(const event_source& /*at*/, const task_report& report) {
   const std::int64_t t = now_ns();
   std::lock_guard lock(mutex_);
   const std::size_t tr = track_locked(report.node, report.name);
@@ -158,7 +159,7 @@ std::vector<trace_recorder::span> trace_recorder::spans_locked(std::int64_t now)
   return spans;
 }
 
-json::object trace_recorder::span_event_locked(const span& s, std::int64_t tid) {
+json::object trace_recorder::span_event_locked(const span& s, std::int64_t tid, const std::string& parent) {
   const track& tr = tracks_[s.track];
   json::object e;
   e["name"] = s.name;
@@ -174,13 +175,26 @@ json::object trace_recorder::span_event_locked(const span& s, std::int64_t tid) 
   if (s.k == kind::step && s.iterations >= 0) args["iterations"] = s.iterations;
   if (!s.error.empty()) args["error"] = s.error;
   if (s.unfinished) args["unfinished"] = true;
+  args["span_id"] = s.span_id;
+  args["parent_span_id"] = parent;
   e["args"] = std::move(args);
   return e;
 }
 
-json::value trace_recorder::to_json() {
+json::value trace_recorder::to_json(const trace_context& run) {
   std::lock_guard lock(mutex_);
-  const std::vector<span> spans = spans_locked(now_ns());
+  std::vector<span> spans = spans_locked(now_ns());
+  // Span ids; a task's span is the parent of the other spans on its track.
+  const std::string run_span = run.parent_id_hex();
+  std::vector<std::string> task_span(tracks_.size());
+  for (span& s : spans) {
+    const auto id = trace_context::fresh_span_id();
+    s.span_id = to_hex(id.data(), id.size());
+    if (s.k == kind::task && task_span[s.track].empty()) task_span[s.track] = s.span_id;
+  }
+  auto parent_of = [&](const span& s) -> const std::string& {
+    return s.k == kind::task || task_span[s.track].empty() ? run_span : task_span[s.track];
+  };
 
   // Lanes per track: each lane is a stack of open end times; a span goes to
   // the first lane where it nests, so every thread of the file nests
@@ -240,11 +254,13 @@ json::value trace_recorder::to_json() {
   }
 
   for (std::size_t i = 0; i < spans.size(); ++i) {
-    events.emplace_back(span_event_locked(spans[i], tid_of[spans[i].track][lane_of[i]]));
+    events.emplace_back(span_event_locked(spans[i], tid_of[spans[i].track][lane_of[i]], parent_of(spans[i])));
   }
 
   json::object out{{"traceEvents", std::move(events)}, {"displayTimeUnit", "ms"}};
-  if (dropped_ > 0) out["otherData"] = json::object{{"dropped_spans", static_cast<std::int64_t>(dropped_)}};
+  json::object other{{"trace_id", run.trace_id_hex()}, {"run_span_id", run_span}};
+  if (dropped_ > 0) other["dropped_spans"] = static_cast<std::int64_t>(dropped_);
+  out["otherData"] = std::move(other);
   return out;
 }
 

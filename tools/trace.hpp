@@ -11,7 +11,12 @@
 //   `<task> #2`, `#3`, ...;
 // - complete events ("ph": "X", ts and dur in microseconds since the run
 //   began) with "cat" = "task", "step" (args: iterations), "net" or
-//   "report"; failed spans carry args.error.
+//   "report"; failed spans carry args.error;
+// - W3C trace context ids: "otherData" names the run's trace
+//   ({"trace_id": 32 hex, "run_span_id": 16 hex}, as in its report and
+//   its traceparent), and every span has args.span_id (16 hex, fresh) and
+//   args.parent_span_id: a task's (and the node's own work's) the run's
+//   span, the other spans of a task that task's span.
 //
 // The observer only sees names, so begin and end events of concurrent
 // spans with the same name on the same task are paired last-in first-out
@@ -25,6 +30,7 @@
 
 #include <taskgroup/run_observer.hpp>
 #include <taskgroup/run_report.hpp>
+#include <taskgroup/trace_context.hpp>
 
 #include <boost/json/object.hpp>
 #include <boost/json/value.hpp>
@@ -47,9 +53,9 @@ class trace_recorder final : public run_observer {
  public:
   explicit trace_recorder(std::size_t max_spans = 2'000'000);
 
-  void run_begin(const std::vector<std::pair<std::string, std::string>>& tasks) override;
+  void run_begin(const event_source& at, const std::vector<std::pair<std::string, std::string>>& tasks) override;
   void task_begin(const event_source& at) override;
-  void task_end(const task_report& report) override;
+  void task_end(const event_source& at, const task_report& report) override;
   void step_begin(const event_source& at, std::string_view step) override;
   void step_end(const event_source& at, std::string_view step, std::uint64_t iterations, const status& result) override;
   void net_begin(const event_source& at, std::string_view net) override;
@@ -61,9 +67,11 @@ class trace_recorder final : public run_observer {
   void retry_wait(const event_source& at, std::string_view step, int next_attempt, int max_attempts,
                   std::chrono::microseconds wait, const error& after) override;
 
-  /// The trace so far. Spans still open are closed at the current time
+  /// The trace so far, of the run whose trace context is `run` (its
+  /// trace id, and as parent id the run's own span id:
+  /// `run_report::trace`). Spans still open are closed at the current time
   /// with args.unfinished = true.
-  [[nodiscard]] boost::json::value to_json();
+  [[nodiscard]] boost::json::value to_json(const trace_context& run);
 
  private:
   using clock = std::chrono::steady_clock;
@@ -79,6 +87,7 @@ class trace_recorder final : public run_observer {
     std::int64_t iterations = -1;  // steps only
     std::string error;
     bool unfinished = false;
+    std::string span_id;  // given as the file is written
   };
   struct track {
     std::string node;
@@ -95,7 +104,8 @@ class trace_recorder final : public run_observer {
   // start time.
   std::vector<span> spans_locked(std::int64_t now) const;
   // `s` as a complete event ("ph": "X") on thread `tid` of its node.
-  boost::json::object span_event_locked(const span& s, std::int64_t tid);
+  // `parent`: its parent span's id.
+  boost::json::object span_event_locked(const span& s, std::int64_t tid, const std::string& parent);
 
   std::mutex mutex_;  // guards what follows
   clock::time_point origin_ = clock::now();

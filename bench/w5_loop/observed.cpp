@@ -24,7 +24,9 @@ class task_counter final : public tg::run_observer {
  public:
   [[nodiscard]] tg::observe interests() const noexcept override { return tg::observe::tasks; }
   void task_begin(const tg::event_source&) override { began.fetch_add(1, std::memory_order_relaxed); }
-  void task_end(const tg::task_report&) override { ended.fetch_add(1, std::memory_order_relaxed); }
+  void task_end(const tg::event_source&, const tg::task_report&) override {
+    ended.fetch_add(1, std::memory_order_relaxed);
+  }
   std::atomic<std::int64_t> began{0};
   std::atomic<std::int64_t> ended{0};
 };

@@ -62,9 +62,11 @@
 #include <taskgroup/run_options.hpp>
 #include <taskgroup/run_report.hpp>
 #include <taskgroup/session.hpp>
+#include <taskgroup/session_description.hpp>
 #include <taskgroup/session_metrics.hpp>
 #include <taskgroup/task_group.hpp>
 
+#include <boost/asio/any_completion_handler.hpp>
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/associated_cancellation_slot.hpp>
 #include <boost/asio/async_result.hpp>
@@ -307,11 +309,28 @@ class TASKGROUP_API mpi_session {
   /// `local_session::enable_metrics`). Threading: thread-safe.
   void enable_metrics(bool on) noexcept;
 
+  /// This rank's live view (`local_session::async_describe` of the local
+  /// session that runs its nodes, with `rank` set): its parts of the runs
+  /// in flight, each with the run's trace id (the same on every rank) and
+  /// where this rank's tasks wait. Completes with `void(boost::system::
+  /// error_code, session_description)` on the token's associated executor,
+  /// by default the session's executor (`get_executor()`). Cancellation:
+  /// not supported (it ends within `run_probe::answer_within`).
+  /// Threading: thread-safe (no MPI call).
+  template <class CompletionToken = default_completion_token_t>
+  auto async_describe(CompletionToken&& token = default_completion_token_t()) {
+    auto init = [this](auto handler) { start_describe(describe_handler(std::move(handler))); };
+    return boost::asio::async_initiate<CompletionToken, void(boost::system::error_code, session_description)>(
+        std::move(init), token);
+  }
+
   /// The local session that runs this rank's nodes (its node workspaces).
   [[nodiscard]] local_session& local() noexcept;
 
  private:
   struct impl;
+  using describe_handler = boost::asio::any_completion_handler<void(boost::system::error_code, session_description)>;
+  void start_describe(describe_handler handler);
   [[nodiscard]] static boost::asio::any_io_executor strand_of(const impl& state);
   // A signal whose emissions reach the run on the session's strand,
   // kept alive by the completion handler.

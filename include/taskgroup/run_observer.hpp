@@ -57,10 +57,15 @@ struct event_source {
   std::string_view task;
   /// The node; empty for a step tree run alone.
   std::string_view node;
+  /// The run's trace id (`run_report::trace_id`: 32 lowercase hex digits),
+  /// the same in every event of a run, so that what an observer logs
+  /// leads to the run's trace; empty for a step tree run alone.
+  std::string_view trace_id;
 };
 
 /// Receives what happens during a run. Every event has a default that
-/// does nothing: override those asked for in `interests`.
+/// does nothing: override those asked for in `interests`. Every event
+/// says where it happens (`event_source`), the run's trace id included.
 ///
 /// Order: a task's `task_begin` comes before every event of its work and
 /// its `task_end` after them. A step execution begins once its nets are
@@ -78,13 +83,14 @@ class TASKGROUP_API run_observer {
   /// `run_step`) starts. Default: every kind.
   [[nodiscard]] virtual observe interests() const noexcept { return observe::all; }
 
-  /// The run starts: every task's full name and node, in group order
-  /// (`observe::tasks`).
-  virtual void run_begin(const std::vector<std::pair<std::string, std::string>>& /*tasks*/) {}
+  /// The run starts (`at`: its trace id, no task or node): every task's
+  /// full name and node, in group order (`observe::tasks`).
+  virtual void run_begin(const event_source& /*at*/,
+                         const std::vector<std::pair<std::string, std::string>>& /*tasks*/) {}
   /// A task begins (`observe::tasks`).
   virtual void task_begin(const event_source& /*at*/) {}
   /// A task has ended: its report, without outputs (`observe::tasks`).
-  virtual void task_end(const task_report& /*report*/) {}
+  virtual void task_end(const event_source& /*at*/, const task_report& /*report*/) {}
   /// A step execution begins (`observe::steps`).
   virtual void step_begin(const event_source& /*at*/, std::string_view /*step*/) {}
   /// A step execution has ended with `result`; `iterations`: the

@@ -21,13 +21,16 @@ namespace detail {
 struct probe_access;
 }
 
-/// Asks a run where its tasks stand while it runs, for hang diagnosis
-/// (what `taskgroup run` prints on SIGUSR1): give it to one run in
+/// Asks a run where its tasks stand while it runs, for hang diagnosis:
+/// give it to one run in
 /// `run_options::probe`, then call `async_where` while that run is in
 /// flight. It follows one run at a time: a run given a probe that follows
 /// another run in flight fails at its start with `errc::invalid_task`.
 /// The probe must outlive the runs it is given to. Under an MPI session,
-/// a rank's probe sees the tasks of that rank. Threading: thread-safe.
+/// a rank's probe sees the tasks of that rank. To see every run of a
+/// session without preparing a probe, ask the session
+/// (`local_session::async_describe`, the same lines per run). Threading:
+/// thread-safe.
 class TASKGROUP_API run_probe {
  public:
   run_probe();
@@ -62,6 +65,12 @@ class TASKGROUP_API run_probe {
   /// The handler's associated allocator holds its state while it waits.
   /// Cancellation: not supported (it ends within `answer_within`).
   /// Threading: thread-safe.
+  /// The trace id (`run_report::trace_id`: 32 lowercase hex digits) of
+  /// the run this probe follows, empty when it follows none: what a hang
+  /// report prints beside the lines of `async_where`, so that it leads to
+  /// the run's trace. Threading: thread-safe.
+  [[nodiscard]] std::string trace_id() const;
+
   template <class CompletionToken = default_completion_token_t>
   auto async_where(CompletionToken&& token = default_completion_token_t()) {
     return boost::asio::async_initiate<CompletionToken, void(boost::system::error_code, std::vector<std::string>)>(

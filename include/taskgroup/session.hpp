@@ -67,6 +67,7 @@
 #include <taskgroup/run_options.hpp>
 #include <taskgroup/run_probe.hpp>
 #include <taskgroup/run_report.hpp>
+#include <taskgroup/session_description.hpp>
 #include <taskgroup/session_limits.hpp>
 #include <taskgroup/session_metrics.hpp>
 #include <taskgroup/task_group.hpp>
@@ -319,10 +320,39 @@ class TASKGROUP_API local_session {
     return boost::asio::async_initiate<CompletionToken, void(boost::system::error_code)>(std::move(init), token);
   }
 
+  /// A live view of the session: every run in flight or queued, without
+  /// any probe given in advance (session_description): each run's trace
+  /// id, group name, phase (queued or running), priority and age, and for
+  /// a run in flight one line per place where a task of it waits, in the
+  /// words of `run_probe::async_where` (the op, its input, what it waits
+  /// for, `waiting to retry ...`); and whether the session takes new runs.
+  /// An Asio asynchronous operation for any completion token, completing
+  /// with `void(boost::system::error_code, session_description)`: the code
+  /// is empty, or, with an empty description, the error that kept it from
+  /// being made (out of memory). The nodes of
+  /// every run are asked at once, each on its strand; a node whose thread
+  /// a task holds gets a line saying so after `run_probe::answer_within`,
+  /// so the operation completes within about that time whatever the runs
+  /// do. Its lines show op arguments and blob names: do not serve it on a
+  /// public endpoint. Completes on the token's associated executor (by
+  /// default the session's coordinator strand), never inside this call,
+  /// with work counted on it until then. Costs the runs nothing when not
+  /// asked (admission already keeps the runs in flight and queued).
+  /// Cancellation: not supported (it ends within `answer_within`).
+  /// Threading: thread-safe.
+  template <class CompletionToken = default_completion_token_t>
+  auto async_describe(CompletionToken&& token = default_completion_token_t()) {
+    auto init = [state = impl_](auto handler) { start_describe(state, describe_handler(std::move(handler))); };
+    return boost::asio::async_initiate<CompletionToken, void(boost::system::error_code, session_description)>(
+        std::move(init), token);
+  }
+
   [[nodiscard]] boost::asio::any_io_executor get_executor() const;
 
  private:
   struct impl;
+  using describe_handler = boost::asio::any_completion_handler<void(boost::system::error_code, session_description)>;
+  static void start_describe(const std::shared_ptr<impl>& state, describe_handler handler);
   // The session's coordinator strand: where a run is compiled, started
   // and ended, and where a handler without an executor of its own is
   // called.

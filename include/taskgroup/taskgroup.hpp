@@ -22,6 +22,7 @@
 #include <taskgroup/run_probe.hpp>
 #include <taskgroup/run_report.hpp>
 #include <taskgroup/session.hpp>
+#include <taskgroup/session_description.hpp>
 #include <taskgroup/session_limits.hpp>
 #include <taskgroup/session_metrics.hpp>
 #include <taskgroup/step_runner.hpp>

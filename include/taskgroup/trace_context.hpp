@@ -39,6 +39,11 @@ struct TASKGROUP_API trace_context {
   /// A random span id (never all zero), for a span under this context.
   static std::array<std::uint8_t, 8> fresh_span_id() noexcept;
 
+  /// A span under this context: the same trace id and flags, a fresh
+  /// parent id (what a run does with the context it is given, and what
+  /// an op that makes a span of its own may do). Thread-safe.
+  [[nodiscard]] trace_context child() const noexcept;
+
   /// `00-<trace id>-<parent id>-<flags>` (version 00, lowercase hex).
   [[nodiscard]] std::string traceparent() const;
   /// The trace id as 32 lowercase hex digits.

@@ -127,6 +127,12 @@ std::array<std::uint8_t, 8> trace_context::fresh_span_id() noexcept {
   return id;
 }
 
+trace_context trace_context::child() const noexcept {
+  trace_context c = *this;
+  c.parent_id = fresh_span_id();
+  return c;
+}
+
 std::string trace_context::traceparent() const {
   return "00-" + to_hex(trace_id.data(), trace_id.size()) + "-" + to_hex(parent_id.data(), parent_id.size()) + "-" +
          to_hex(&flags, 1);

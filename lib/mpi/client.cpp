@@ -52,8 +52,9 @@ class client_receiver final : public status_receiver {
     const task_report& t = report_.tasks[task];
     set_outputs(group_.tasks()[task], t);
     if (observer_ != nullptr && wants(observer_->interests(), observe::tasks)) {
-      observer_->task_begin(event_source{t.name, t.node});
-      observer_->task_end(t);
+      const event_source at{t.name, t.node, report_.trace_id};
+      observer_->task_begin(at);
+      observer_->task_end(at, t);
     }
   }
 
@@ -98,9 +99,12 @@ std::optional<error> send_start(const state_ptr& s, run_ctx& ctx, std::uint64_t 
   start.policy = options.policy;
   start.timeout = options.timeout;
   std::vector<std::vector<wire_feed>> fed;
+  result<trace_context> trace = run_trace(options.trace_parent);
   // Refused as the local session refuses it, and on every rank alike.
   if (std::string f = run_timeout_fault(options.timeout); !f.empty()) {
     start.failure = error(errc::invalid_task, "run_options::timeout " + f);
+  } else if (!trace) {
+    start.failure = trace.error();
   } else if (!described) {
     start.failure = described.error();
   } else if (auto by_rank = feeds_by_rank(s, group, options.feeds, described.value()->where, own); !by_rank) {
@@ -108,6 +112,7 @@ std::optional<error> send_start(const state_ptr& s, run_ctx& ctx, std::uint64_t 
   } else {
     start.fingerprint = described.value()->text;
     fed = std::move(by_rank).value();
+    start.trace = ctx.trace = trace.value();
   }
   if (start.failure || options.feeds.empty()) {
     const std::string start_bytes = encode_start(start);
@@ -148,6 +153,8 @@ class client_run {
         live_(s_->options, s_->size) {
     answered_[0] = told_[0] = true;
     if (options_.timeout) deadline_ = deadline_after(clock_type::now(), *options_.timeout);
+    report_.trace = ctx_->trace;
+    report_.trace_id = ctx_->trace.trace_id_hex();
   }
 
   // The report's frame, the observer's run_begin, and this rank's tasks
@@ -162,10 +169,11 @@ class client_run {
     if (options_.observer != nullptr && wants(options_.observer->interests(), observe::tasks)) {
       std::vector<std::pair<std::string, std::string>> names;
       for (const auto& t : report_.tasks) names.emplace_back(t.name, t.node);
-      options_.observer->run_begin(names);
+      options_.observer->run_begin(event_source{{}, {}, report_.trace_id}, names);
     }
     run_options local = options_;
     local.feeds = std::move(own);
+    local.trace_parent = report_.trace.traceparent();
     start_local(s_, ctx_, group_, where, std::move(local));
   }
 
@@ -278,7 +286,7 @@ class client_run {
     const auto now = clock_type::now();
     bool progressed = false;
     if (deadline_ && now >= *deadline_ && !first_) {
-      fail_run(error(errc::timeout, "run timed out after " + std::to_string(options_.timeout->count()) + " ms"));
+      fail_run(run_timed_out(*options_.timeout, report_.trace_id));
       stuck_ = true;
       progressed = true;
     }

@@ -8,6 +8,7 @@
 #include <taskgroup/run_report.hpp>
 #include <taskgroup/session.hpp>
 #include <taskgroup/task_group.hpp>
+#include <taskgroup/trace_context.hpp>
 
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/cancellation_signal.hpp>
@@ -37,6 +38,7 @@ struct run_ctx {
   bool local_done = false;
   result<run_report> local;
   std::optional<run_report> failed_local;  // the local report, when `local` is its failure
+  trace_context trace;                     // the run's, once START told it (none before)
   /// The local part's report, whether it went well or not; null until it
   /// has ended.
   run_report* local_report() { return local ? &local.value() : failed_local ? &*failed_local : nullptr; }

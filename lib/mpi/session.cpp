@@ -14,6 +14,7 @@
 #include "session/report.hpp"
 
 #include <boost/asio/as_tuple.hpp>
+#include <boost/asio/bind_executor.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/thread_pool.hpp>
@@ -216,6 +217,15 @@ mpi_session::~mpi_session() {
   impl_->free_comm();
   impl_.reset();
   local_.reset();
+}
+
+void mpi_session::start_describe(describe_handler handler) {
+  const auto ex = asio::get_associated_executor(handler, get_executor());
+  local_->async_describe(asio::bind_executor(
+      ex, [h = std::move(handler), rank = rank()](boost::system::error_code ec, session_description d) mutable {
+        d.rank = rank;
+        std::move(h)(ec, std::move(d));
+      }));
 }
 
 session_metrics mpi_session::metrics() const {

@@ -58,6 +58,9 @@ std::string encode_start(const start_message& m) {
   w.string(m.fingerprint);
   w.u8(m.policy == run_policy::gather ? 1 : 0);
   w.u64(m.timeout ? static_cast<std::uint64_t>(m.timeout->count()) + 1 : 0);
+  for (const std::uint8_t b : m.trace.trace_id) w.u8(b);
+  for (const std::uint8_t b : m.trace.parent_id) w.u8(b);
+  w.u8(m.trace.flags);
   w.boolean(m.failure.has_value());
   if (m.failure) write_error(w, *m.failure);
   w.u32(static_cast<std::uint32_t>(m.feeds.size()));
@@ -114,6 +117,13 @@ result<start_message> decode_start(std::string_view bytes) {
   m.policy = policy == 1 ? run_policy::gather : run_policy::join;
   TASKGROUP_TRY(auto timeout, r.u64());
   if (timeout != 0) m.timeout = std::chrono::milliseconds(static_cast<std::int64_t>(timeout - 1));
+  for (std::uint8_t& b : m.trace.trace_id) {
+    TASKGROUP_TRY(b, r.u8());
+  }
+  for (std::uint8_t& b : m.trace.parent_id) {
+    TASKGROUP_TRY(b, r.u8());
+  }
+  TASKGROUP_TRY(m.trace.flags, r.u8());
   TASKGROUP_TRY(auto has_failure, r.boolean());
   if (has_failure) {
     error e;

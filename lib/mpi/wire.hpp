@@ -11,6 +11,7 @@
 #include <taskgroup/error.hpp>
 #include <taskgroup/run_report.hpp>
 #include <taskgroup/session.hpp>
+#include <taskgroup/trace_context.hpp>
 
 #include <chrono>
 #include <cstddef>
@@ -66,6 +67,7 @@ struct start_message {
   std::string fingerprint;  // the group's description (group_description::text)
   run_policy policy = run_policy::join;
   std::optional<std::chrono::milliseconds> timeout;
+  trace_context trace;           // the run's: every rank's part runs under it
   std::optional<error> failure;  // rank 0 could not start the run
   std::vector<wire_feed> feeds;  // none when `failure` is set
 };

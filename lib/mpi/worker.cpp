@@ -151,8 +151,15 @@ void merge_others(run_report& local, std::vector<std::pair<task_status, std::opt
 // not run.
 run_report failed_report(run_ctx* ctx, const task_group& group, error e) {
   run_report* mine = ctx != nullptr ? ctx->local_report() : nullptr;
-  if (mine == nullptr) return refused_report(group, std::move(e), std::chrono::system_clock::now());
-  run_report r = std::move(*mine);
+  if (mine == nullptr) {
+    run_report r = refused_report(group, std::move(e), std::chrono::system_clock::now());
+    if (ctx != nullptr && ctx->trace.valid()) {
+      r.trace = ctx->trace;
+      r.trace_id = ctx->trace.trace_id_hex();
+    }
+    return r;
+  }
+  run_report r = std::move(*mine);  // its local part's, under the run's trace
   r.failure = std::move(e);
   return r;
 }
@@ -184,6 +191,7 @@ void start_part(const state_ptr& s, const std::shared_ptr<run_ctx>& ctx, const t
                 std::optional<borrowed_outputs>& borrowed) {
   auto described = describe_group(*s, group);
   feeds fed;
+  ctx->trace = start.trace;
   if (auto refused = refusal(s, group, start, run_id, described, cancelled_outside, fed)) {
     ctx->local_done = true;
     ctx->local = *refused;
@@ -191,6 +199,7 @@ void start_part(const state_ptr& s, const std::shared_ptr<run_ctx>& ctx, const t
   }
   run_options local = options;
   local.policy = start.policy;
+  local.trace_parent = start.trace.traceparent();
   local.feeds = std::move(fed);  // rank 0's: this rank's own are not read
   borrowed.emplace(group, described.value()->where, s->rank);
   start_local(s, ctx, group, described.value()->where, local);

@@ -2,6 +2,7 @@
 
 #include "detail/errors.hpp"
 #include "model/limits.hpp"
+#include "session/report.hpp"
 #include "session/run.hpp"
 
 #include <boost/asio/append.hpp>
@@ -146,7 +147,7 @@ void admission::waited(const std::shared_ptr<run_state>& rs) {
     t.at = admission_ticket::where::none;
     const auto waited_for = std::chrono::steady_clock::now() - t.arrived;
     if (t.wait_is_deadline) {
-      why = error(errc::timeout, "run timed out after " + ms(t.wait_limit) + " waiting for admission");
+      why = run_timed_out(t.wait_limit, rs->report.trace_id, " waiting for admission");
     } else {
       ++shed_;
       why = error(errc::overloaded, "session overloaded: waited " +
@@ -299,6 +300,19 @@ void admission::set_limits(const session_limits& limits) {
 session_limits admission::limits() const {
   std::lock_guard lock(mutex_);
   return limits_;
+}
+
+std::vector<admission::seen_run> admission::view() const {
+  std::vector<seen_run> out;
+  std::lock_guard lock(mutex_);
+  out.reserve(in_flight_ + queue_.size());
+  // The list holds the newest first.
+  for (run_state* r = first_in_flight_; r != nullptr; r = r->ticket.next) {
+    out.push_back({r->shared_from_this(), false, {}, r->ticket.priority});
+  }
+  std::reverse(out.begin(), out.end());
+  for (const auto& [key, rs] : queue_) out.push_back({rs, true, rs->ticket.arrived, rs->ticket.priority});
+  return out;
 }
 
 session_load admission::load() const {

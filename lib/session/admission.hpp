@@ -95,6 +95,18 @@ class admission {
   /// Under the session's lock.
   [[nodiscard]] bool draining_locked() const noexcept { return draining_; }
 
+  /// A run as `view` saw it: queued (since `arrived`) or in flight.
+  struct seen_run {
+    std::shared_ptr<run_state> rs;
+    bool queued = false;
+    std::chrono::steady_clock::time_point arrived{};
+    int priority = 0;
+  };
+  /// The runs in flight, oldest first, then the queued ones in the order
+  /// they would be admitted (async_describe). Errors: throws
+  /// `std::bad_alloc`.
+  [[nodiscard]] std::vector<seen_run> view() const;
+
   /// Stops admitting for good and calls `done` once nothing is in flight
   /// or queued (with errc::cancelled once a drain was cancelled), through
   /// `fallback` when nothing is left now; `done`'s cancellation slot

@@ -40,7 +40,7 @@ void node_run::start(const std::shared_ptr<run_state>& rs, bool fresh_clock) {
   start_fresh = fresh_clock && fed.empty();
   options_.registry = rs->registry;
   observed_ = rs->observed;
-  observed_.at = event_source{{}, compiled->name};
+  observed_.at = event_source{{}, compiled->name, rs->report.trace_id};
   advance(rs, ok());
 }
 

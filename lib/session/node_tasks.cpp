@@ -37,7 +37,7 @@ asio::awaitable<status> run_attempt(std::shared_ptr<run_state> rs, std::size_t k
   run_step_options o;
   o.registry = rs->registry;
   o.stats = stats;
-  const observation observed{rs->observed.observer, rs->observed.kinds, event_source{*ct.name, *ct.node}};
+  const observation observed{rs->observed.observer, rs->observed.kinds, source_of(*rs, ct)};
   if (first && wants(observed.kinds, observe::tasks)) observed.observer->task_begin(observed.at);
   node_watch& watch = rs->nodes[ct.node_index].watch;
   co_return co_await run_compiled(std::shared_ptr<const compiled_step>(rs->group, &rs->group->step(k)), std::move(ws),
@@ -77,7 +77,7 @@ node_tasks::node_tasks(key, std::shared_ptr<run_state> rs, std::size_t i)
     observed_ = std::make_unique<observation[]>(tasks.size());
     for (std::size_t j = 0; j < tasks.size(); ++j) {
       const compiled_task& ct = rs_->group->tasks[tasks[j]];
-      observed_[j] = observation{o.observer, o.kinds, event_source{*ct.name, *ct.node}};
+      observed_[j] = observation{o.observer, o.kinds, source_of(*rs_, ct)};
     }
   }
 }
@@ -293,7 +293,8 @@ void node_tasks::task_attempt_ended(std::size_t k, status st, const step_stats& 
   }
   const status result = end_task(*rs_, k, st, stats, at);
   if (wants(rs_->observed.kinds, observe::tasks))
-    rs_->observed.observer->task_end(report_of(rs_->group->tasks[k], rs_->records[k]));
+    rs_->observed.observer->task_end(source_of(*rs_, rs_->group->tasks[k]),
+                                     report_of(rs_->group->tasks[k], rs_->records[k]));
   child_ended(result);
 }
 
@@ -316,7 +317,7 @@ void node_tasks::run_begins(frame_free_run& r) noexcept {
     if (ct.retries && book_ &&
         std::any_of(book_->tasks.begin(), book_->tasks.end(), [&](const auto& x) { return x->k == r.task; }))
       return;
-    rs_->observed.observer->task_begin(event_source{*ct.name, *ct.node});
+    rs_->observed.observer->task_begin(source_of(*rs_, ct));
   }
 }
 

@@ -92,10 +92,10 @@ struct asking {
   std::size_t pending = 0;
 };
 
-// Every node asked at once, each on its strand; a node that has not
-// answered within run_probe::answer_within (a task holds its thread) is named
-// as such. A late answer still lands in `ask` (the visit holds it and the
-// run's state), unread.
+}  // namespace
+
+// A late answer still lands in `ask` (the visit holds it and the run's
+// state), unread.
 asio::awaitable<std::vector<std::string>> where_tasks(std::shared_ptr<run_state> rs) {
   const asio::any_io_executor coord = co_await asio::this_coro::executor;
   const std::size_t nodes = rs->group->nodes.size();
@@ -138,8 +138,6 @@ asio::awaitable<std::vector<std::string>> where_tasks(std::shared_ptr<run_state>
   co_return out;
 }
 
-}  // namespace
-
 }  // namespace detail
 
 namespace {
@@ -164,6 +162,17 @@ void complete(where_handler h, std::vector<std::string> found, const Executor& e
 }
 
 }  // namespace
+
+std::string run_probe::trace_id() const {
+  std::shared_ptr<detail::run_state> rs;
+  {
+    std::lock_guard lock(state_->mutex);
+    rs = state_->run.lock();
+  }
+  // The run's scope is set before a probe can follow it and never changes
+  // (its report, which its handler may be moving out, is not read).
+  return rs ? rs->scope.trace.trace_id_hex() : std::string();
+}
 
 void run_probe::start_where(const std::shared_ptr<state>& s, where_handler handler) {
   std::shared_ptr<detail::run_state> rs;

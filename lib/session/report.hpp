@@ -5,10 +5,12 @@
 
 #include <taskgroup/run_report.hpp>
 #include <taskgroup/task_group.hpp>
+#include <taskgroup/trace_context.hpp>
 
 #include <chrono>
 #include <cstddef>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -28,6 +30,31 @@ inline run_report refused_report(const task_group& group, error e, std::chrono::
   }
   r.failure = std::move(e);
   return r;
+}
+
+// The trace a run runs under: a span of its own under `given`
+// (run_options::trace_parent), or a fresh trace when none is given. Both
+// sessions decide it so; the MPI session sends it to every rank. Errors:
+// a malformed `given`: `errc::invalid_task` naming
+// `run_options::trace_parent` and what is wrong.
+inline result<trace_context> run_trace(const trace_parent_text& given) {
+  if (given.empty()) return trace_context::fresh();
+  result<trace_context> parsed = given.parse();
+  if (!parsed) return error(parsed.error().code, "run_options::" + parsed.error().message);
+  return parsed.value().child();
+}
+
+// The error of a run whose deadline passed `after` its start (`doing`:
+// what it was doing then when not running, e.g. " waiting for
+// admission"), naming its trace so that a log line leads to it:
+// "run timed out after 20 ms (trace 4bf9...4736)".
+inline error run_timed_out(std::chrono::milliseconds after, std::string_view trace_id, std::string_view doing = {}) {
+  std::string message = "run timed out after " + std::to_string(after.count()) + " ms";
+  message += doing;
+  message += " (trace ";
+  message += trace_id;
+  message += ')';
+  return {errc::timeout, std::move(message)};
 }
 
 // The blocking runs' ends, alike on both sessions: the code of `report`

@@ -50,8 +50,6 @@ void count_run(run_state& rs, run_tally& t) noexcept {
 void complete_run(run_state& rs, run_tally* tally) {
   if (tally != nullptr) count_run(rs, *tally);
   rs.report.group = group_access::weak_identity(rs.source);
-  rs.report.trace = rs.scope.trace;
-  rs.report.trace_id = rs.scope.trace.trace_id_hex();
   // Its place goes to the next run queued before its caller hears of it
   // (a caller that runs again from its handler finds the place free).
   if (rs.ticket.by != nullptr) rs.ticket.by->ended(rs);
@@ -62,7 +60,7 @@ void complete_run(run_state& rs, run_tally* tally) {
 
 void deadline_fired(const std::shared_ptr<run_state>& rs, const boost::system::error_code& ec) {
   if (ec || rs->running == 0 || rs->expired) return;
-  rs->expired = error(errc::timeout, "run timed out after " + std::to_string(rs->options.timeout->count()) + " ms");
+  rs->expired = run_timed_out(*rs->options.timeout, rs->report.trace_id);
   rs->cancel();  // the join's own cancellation: the nodes' cancelled ends are no failures
 }
 
@@ -123,11 +121,11 @@ status prepare(const std::shared_ptr<run_state>& rs) {
   if (opt.probe != nullptr) {
     TASKGROUP_TRY(probe_access::attach(*opt.probe, rs));
   }
-  rs->observed = observe_with(opt.observer);
+  rs->observed = observe_with(opt.observer, event_source{{}, {}, rs->report.trace_id});
   if (wants(rs->observed.kinds, observe::tasks)) {
     std::vector<std::pair<std::string, std::string>> names;
     for (const auto& ct : rs->group->tasks) names.emplace_back(*ct.name, *ct.node);
-    opt.observer->run_begin(names);
+    opt.observer->run_begin(rs->observed.at, names);
   }
   return ok();
 }
@@ -181,16 +179,18 @@ void run_state::node_ended(std::size_t i, status st) {
   asio::dispatch(*coord, [rs = shared_from_this(), told, st = std::move(st)] { told(*rs, st); });
 }
 
-void join_trace(run_state& rs) noexcept {
+void join_trace(run_state& rs) {
   rs.scope.group = rs.source.name();
-  if (!rs.options.trace_parent.empty()) {
-    if (auto given = rs.options.trace_parent.parse()) {
-      rs.scope.trace = given.value();
-      rs.scope.trace.parent_id = trace_context::fresh_span_id();
-      return;
-    }
+  result<trace_context> trace = run_trace(rs.options.trace_parent);
+  if (trace) {
+    rs.scope.trace = trace.value();
+  } else {
+    rs.scope.trace = trace_context::fresh();  // the run still has one, refused at its begin
+    rs.trace_fault = std::move(trace).error();
   }
-  rs.scope.trace = trace_context::fresh();
+  // Its events and its report name the trace from the start.
+  rs.report.trace = rs.scope.trace;
+  rs.report.trace_id = rs.scope.trace.trace_id_hex();
 }
 
 void lay_out(run_state& rs) {
@@ -207,7 +207,10 @@ void refuse_run(const std::shared_ptr<run_state>& rs, const error& e) {
   // A run that never began (shed, or withdrawn from the admission queue)
   // starts and ends now.
   if (rs->started == std::chrono::system_clock::time_point{}) rs->started = std::chrono::system_clock::now();
-  rs->report = refused_report(rs->source, e, rs->started);
+  run_report refused = refused_report(rs->source, e, rs->started);
+  refused.trace = rs->report.trace;
+  refused.trace_id = std::move(rs->report.trace_id);
+  rs->report = std::move(refused);
   if (!counting(*rs)) return complete_run(*rs, nullptr);
   run_tally tally;
   tally.tasks[static_cast<std::size_t>(task_status::not_run)] = rs->report.tasks.size();
@@ -250,6 +253,7 @@ void start_nodes(const std::shared_ptr<run_state>& rs) {
   // The run's start read in this handler, and no observer's run_begin
   // since.
   const bool fresh = std::exchange(rs->started_fresh, false) && rs->observed.observer == nullptr;
+  rs->in_view_since.store(rs->started.time_since_epoch().count(), std::memory_order_release);
   ++rs->running;
   for (std::size_t i : rs->active) launch(rs, i, fresh);
   if (--rs->running == 0) rs->complete();

@@ -6,6 +6,7 @@
 #include <taskgroup/detail/run_completion.hpp>
 #include <taskgroup/run_report.hpp>
 #include <taskgroup/session.hpp>
+#include <taskgroup/session_description.hpp>
 
 #include "detail/join.hpp"
 #include "ops/run_scope.hpp"
@@ -16,11 +17,13 @@
 #include "session/records.hpp"
 
 #include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/awaitable.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/container/small_vector.hpp>
 
 #include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <memory>
 #include <optional>
 #include <span>
@@ -124,12 +127,18 @@ struct run_state final : join_core<run_state> {
   std::size_t running = 0;                            ///< nodes started and not ended
   std::optional<boost::asio::steady_timer> deadline;  ///< run_options::timeout
   std::optional<error> expired;                       ///< the deadline's error, once it fired
+  std::optional<error> trace_fault;                   ///< a malformed trace_parent (join_trace)
   bool cancelled_outside = false;                     ///< terminal or partial cancellation from the caller
   bool nodes_started = false;
   /// Set by the caller's cancellation slot as it is emitted, on the
   /// emitting thread: the cancellation reaches the coordinator after the
   /// run's begin (posted first), which must then start no node.
   std::atomic<bool> cancel_asked{false};
+  /// Once its nodes start: `started` (system_clock ticks since the epoch),
+  /// published so that `async_describe`, on another thread, may then read
+  /// what the nodes were laid out with and ask them where their tasks
+  /// stand; 0 before.
+  std::atomic<std::int64_t> in_view_since{0};
 
   /// Node i's part has ended with `st` (on its strand): the join is told,
   /// on the coordinator.
@@ -143,11 +152,17 @@ struct run_state final : join_core<run_state> {
   friend void start_nodes(const std::shared_ptr<run_state>& rs);
 };
 
-/// Gives `rs` its trace context as it arrives (run_scope::trace): the
-/// trace of `options.trace_parent` with a fresh span of its own, or a
-/// fresh trace when none is given or it is malformed (the session's begin
-/// refuses a malformed one); and its group's name.
-void join_trace(run_state& rs) noexcept;
+/// Gives `rs` its trace context as it arrives (run_scope::trace):
+/// `run_trace(options.trace_parent)`, or a fresh trace when that is
+/// malformed (`trace_fault` then holds why: the session's begin refuses
+/// the run); its report's `trace` and `trace_id` (what
+/// its events carry); and its group's name. Errors: out of memory (thrown).
+void join_trace(run_state& rs);
+
+/// Where task `ct` of `rs` does what its observer is told.
+inline event_source source_of(const run_state& rs, const compiled_task& ct) noexcept {
+  return {*ct.name, *ct.node, rs.report.trace_id};
+}
 
 /// Sizes `rs`'s records and node parts for its compiled group (the
 /// session places the active ones on its nodes: node_run::node).
@@ -224,6 +239,21 @@ struct probe_access {
   /// At its end: the probe no longer follows `rs`, and holds nothing of it.
   static void detach(run_probe& p, const run_state& rs);
 };
+
+/// Where every task of `rs` that has begun and not ended stands, in task
+/// order (the lines of run_probe::async_where), asked of each node on its
+/// strand at once; a node that has not answered within
+/// run_probe::answer_within (a task holds its thread) gets a line saying
+/// so instead. Run on the session's coordinator, for a run whose nodes
+/// have started (`in_view_since`).
+boost::asio::awaitable<std::vector<std::string>> where_tasks(std::shared_ptr<run_state> rs);
+
+/// The description of the runs `seen` (admission::view) for
+/// local_session::async_describe, each run in flight asked where its
+/// tasks stand (where_tasks), all at once. Run on the session's
+/// coordinator; completes within about run_probe::answer_within. Errors:
+/// throws `std::bad_alloc`.
+boost::asio::awaitable<session_description> describe_runs(std::vector<admission::seen_run> seen, bool closed);
 
 /// Where each task of node i that has begun and not ended stands, as
 /// (task, `path/net "x" op #i (Type): what it waits for`), on the node's

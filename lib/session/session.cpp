@@ -2,6 +2,7 @@
 
 #include <taskgroup/codec.hpp>
 
+#include "detail/errors.hpp"
 #include "detail/test_hooks.hpp"
 #include "model/limits.hpp"
 #include "model/task_access.hpp"
@@ -15,6 +16,7 @@
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/async_result.hpp>
+#include <boost/asio/co_spawn.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/system_executor.hpp>
 #include <boost/asio/this_coro.hpp>
@@ -268,6 +270,34 @@ void local_session::start_drain(impl& state, asio::any_completion_handler<void(b
   state.admission.drain(std::move(done), coordinator(state));
 }
 
+void local_session::start_describe(const std::shared_ptr<impl>& state, describe_handler handler) {
+  const asio::any_io_executor& coord = coordinator(*state);
+  // Work counted on the handler's executor (by default the coordinator)
+  // from here until the handler has run.
+  auto ex = asio::prefer(asio::get_associated_executor(handler, coord), asio::execution::outstanding_work.tracked);
+  auto finish = [ex](describe_handler h, boost::system::error_code code, session_description d) {
+    ex.execute([h = std::move(h), code, d = std::move(d)]() mutable { std::move(h)(code, std::move(d)); });
+  };
+  std::vector<detail::admission::seen_run> seen;
+  bool closed = false;
+  try {
+    seen = state->admission.view();
+    std::lock_guard lock(state->mutex);
+    closed = state->closed || state->admission.draining_locked();
+  } catch (...) {
+    const boost::system::error_code code = detail::error_from_exception(std::current_exception()).code;
+    asio::post(coord, [finish, h = std::move(handler), code]() mutable { finish(std::move(h), code, {}); });
+    return;
+  }
+  // The session's state is held until the description is made: the runs'
+  // node strands belong to it.
+  asio::co_spawn(coord, detail::describe_runs(std::move(seen), closed),
+                 [finish, h = std::move(handler), state](const std::exception_ptr& e, session_description d) mutable {
+                   if (e) return finish(std::move(h), detail::error_from_exception(e).code, {});
+                   finish(std::move(h), {}, std::move(d));
+                 });
+}
+
 asio::any_io_executor local_session::get_executor() const { return impl_->strand_base(); }
 
 void local_session::set_registry(const operator_registry& registry) {
@@ -342,11 +372,7 @@ void local_session::begin(impl& state, const std::shared_ptr<run_state>& rs) {
     if (std::string f = detail::run_timeout_fault(opt.timeout); !f.empty()) {
       return detail::refuse_run(rs, error(errc::invalid_task, "run_options::timeout " + f));
     }
-    if (!opt.trace_parent.empty()) {
-      if (auto parsed = opt.trace_parent.parse(); !parsed) {
-        return detail::refuse_run(rs, error(parsed.error().code, "run_options::" + parsed.error().message));
-      }
-    }
+    if (rs->trace_fault) return detail::refuse_run(rs, *rs->trace_fault);
     if (!rs->group) {
       auto compiled = state.compile(group);
       if (!compiled) return detail::refuse_run(rs, compiled.error());

@@ -79,8 +79,7 @@ bool node_tasks::retry_after(std::size_t k, status& st, bool coroutine) {
   r->coroutine = coroutine;
   r->due = std::chrono::steady_clock::now() + d.wait;
   if (wants(rs_->observed.kinds, observe::tasks)) {
-    rs_->observed.observer->retry_wait(event_source{*ct.name, *ct.node}, {}, attempt + 1, policy.max_attempts, d.wait,
-                                       r->last);
+    rs_->observed.observer->retry_wait(source_of(*rs_, ct), {}, attempt + 1, policy.max_attempts, d.wait, r->last);
   }
   r->in_start = true;
   r->ended_early.reset();

@@ -99,6 +99,18 @@ for opt, value, expected in [
     cli.check_exit(p, USAGE, f"run {opt} {value!r}")
     cli.check(f'taskgroup: {opt}: {expected}, got "{value}"\n' in p.stderr and p.stdout == "",
               f"run {opt} {value!r}: says what the option takes", p.stderr)
+# A malformed --trace-parent is a usage error saying what is wrong, before
+# anything runs.
+for value, expected in [
+        ("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7",
+         "must be 55 characters (00-<32 hex>-<16 hex>-<2 hex>), got 52"),
+        ("00-00000000000000000000000000000000-00f067aa0ba902b7-01", "has an all-zero trace id, which is invalid"),
+        ("00-4BF92F3577B34DA6A3CE929D0E0E4736-00f067aa0ba902b7-01",
+         "has a character that is not lowercase hex in its trace id at offset 4")]:
+    p = cli.run("run", cli.shipped("seed.json"), "--trace-parent", value)
+    cli.check_exit(p, USAGE, f"run --trace-parent {value!r}")
+    cli.check(p.stderr == f"taskgroup: --trace-parent {expected}\n" and p.stdout == "",
+              f"run --trace-parent {value!r}: says what is wrong", p.stderr)
 # Within the range: whole numbers may have an exponent; a timeout longer
 # than 10^9 s waits 10^9 s.
 for opt, value in [("--threads", "2"), ("--threads", "1e1"), ("--timeout", "1e300"), ("--timeout", "+30")]:
@@ -154,10 +166,13 @@ cli.check_exit(p, TIMEOUT, "run --timeout under gather with 2 threads")
 
 # A run that cannot progress says where it waited: a consumer with no
 # producer and no close names its Dequeue and the Dequeue's queue.
-p = cli.run("run", cli.plan("stuck_consumer.json"), "--timeout", "1", timeout=30)
+# The run joins the trace given, and its error names the trace.
+TRACE_PARENT = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+p = cli.run("run", cli.plan("stuck_consumer.json"), "--timeout", "1", "--trace-parent", TRACE_PARENT, timeout=30)
 cli.check_exit(p, TIMEOUT, "run --timeout 1 on a consumer without producer")
 NO_PRODUCER = "; no producer left: no task of this node that has not ended can enqueue or close"
-cli.check('taskgroup: run timed out after 1000 ms; still running then: task "n/consumer" (node "n"): '
+cli.check('taskgroup: run timed out after 1000 ms (trace 4bf92f3577b34da6a3ce929d0e0e4736); still running then: '
+          'task "n/consumer" (node "n"): '
           'consume/net "take" op #0 (Dequeue): input #0 "jobs": cancelled while waiting for an item: '
           'the queue is empty (0 of 4, open)' + NO_PRODUCER + "\n" in p.stderr, "timeout: where the consumer waited",
           p.stderr)

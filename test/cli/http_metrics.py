@@ -18,7 +18,10 @@ place in flight; then scrapes /metrics, parses it with
   text format's;
 - a request's `traceparent` puts its run in that trace (`traceresponse`
   names the same trace id and the run's own span); a malformed one is
-  ignored, the run starting a trace of its own.
+  ignored, the run starting a trace of its own;
+- GET /debug/runs (the server runs with `--debug-endpoints`) shows the
+  slow run in flight: its trace id, group, phase and the Sleep each of its
+  tasks waits on.
 Exits 0 when every check passed, 1 otherwise.
 """
 import asyncio
@@ -90,8 +93,11 @@ async def traffic(port, rng):
             check(status == 200, "/health: 200", body)
         sent[kind] += 1
     # Shed: one slow run holds the only place; every /sum meanwhile is shed.
-    slow = asyncio.ensure_future(get(port, "/sum?n=2&sleep_ms=1500&timeout_ms=60000"))
+    trace_id = "%032x" % rng.randrange(1, 1 << 128)
+    slow = asyncio.ensure_future(get(port, "/sum?n=2&sleep_ms=1500&timeout_ms=60000",
+                                     f"traceparent: 00-{trace_id}-00f067aa0ba902b7-01\r\n"))
     check(await wait_in_flight(port, 1), "the slow run is in flight")
+    await live_view(port, trace_id)
     for _ in range(rng.randint(1, 6)):
         status, headers, body = await get(port, "/sum?n=3")
         check(status == 503 and headers.get("retry-after") == "1", "a request past the limits: 503", body)
@@ -101,6 +107,34 @@ async def traffic(port, rng):
     sent["good"] += 1
     check(await wait_in_flight(port, 0), "nothing in flight at the end")
     return sent
+
+
+async def live_view(port, trace_id):
+    """GET /debug/runs (--debug-endpoints) while the slow run sleeps: that
+    run, in its trace, with the Sleep each of its 16 tasks waits on."""
+    sleeping = []
+    for _ in range(200):
+        status, headers, body = await get(port, "/debug/runs")
+        if not check(status == 200 and headers.get("content-type") == "application/json", "/debug/runs: 200 JSON",
+                     f"{status} {body[:200]}"):
+            return
+        view = json.loads(body)
+        runs = view.get("runs", [])
+        sleeping = runs[0]["waiting"] if len(runs) == 1 else []
+        if len(sleeping) == TASKS:
+            break
+        await asyncio.sleep(0.01)
+    check(view.get("closed") is False and len(runs) == 1, "/debug/runs: the one run in flight", view)
+    if not runs:
+        return
+    run = runs[0]
+    check(run.get("trace_id") == trace_id and run.get("group") == "sum" and run.get("phase") == "running" and
+          run.get("priority") == 0 and isinstance(run.get("age_us"), int) and run["age_us"] >= 0,
+          "/debug/runs: the run's trace id, group, phase, priority and age", run)
+    want = {f'task "n{k % 4}/t{k}" (node "n{k % 4}"): ' for k in range(TASKS)}
+    check(len(sleeping) == TASKS and {line.split("work/")[0] for line in sleeping} == want and
+          all('work/net "work" op #0 (Sleep): input #0 "sleep_ms": sleeping for ' in line for line in sleeping),
+          "/debug/runs: each task names the Sleep it waits on", sleeping)
 
 
 def samples_of(families):
@@ -211,7 +245,7 @@ def run():
     print(f"seed {seed}")
     rng = random.Random(seed)
     server = subprocess.Popen([sys.argv[1], "--port", "0", "--threads", "2", "--max-in-flight", "1",
-                               "--max-queued", "0"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                               "--max-queued", "0", "--debug-endpoints"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         first = server.stdout.readline()
         if check(first.startswith("listening on 127.0.0.1:"), "the server prints its address", first):

@@ -202,6 +202,8 @@ async def bad_input(port):
         ("/sum?n=1&n=2", 400, 'parameter \\"n\\" given twice'),
         ("/sum", 400, 'missing parameter \\"n\\"'),
         ("/nope", 404, "no such path: /nope"),
+        # The live view is served only with --debug-endpoints.
+        ("/debug/runs", 404, "no such path: /debug/runs"),
     ]
     for target, code, text in cases:
         status, headers, body = await get(port, target)

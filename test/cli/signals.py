@@ -85,12 +85,13 @@ def interrupt(sig, expected, *extra):
 
 
 def where(sig, *extra):
-    """SIGUSR1 (or SIGQUIT) during a stuck run names the Dequeue it waits on
-    and its queue, each time it comes; the run then ends at its --timeout
-    (exit 3)."""
+    """SIGUSR1 (or SIGQUIT) during a stuck run names the run's trace, and
+    the Dequeue it waits on and its queue, each time it comes; the run then
+    ends at its --timeout (exit 3)."""
     env = dict(os.environ)
     env.pop("TERM", None)
-    proc = subprocess.Popen([cli.exe, "run", cli.plan("stuck_consumer.json"), "--timeout", "6", *extra],
+    proc = subprocess.Popen([cli.exe, "run", cli.plan("stuck_consumer.json"), "--timeout", "6", "--trace-parent",
+                             "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", *extra],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
     # The handler is in place before any task starts.
     seen = wait_for_lines(proc, ["task n/consumer started"])
@@ -109,8 +110,8 @@ def where(sig, *extra):
                   seen)
     out, err, _ = finish(proc, 15)
     err = seen + err.decode()
-    cli.check(f"taskgroup: {sig.name}: where the running tasks stand:\n" + line in err,
-              f"{sig.name} {extra}: a heading", err)
+    cli.check(f"taskgroup: {sig.name}: where the running tasks stand (trace 4bf92f3577b34da6a3ce929d0e0e4736):\n"
+              + line in err, f"{sig.name} {extra}: a heading naming the run's trace", err)
     cli.check(proc.returncode == 3, f"{sig.name} {extra}: the run went on to its timeout (exit 3)",
               (proc.returncode, err))
     cli.check(out == b"", f"{sig.name} {extra}: nothing on stdout", out)

@@ -1,7 +1,8 @@
 """`run --trace FILE`: Chrome trace-event JSON with a process per node, a
 thread per task and complete events for tasks, steps, nets, report runs
-and the waits before retries."""
+and the waits before retries, with the run's W3C trace and span ids."""
 import collections
+import re
 
 from cli_support import Cli, OK, RUN_FAILED
 
@@ -108,5 +109,33 @@ cli.check(waits == ["retry ask (attempt 2 of 2)", "retry local/fetch (attempt 2 
 for e in spans:
     if e["cat"] == "retry":
         cli.check("fails" in e.get("args", {}).get("error", ""), "retry: a wait carries the error it follows", e)
+
+# W3C trace context: the file names the run's trace (the one given with
+# --trace-parent) and the run's own span; every span has an id of its own,
+# a task's parent is the run's span, the other spans' their task's (the
+# node's own work: the run's span).
+TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"
+for plan, extra in [("seed.json", ["--trace-parent", f"00-{TRACE_ID}-00f067aa0ba902b7-01"]),
+                    ("pipeline.json", ["--threads", "2"])]:
+    trace = load(cli, cli.shipped(plan), *extra)
+    processes, threads, spans = structure(cli, trace, f"ids {plan}")
+    other = trace.get("otherData", {})
+    hex_id = re.compile("[0-9a-f]{16}")
+    trace_id = other.get("trace_id", "")
+    cli.check(re.fullmatch("[0-9a-f]{32}", trace_id) and trace_id != "0" * 32, f"ids {plan}: a trace id", other)
+    if extra[0] == "--trace-parent":
+        cli.check(trace_id == TRACE_ID, f"ids {plan}: the trace given", other)
+    run_span = other.get("run_span_id", "")
+    cli.check(hex_id.fullmatch(run_span) and run_span not in ("0" * 16, "00f067aa0ba902b7"),
+              f"ids {plan}: the run's span, its own", other)
+    ids = [e["args"].get("span_id", "") for e in spans]
+    cli.check(all(hex_id.fullmatch(i) for i in ids) and len(set(ids + [run_span])) == len(ids) + 1,
+              f"ids {plan}: every span has an id of its own", ids)
+    task_span = {e["name"]: e["args"]["span_id"] for e in spans if e["cat"] == "task"}
+    for e in spans:
+        task = e["args"].get("task", "")
+        want = run_span if e["cat"] == "task" or not task else task_span.get(task)
+        if not cli.check(e["args"].get("parent_span_id") == want, f"ids {plan}: the parent of a span", e):
+            break
 
 cli.done()

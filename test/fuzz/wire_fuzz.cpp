@@ -50,7 +50,7 @@ void start_bytes(std::string_view bytes) {
   const start_message& a = m.value();
   const start_message& b = back.value();
   if (a.run_id != b.run_id || a.fingerprint != b.fingerprint || a.policy != b.policy || a.timeout != b.timeout ||
-      !same(a.failure, b.failure) || a.feeds.size() != b.feeds.size()) {
+      a.trace != b.trace || !same(a.failure, b.failure) || a.feeds.size() != b.feeds.size()) {
     broken("START changes through a round trip");
   }
   for (std::size_t k = 0; k < a.feeds.size(); ++k) {

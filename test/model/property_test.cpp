@@ -93,7 +93,7 @@ namespace {
 class recorder final : public run_observer {
  public:
   void task_begin(const event_source& at) override { add(at.task, at.node, event::type::task_begin, at.task); }
-  void task_end(const task_report& r) override {
+  void task_end(const event_source& /*at*/, const task_report& r) override {
     const ending end = r.status == task_status::succeeded ? ending::ok
                        : r.status == task_status::failed  ? ending::failed
                                                           : ending::cancelled;

@@ -106,7 +106,7 @@ codec_registry& point_codecs() {
 
 // Records task ends (the observer of rank 0 also sees remote tasks).
 struct recorder final : run_observer {
-  void task_end(const task_report& r) override {
+  void task_end(const event_source& /*at*/, const task_report& r) override {
     std::lock_guard lock(m);
     ended.insert(r.name);
   }
@@ -694,7 +694,8 @@ TEST_CASE("a run deadline cancels every rank with a timeout", "[mpi_cancel]") {
     // Rank 0's error lists where every rank's tasks waited, each task's
     // error as its report has it (a worker's with its rank).
     const std::string& m = r.error().message;
-    CHECK_THAT(m, Catch::StartsWith("run timed out after 1000 ms; still running then: "));
+    CHECK_THAT(m,
+               Catch::StartsWith("run timed out after 1000 ms (trace ") && Catch::Contains("); still running then: "));
     const auto placed = s.placement(g).value();
     for (int k = 0; k < 3; ++k) {
       const std::string n = "n" + std::to_string(k);
@@ -922,6 +923,64 @@ TEST_CASE("metrics: rank 0 counts the runs, each rank its own tasks, retries and
   CHECK_THAT(text, Catch::Contains("taskgroup_runs_in_flight{rank=\"" + std::to_string(s.rank()) + "\"} 0"));
   CHECK_THAT(text, Catch::Contains("taskgroup_tasks_total{group=\"spread\",outcome=\"succeeded\",rank=\"" +
                                    std::to_string(s.rank()) + "\"} 2"));
+}
+
+TEST_CASE("trace context: every rank's part runs under the run's trace id", "[mpi_metrics]") {
+  mpi_session s(2);
+  // On n0, n1, n2 (ranks 0, 1, 2): each task's op writes the trace id its
+  // run context carries, and the task's events reach rank 0's observer.
+  task_group g;
+  std::vector<task_output<std::string>> seen;
+  for (int k = 0; k < 3; ++k) {
+    net n("trace" + std::to_string(k));
+    n.lambda("TraceId", {}, {"id"}, [](op_context& ctx) -> status {
+      ctx.output_blob(0).set(ctx.run().trace().trace_id_hex());
+      return ok();
+    });
+    task t("t", step("work").add_net(n));
+    seen.push_back(t.output<std::string>("id"));
+    REQUIRE(g.add(t, node("n" + std::to_string(k))));
+  }
+  struct trace_ids final : run_observer {
+    void task_end(const event_source& at, const task_report&) override {
+      std::lock_guard lock(m);
+      ids.insert(std::string(at.trace_id));
+    }
+    std::mutex m;
+    std::set<std::string> ids;
+  };
+  for (const bool given : {true, false}) {
+    CAPTURE(given);
+    trace_ids obs;
+    run_options o;
+    o.observer = &obs;
+    if (given) o.trace_parent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
+    auto r = test::run_sync(s, g, o);
+    REQUIRE(r);
+    const std::string& id = r.value().trace_id;
+    REQUIRE(id.size() == 32);
+    if (given) {
+      CHECK(id == "0af7651916cd43dd8448eb211c80319c");
+      CHECK(r.value().trace.flags == 1);
+      CHECK(r.value().trace.parent_id_hex() != "b7ad6b7169203331");  // a span of its own
+    }
+    if (!s.is_client()) continue;
+    for (const auto& out : seen) CHECK(out.get().value() == id);
+    CHECK(obs.ids == std::set<std::string>{id});
+  }
+  // A malformed trace parent is refused on every rank, naming the option.
+  run_options bad;
+  bad.trace_parent = "00-0af7651916cd43dd8448eb211c80319c-0000000000000000-01";
+  auto refused = test::run_sync(s, g, bad);
+  REQUIRE_FALSE(refused);
+  CHECK(refused.error().code == errc::invalid_task);
+  CHECK_THAT(refused.error().message, Catch::Contains("run_options::trace_parent has an all-zero parent id"));
+  // The live view of this rank: nothing in flight now, the rank named.
+  auto described = s.async_describe(boost::asio::use_future);
+  REQUIRE(described.wait_for(std::chrono::seconds(30)) == std::future_status::ready);
+  const session_description d = described.get();
+  CHECK(d.rank == s.rank());
+  CHECK(d.runs.empty());
 }
 
 TEST_CASE("reruns of a GLOBAL group accumulate on every rank", "[mpi_reruns]") {

@@ -67,9 +67,11 @@ TEST_CASE("START round-trips, with or without a failure", "[mpi_wire]") {
   m.fingerprint = "ranks 3\nnode \"n1\" on rank 1\n";
   m.policy = run_policy::gather;
   m.timeout = 250ms;
+  m.trace = trace_context::parse("00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01").value();
   auto back = decode_start(encode_start(m));
   REQUIRE(back);
   CHECK(back.value().run_id == 7);
+  CHECK(back.value().trace == m.trace);
   CHECK(back.value().fingerprint == m.fingerprint);
   CHECK(back.value().policy == run_policy::gather);
   REQUIRE(back.value().timeout);
