@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Every Catch2 test case of the unit test binary runs under some meson test.
+"""Every Catch2 test case of the unit and model test binaries runs under some meson test.
 
 The unit tests run as one meson test per Catch2 tag (test/meson.build's
 tag list, plus `model` and the hidden `.plan_corpus`): a test case whose
@@ -20,8 +20,10 @@ def main() -> int:
         return 1
     run = {t.strip().strip("'") for t in listed.group(1).split(',') if t.strip()}
     run |= set(re.findall(r"args: \['\[(\.?[a-z_]+)\]'", build))
-    sources = re.search(r"test_sources = files\((.*?)\)", build, re.S)
-    files = re.findall(r"'([^']+\.cpp)'", sources.group(1)) if sources else []
+    files = []
+    for listing in ("test_sources", "model_sources"):  # the unit tests' and the model test's
+        sources = re.search(listing + r" = files\((.*?)\)", build, re.S)
+        files += re.findall(r"'([^']+\.cpp)'", sources.group(1)) if sources else []
     bad = []
     for name in files:
         text = (root / 'test' / name).read_text()
