@@ -28,7 +28,10 @@
 //    metrics count their runs apart; /metrics serves them in Prometheus'
 //    text format (`local_session::metrics`, `to_prometheus`). With
 //    --debug-endpoints, /debug/runs shows every run in flight or queued
-//    and where its tasks wait (`local_session::async_describe`).
+//    and where its tasks wait (`local_session::async_describe`). With
+//    --trace-every N, one /sum run in N is recorded (`trace_recorder`, its
+//    observer) and written as trace-<trace id>.json in the working
+//    directory once it ends: a log line's trace id names the file.
 // 8. Trace. A request's W3C `traceparent` header, when well formed, puts
 //    its run in the caller's trace (`run_options::trace_parent`); every
 //    /sum answer names the run's span in `traceresponse`.
@@ -58,7 +61,7 @@
 //
 // Usage: 06_http_server [--address A] [--port P] [--threads N] [--offload]
 //   [--max-in-flight N] [--max-queued N] [--max-queue-wait-ms MS]
-//   [--debug-endpoints]
+//   [--debug-endpoints] [--trace-every N]
 // (defaults 127.0.0.1, 8080, 2, no limits; --port 0 picks a free port;
 // --offload runs the Sum ops on the compute executor, off the I/O
 // threads). It prints "listening on A:P" once ready. SIGINT or SIGTERM: it
@@ -79,6 +82,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <fstream>
 #include <memory>
 #include <optional>
 #include <stdexcept>
@@ -134,9 +138,11 @@ struct service {
   std::atomic<bool> stopping{false};
   std::atomic<bool> drained{false};
   bool debug_endpoints = false;
+  i64 trace_every = 0;  // record one /sum run in this many (0: none)
+  std::atomic<i64> sums{0};
 
-  service(asio::any_io_executor ex, bool offload, const tg::session_limits& limits, bool debug)
-      : session(std::move(ex), limits), debug_endpoints(debug) {
+  service(asio::any_io_executor ex, bool offload, const tg::session_limits& limits, bool debug, i64 trace_one_in)
+      : session(std::move(ex), limits), debug_endpoints(debug), trace_every(trace_one_in) {
     // The names label the session's metrics (GET /metrics): one per kind
     // of request, never one per request.
     group.name("sum");
@@ -204,6 +210,13 @@ asio::awaitable<response> service::sum(beast::tcp_stream& stream, beast::flat_bu
     opts.trace_parent = std::string_view(tp->value());
   }
   stats.started.fetch_add(1, std::memory_order_relaxed);
+  // Sampled: this run's observer records it for a trace file. The others
+  // have none, and keep every fast path.
+  std::unique_ptr<tg::trace_recorder> recorder;
+  if (trace_every > 0 && sums.fetch_add(1, std::memory_order_relaxed) % trace_every == 0) {
+    recorder = std::make_unique<tg::trace_recorder>();
+    opts.observer = recorder.get();
+  }
   auto [order, run_ec, report, watch_ex] =
       co_await asio::experimental::make_parallel_group(
           session.async_run(group, std::move(opts), asio::deferred),
@@ -213,6 +226,10 @@ asio::awaitable<response> service::sum(beast::tcp_stream& stream, beast::flat_bu
   (void)watch_ex;
   response res = answer(run_ec, report, req, q);
   if (report.trace.valid()) res.set("traceresponse", report.trace.traceparent());
+  if (recorder && report.trace.valid()) {
+    // Written from the I/O thread: a sampled run pays for its file.
+    std::ofstream("trace-" + report.trace_id + ".json") << recorder->to_json(report.trace) << '\n';
+  }
   co_return res;
 }
 
@@ -294,17 +311,20 @@ std::string service::stopped() const {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const auto options = sum_server::parse_options(
-      argc, argv, "06_http_server", {"--offload", "--debug-endpoints"},
-      {{"--max-in-flight", 1, 1000000}, {"--max-queued", 0, 1000000}, {"--max-queue-wait-ms", 0, 3600000}});
+  const auto options = sum_server::parse_options(argc, argv, "06_http_server", {"--offload", "--debug-endpoints"},
+                                                 {{"--max-in-flight", 1, 1000000},
+                                                  {"--max-queued", 0, 1000000},
+                                                  {"--max-queue-wait-ms", 0, 3600000},
+                                                  {"--trace-every", 1, 1000000}});
   if (!options) return 2;
   const bool offload = options->has("--offload");
   const bool debug = options->has("--debug-endpoints");
+  const i64 trace_every = options->value("--trace-every").value_or(0);
   tg::session_limits limits;
   if (auto v = options->value("--max-in-flight")) limits.max_runs_in_flight = static_cast<std::size_t>(*v);
   if (auto v = options->value("--max-queued")) limits.max_queued = static_cast<std::size_t>(*v);
   if (auto v = options->value("--max-queue-wait-ms")) limits.max_queue_wait = std::chrono::milliseconds(*v);
-  return sum_server::run(*options, "06_http_server", [offload, limits, debug](asio::io_context& io) {
-    return std::make_unique<service>(io.get_executor(), offload, limits, debug);
+  return sum_server::run(*options, "06_http_server", [offload, limits, debug, trace_every](asio::io_context& io) {
+    return std::make_unique<service>(io.get_executor(), offload, limits, debug, trace_every);
   });
 }

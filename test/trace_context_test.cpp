@@ -2,11 +2,14 @@
 // trip; generated corruptions of each field are refused naming what and
 // where; fresh contexts are valid and distinct. A run's trace: fresh or
 // given (run_options::trace_parent), in its report, seen by its ops,
-// refused when malformed, kept by a shed run.
+// refused when malformed, kept by a shed run. A run's trace file
+// (trace_recorder): its ids and parents.
 #include <taskgroup/net.hpp>
+#include <taskgroup/retry_policy.hpp>
 #include <taskgroup/session.hpp>
 #include <taskgroup/task_group.hpp>
 #include <taskgroup/trace_context.hpp>
+#include <taskgroup/trace_recorder.hpp>
 
 #include "support/checks.hpp"
 
@@ -17,10 +20,13 @@
 #include <boost/asio/detached.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/use_awaitable.hpp>
+#include <boost/json/parse.hpp>
+#include <boost/json/value.hpp>
 #include <catch2/catch.hpp>
 
 #include <chrono>
 #include <future>
+#include <map>
 #include <random>
 #include <set>
 #include <string>
@@ -248,4 +254,67 @@ TEST_CASE("trace_parent_text holds a value inline; a longer one is refused by it
       asio::detached);
   io.run();
   CHECK(seen == "4bf92f3577b34da6a3ce929d0e0e4736");
+}
+
+TEST_CASE("trace_recorder: a run's trace file names its trace, and every span its parent", "[trace]") {
+  // Two nodes: a loop of three iterations with a report step on "a", a task
+  // retried once on "b".
+  net add("add");
+  add.op("ConstantFill", {}, {"one"}, {{"value", std::int64_t{1}}});
+  net rep("rep");
+  rep.op("ConstantFill", {}, {"seen"}, {{"value", std::int64_t{1}}});
+  task loop("loop", step("outer").add_substep(step("inner").add_net(add).iterations(3)));
+  loop.report(step("r").add_net(rep), std::chrono::hours(1));
+  net flaky("flaky");
+  flaky.op("FailTimes", {}, {}, {{"times", std::int64_t{1}}});
+  retry_policy p;
+  p.max_attempts = 2;
+  p.initial_backoff = 1ms;
+  task_group g;
+  REQUIRE(g.add(loop, node("a")));
+  REQUIRE(g.add(task("flaky", step("s").add_net(flaky)).retry(p), node("b")));
+
+  local_session session(2);
+  trace_recorder recorder;
+  run_options o;
+  o.observer = &recorder;
+  o.trace_parent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
+  boost::system::error_code ec;
+  const run_report r = session.run(g, o, ec);
+  REQUIRE_FALSE(ec);
+
+  const boost::json::value file = boost::json::parse(recorder.to_json(r.trace));
+  const boost::json::object& other = file.at("otherData").as_object();
+  CHECK(other.at("trace_id").as_string() == "0af7651916cd43dd8448eb211c80319c");
+  const std::string run_span(other.at("run_span_id").as_string());
+  CHECK(run_span == r.trace.parent_id_hex());
+  CHECK(run_span != "b7ad6b7169203331");
+  std::map<std::string, std::string> task_span;  // task -> its span id
+  std::multiset<std::string> categories;
+  std::set<std::string> ids{run_span};
+  const boost::json::array& events = file.at("traceEvents").as_array();
+  for (const auto& e : events) {
+    if (e.at("ph").as_string() != "X") continue;
+    const boost::json::object& args = e.at("args").as_object();
+    const std::string id(args.at("span_id").as_string());
+    CHECK(id.size() == 16);
+    CHECK(ids.insert(id).second);  // each its own
+    categories.insert(std::string(e.at("cat").as_string()));
+    if (e.at("cat").as_string() == "task") task_span[std::string(e.at("name").as_string())] = id;
+  }
+  CHECK(task_span.size() == 2);
+  CHECK(categories.count("step") >= 4);  // outer, inner, and s for each of its two attempts
+  CHECK(categories.count("net") >= 5);   // add three times, flaky twice
+  CHECK(categories.count("report") >= 1);
+  CHECK(categories.count("retry") == 1);
+  for (const auto& e : events) {
+    if (e.at("ph").as_string() != "X") continue;
+    const boost::json::object& args = e.at("args").as_object();
+    const std::string parent(args.at("parent_span_id").as_string());
+    if (e.at("cat").as_string() == "task" || !args.contains("task")) {
+      CHECK(parent == run_span);
+    } else {
+      CHECK(parent == task_span.at(std::string(args.at("task").as_string())));
+    }
+  }
 }

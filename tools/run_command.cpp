@@ -10,13 +10,13 @@
 #include "progress.hpp"
 #include "results.hpp"
 #include "start_run.hpp"
-#include "trace.hpp"
 
 #include <taskgroup/error.hpp>
 #include <taskgroup/plan.hpp>
 #include <taskgroup/run_report.hpp>
 #include <taskgroup/session.hpp>
 #include <taskgroup/session_description.hpp>
+#include <taskgroup/trace_recorder.hpp>
 #ifdef TASKGROUP_HAVE_MPI
 #include <taskgroup/mpi_session.hpp>
 #endif
@@ -26,7 +26,6 @@
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/signal_set.hpp>
-#include <boost/json/serialize.hpp>
 
 #include <algorithm>
 #include <chrono>
@@ -381,8 +380,7 @@ bool plan_run::write_trace(std::ofstream& file) {
   // The run's trace context names the trace and parents its spans (a run
   // that did not complete has none: fresh ids then).
   const trace_context run = outcome_ && outcome_->trace.valid() ? outcome_->trace : trace_context::fresh();
-  const std::string text = boost::json::serialize(trace_->to_json(run));
-  file << text << '\n';
+  file << trace_->to_json(run) << '\n';
   file.close();
   return static_cast<bool>(file);
 }

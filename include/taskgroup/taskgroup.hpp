@@ -29,4 +29,5 @@
 #include <taskgroup/task.hpp>
 #include <taskgroup/task_group.hpp>
 #include <taskgroup/trace_context.hpp>
+#include <taskgroup/trace_recorder.hpp>
 #include <taskgroup/workspace.hpp>

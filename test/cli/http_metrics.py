@@ -21,16 +21,22 @@ place in flight; then scrapes /metrics, parses it with
   ignored, the run starting a trace of its own;
 - GET /debug/runs (the server runs with `--debug-endpoints`) shows the
   slow run in flight: its trace id, group, phase and the Sleep each of its
-  tasks waits on.
+  tasks waits on;
+- with `--trace-every 2` one run in two wrote trace-<trace id>.json in the
+  server's working directory, named by the trace it records.
 Exits 0 when every check passed, 1 otherwise.
 """
 import asyncio
 import json
 import math
+import os
+import pathlib
 import random
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -236,6 +242,29 @@ async def scenario(port, rng):
                   counts)
             check(counts.get("health") == sent["health"], "run latency counts the /health runs", counts)
     print(f"sent {sent}")
+    return sent
+
+
+def trace_files(folder, sent):
+    """--trace-every 2: one /sum run in two (those that reached a run: good,
+    timed out, shed) wrote trace-<trace id>.json, named by its trace."""
+    runs = sent["good"] + sent["timed_out"] + sent["shed"]
+    files = sorted(pathlib.Path(folder).glob("trace-*.json"))
+    check(len(files) == (runs + 1) // 2, f"--trace-every 2: {(runs + 1) // 2} trace files for {runs} runs",
+          [f.name for f in files])
+    full = 0
+    for f in files:
+        trace = json.loads(f.read_text())
+        other = trace.get("otherData", {})
+        check(f.name == f"trace-{other.get('trace_id')}.json", "a trace file is named by its run's trace id",
+              (f.name, other))
+        spans = [e for e in trace.get("traceEvents", []) if e.get("ph") == "X"]
+        tasks = [e for e in spans if e["cat"] == "task"]
+        if len(tasks) == TASKS:
+            full += 1
+            check(all(e["args"]["parent_span_id"] == other.get("run_span_id") for e in tasks),
+                  "a task span's parent is the run's span", tasks[:1])
+    check(full >= 1, "a sampled run that ran has its 16 task spans", full)
 
 
 def run():
@@ -244,23 +273,29 @@ def run():
     seed = random.randrange(1 << 32)
     print(f"seed {seed}")
     rng = random.Random(seed)
-    server = subprocess.Popen([sys.argv[1], "--port", "0", "--threads", "2", "--max-in-flight", "1",
-                               "--max-queued", "0", "--debug-endpoints"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    folder = tempfile.mkdtemp(prefix="http-traces-")
+    server = subprocess.Popen([os.path.abspath(sys.argv[1]), "--port", "0", "--threads", "2", "--max-in-flight", "1",
+                               "--max-queued", "0", "--debug-endpoints", "--trace-every", "2"],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=folder)
+    sent = None
     try:
         first = server.stdout.readline()
         if check(first.startswith("listening on 127.0.0.1:"), "the server prints its address", first):
             port = int(first.rsplit(":", 1)[1])
             try:
-                asyncio.run(scenario(port, rng))
+                sent = asyncio.run(scenario(port, rng))
             except (OSError, RuntimeError, asyncio.TimeoutError, ValueError) as e:
                 check(False, "the client ran to its end", repr(e))
         server.send_signal(signal.SIGTERM)
         server.communicate(timeout=GUARD)
         check(server.returncode == 0, "SIGTERM: exit status 0", server.returncode)
+        if sent is not None:
+            trace_files(folder, sent)
     finally:
         if server.poll() is None:
             server.kill()
             server.wait()
+        shutil.rmtree(folder, ignore_errors=True)
     print(f"{checks} checks, {failures} failed (seed {seed})")
     return 1 if failures else 0
 

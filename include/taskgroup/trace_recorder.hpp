@@ -1,0 +1,90 @@
+// taskgroup: a run as a Chrome trace-event file (open it in Perfetto or
+// chrome://tracing), named by the run's W3C trace: what `taskgroup run
+// --trace` writes, and what a server attaches to the runs it samples
+// (docs/observing.md, "Trace files").
+//
+// Layout of the file, `{"traceEvents": [...], "displayTimeUnit": "ms",
+// "otherData": {...}}`:
+// - a process per node: pid = the node's index in the run (1, 2, ... in
+//   the order the run lists them), named by a `process_name` metadata event;
+// - a thread per task, named after the task's full name (`thread_name`),
+//   and a thread "node" for the node's own work (local init and exit, group
+//   report steps); concurrent work inside one task (instances, concurrent
+//   substeps) that does not nest goes to extra threads named
+//   `<task> #2`, `#3`, ...;
+// - complete events ("ph": "X", ts and dur in microseconds since the
+//   recorder was made) with "cat" = "task", "step" (args: iterations),
+//   "net", "report" or "retry" (the wait before a retry, over its planned
+//   length); failed spans carry args.error;
+// - W3C trace context ids: "otherData" names the run's trace
+//   ({"trace_id": 32 hex, "run_span_id": 16 hex}, as in its report and its
+//   traceparent), and every span has args.span_id (16 hex, fresh) and
+//   args.parent_span_id: a task's (and the node's own work's) the run's
+//   span, the other spans of a task that task's span.
+//
+// The observer only sees names, so begin and end events of concurrent
+// spans with the same name on the same task are paired last-in first-out
+// (which keeps them nested); their exact boundaries may be swapped. After
+// `max_spans` spans further ones are counted, not kept ("otherData":
+// {"dropped_spans": n}).
+#pragma once
+
+#include <taskgroup/export.hpp>
+
+#include <taskgroup/run_observer.hpp>
+#include <taskgroup/run_report.hpp>
+#include <taskgroup/trace_context.hpp>
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace taskgroup {
+
+/// Records what one run does, for a trace file: give it to the run as its
+/// observer (`run_options::observer`; every kind of event), and once the
+/// run has ended write `to_json(report.trace)`. A server samples by giving
+/// a recorder to one run in N only: a run without an observer keeps every
+/// fast path. One recorder follows one run.
+///
+/// Threading: thread-safe (one mutex); each event costs a clock read and
+/// an append under it.
+class TASKGROUP_API trace_recorder final : public run_observer {
+ public:
+  /// Keeps at most `max_spans` spans (task spans always), counting the
+  /// others.
+  explicit trace_recorder(std::size_t max_spans = 2'000'000);
+  ~trace_recorder() override;
+  trace_recorder(const trace_recorder&) = delete;
+  trace_recorder& operator=(const trace_recorder&) = delete;
+
+  void run_begin(const event_source& at, const std::vector<std::pair<std::string, std::string>>& tasks) override;
+  void task_begin(const event_source& at) override;
+  void task_end(const event_source& at, const task_report& report) override;
+  void step_begin(const event_source& at, std::string_view step) override;
+  void step_end(const event_source& at, std::string_view step, std::uint64_t iterations, const status& result) override;
+  void net_begin(const event_source& at, std::string_view net) override;
+  void net_end(const event_source& at, std::string_view net, const status& result) override;
+  void report_begin(const event_source& at, std::string_view step) override;
+  void report_end(const event_source& at, std::string_view step, const status& result) override;
+  void retry_wait(const event_source& at, std::string_view step, int next_attempt, int max_attempts,
+                  std::chrono::microseconds wait, const error& after) override;
+
+  /// The trace so far as JSON text, of the run whose trace context is
+  /// `run` (`run_report::trace`: its trace id, and as parent id the run's
+  /// own span). Spans still open (a run cut short) are closed at the
+  /// current time with args.unfinished = true. Errors: throws
+  /// `std::bad_alloc`.
+  [[nodiscard]] std::string to_json(const trace_context& run) const;
+
+ private:
+  struct state;
+  std::unique_ptr<state> s_;
+};
+
+}  // namespace taskgroup
