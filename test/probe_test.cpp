@@ -47,6 +47,27 @@ net sleep_net(const std::string& name) {
   return n;
 }
 
+// A net whose one op holds its node's thread: it sets `entered`, then
+// waits for `released` (at most a minute: a failing test still ends).
+net holding_net(std::promise<void>& entered, std::shared_future<void> released) {
+  net hold("hold");
+  hold.lambda("Hold", {}, {}, [&entered, released = std::move(released)](op_context&) -> status {
+    entered.set_value();
+    released.wait_for(60s);
+    return ok();
+  });
+  return hold;
+}
+
+// The line for task "calm/sleeper" in its Sleep, and for node "busy"
+// whose thread holding_net holds.
+const std::string calm_line =
+    R"(task "calm/sleeper" (node "calm"): s/net "nap" op #0 (Sleep): sleeping for 3600000 ms)";
+const std::string busy_line = "node \"busy\": did not answer within " +
+                              std::to_string(run_probe::answer_within.count()) +
+                              " ms: a task there holds the node's thread (an op that blocks, or a long computation "
+                              "between two yields)";
+
 // Tasks that wait on every kind of op, on both drivers, and one that
 // waits on none; with the lines a probe gives for each, sorted.
 struct waiting_group {
@@ -396,13 +417,7 @@ TEST_CASE("a probe names a node whose thread a task holds, without waiting for i
   std::promise<void> entered;
   std::promise<void> release;
   std::shared_future<void> released = release.get_future().share();
-  net hold("hold");
-  hold.lambda("Hold", {}, {}, [&entered, released](op_context&) -> status {
-    entered.set_value();
-    // Bounded: a failing test still ends.
-    released.wait_for(60s);
-    return ok();
-  });
+  const net hold = holding_net(entered, released);
   task_group g;
   REQUIRE(g.add(task("holder", step("h").add_net(hold)), node("busy")));
   REQUIRE(g.add(task("sleeper", step("s").add_net(sleep_net("nap"))), node("calm")));
@@ -411,10 +426,8 @@ TEST_CASE("a probe names a node whose thread a task holds, without waiting for i
   run_probe& probe = run.probe;
   run.start(session, g);
   entered.get_future().wait();
-  const std::string calm = R"(task "calm/sleeper" (node "calm"): s/net "nap" op #0 (Sleep): sleeping for 3600000 ms)";
-  const std::string busy = "node \"busy\": did not answer within " + std::to_string(run_probe::answer_within.count()) +
-                           " ms: a task there holds the node's thread (an op that blocks, or a long computation "
-                           "between two yields)";
+  const std::string& calm = calm_line;
+  const std::string& busy = busy_line;
   // The answer comes while the op still holds its thread (it is released
   // only below), the silent node after the tasks.
   std::vector<std::string> got;
@@ -489,12 +502,7 @@ TEST_CASE("async_describe shows every run in flight and queued, and where their 
   std::promise<void> entered;
   std::promise<void> release;
   std::shared_future<void> released = release.get_future().share();
-  net hold("hold");
-  hold.lambda("Hold", {}, {}, [&entered, released](op_context&) -> status {
-    entered.set_value();
-    released.wait_for(60s);  // bounded: a failing test still ends
-    return ok();
-  });
+  const net hold = holding_net(entered, released);
   task_group held;
   held.name("held");
   REQUIRE(held.add(task("holder", step("h").add_net(hold)), node("busy")));
@@ -528,10 +536,8 @@ TEST_CASE("async_describe shows every run in flight and queued, and where their 
   o.priority = 5;
   c.start(session, later, o);
 
-  const std::string calm = R"(task "calm/sleeper" (node "calm"): s/net "nap" op #0 (Sleep): sleeping for 3600000 ms)";
-  const std::string busy = "node \"busy\": did not answer within " + std::to_string(run_probe::answer_within.count()) +
-                           " ms: a task there holds the node's thread (an op that blocks, or a long computation "
-                           "between two yields)";
+  const std::string& calm = calm_line;
+  const std::string& busy = busy_line;
   const std::string retry_head = R"(task "local/t" (node "local"): w: waiting to retry (attempt 2 of 3, )";
   const std::string retry_tail =
       R"( ms left) after: w/net "flaky" op #0 (FailTimes): busy upstream (run 1 of the 5 that fail))";
