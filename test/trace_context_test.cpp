@@ -187,6 +187,27 @@ TEST_CASE("a run has a trace id: fresh, or the one its trace_parent gives; its o
   CHECK(forwarded == r.trace.traceparent());
 }
 
+TEST_CASE("a node's own work (local init and exit) sees its run as the tasks do", "[trace]") {
+  local_session session(2);
+  tc_seen g = tc_group("checkout");
+  // The node's init and exit run on its strand, one after the other.
+  std::vector<std::string> seen;
+  auto see = [&seen](const std::string& name) {
+    net n(name);
+    n.lambda("SeeRun", {}, {}, [&seen](op_context& ctx) -> status {
+      seen.push_back(ctx.run().trace().traceparent() + " " + std::string(ctx.run().group_name()) + " " +
+                     (ctx.run().id() != 0 ? "in a run" : "outside"));
+      return ok();
+    });
+    return n;
+  };
+  g.group.local_init(node("local"), see("init")).local_exit(node("local"), see("exit"));
+  const run_report r = session.run(g.group);
+  REQUIRE(r.ok());
+  const std::string want = r.trace.traceparent() + " checkout in a run";
+  CHECK(seen == std::vector<std::string>{want, want});
+}
+
 TEST_CASE("a malformed trace_parent fails the run at its start, naming it; no task runs", "[trace]") {
   local_session session(1);
   tc_seen g = tc_group("");

@@ -87,6 +87,12 @@ class observers final : public run_observer {
     each(step.empty() ? observe::tasks : observe::steps,
          [&](run_observer& o) { o.retry_wait(at, step, next_attempt, max_attempts, wait, after); });
   }
+  void offload_begin(const event_source& at, std::string_view op) override {
+    each(observe::offloads, [&](run_observer& o) { o.offload_begin(at, op); });
+  }
+  void offload_end(const event_source& at, std::string_view op, const status& result) override {
+    each(observe::offloads, [&](run_observer& o) { o.offload_end(at, op, result); });
+  }
 
  private:
   struct entry {

@@ -24,6 +24,7 @@ namespace taskgroup {
 
 namespace detail {
 struct run_scope;
+struct observation;
 }  // namespace detail
 
 /// What a kernel knows of the run it runs for.
@@ -41,8 +42,11 @@ class TASKGROUP_API run_context {
 
   /// A context of attempt `attempt` of `max_attempts` within the run
   /// `run` (null: no run). Made by the sessions and the step drivers.
-  explicit run_context(const detail::run_scope* run = nullptr, int attempt = 1, int max_attempts = 1) noexcept
-      : run_(run), attempt_(attempt), max_attempts_(max_attempts) {}
+  /// `offloads`: where its offloaded ops are told to the run's observer
+  /// (`observe::offloads`), null when not asked.
+  explicit run_context(const detail::run_scope* run = nullptr, int attempt = 1, int max_attempts = 1,
+                       const detail::observation* offloads = nullptr) noexcept
+      : run_(run), offloads_(offloads), attempt_(attempt), max_attempts_(max_attempts) {}
   run_context(const run_context&) = delete;
   run_context& operator=(const run_context&) = delete;
 
@@ -76,9 +80,12 @@ class TASKGROUP_API run_context {
 
   /// The run of this context (null outside a run): for the library.
   [[nodiscard]] const detail::run_scope* scope() const noexcept { return run_; }
+  /// Where its offloaded ops are told (null: nowhere): for the library.
+  [[nodiscard]] const detail::observation* offloads_told() const noexcept { return offloads_; }
 
  private:
   const detail::run_scope* run_;
+  const detail::observation* offloads_;
   int attempt_;
   int max_attempts_;
 };

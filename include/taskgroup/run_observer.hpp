@@ -10,8 +10,9 @@
 // Asking for net events costs a call per net run.
 //
 // Threading: the events are called inline on the node strands that run
-// the work, so possibly from several threads at once for one run: an
-// observer must be thread-safe and cheap.
+// the work, and an offloaded op's on the compute thread that runs it, so
+// possibly from several threads at once for one run: an observer must be
+// thread-safe and cheap.
 #pragma once
 
 #include <taskgroup/export.hpp>
@@ -33,11 +34,12 @@ struct task_report;
 /// observe::nets`).
 enum class observe : std::uint8_t {
   none = 0,
-  tasks = 1U << 0U,    ///< run_begin, task_begin, task_end, a task's retry_wait
-  steps = 1U << 1U,    ///< step_begin, step_end, a step's retry_wait
-  nets = 1U << 2U,     ///< net_begin, net_end
-  reports = 1U << 3U,  ///< report_begin, report_end
-  all = tasks | steps | nets | reports,
+  tasks = 1U << 0U,     ///< run_begin, task_begin, task_end, a task's retry_wait
+  steps = 1U << 1U,     ///< step_begin, step_end, a step's retry_wait
+  nets = 1U << 2U,      ///< net_begin, net_end
+  reports = 1U << 3U,   ///< report_begin, report_end
+  offloads = 1U << 4U,  ///< offload_begin, offload_end (on the compute threads)
+  all = tasks | steps | nets | reports | offloads,
 };
 
 [[nodiscard]] constexpr observe operator|(observe a, observe b) noexcept {
@@ -105,6 +107,16 @@ class TASKGROUP_API run_observer {
   virtual void report_begin(const event_source& /*at*/, std::string_view /*step*/) {}
   /// A run of a report step has ended with `result` (`observe::reports`).
   virtual void report_end(const event_source& /*at*/, std::string_view /*step*/, const status& /*result*/) {}
+  /// An offloaded op (`operator_schema::offload`) of type `op` starts on a
+  /// compute thread, called there (`observe::offloads`). `at` is the task
+  /// whose net runs the op (its node alone for a node's own work), so
+  /// that a trace links the compute thread's span to the task. An
+  /// exception from it fails the op, which then does not run.
+  virtual void offload_begin(const event_source& /*at*/, std::string_view /*op*/) {}
+  /// The offloaded op has run on the compute thread with `result`, called
+  /// there before its outputs go back to the node (`observe::offloads`).
+  /// An exception from it fails the op.
+  virtual void offload_end(const event_source& /*at*/, std::string_view /*op*/, const status& /*result*/) {}
   /// Attempt `next_attempt - 1` of a task (`step` empty, `observe::tasks`)
   /// or of step `step` (`observe::steps`) with a retry policy failed with
   /// `after`; attempt `next_attempt` of `max_attempts` starts after a wait

@@ -12,15 +12,21 @@
 //   report steps); concurrent work inside one task (instances, concurrent
 //   substeps) that does not nest goes to extra threads named
 //   `<task> #2`, `#3`, ...;
+// - after the nodes, a process "compute" with a thread per compute thread
+//   that ran an offloaded op of the run ("compute thread 1", ... in order
+//   of first use), holding the offloaded ops' spans;
 // - complete events ("ph": "X", ts and dur in microseconds since the
 //   recorder was made) with "cat" = "task", "step" (args: iterations),
-//   "net", "report" or "retry" (the wait before a retry, over its planned
-//   length); failed spans carry args.error;
+//   "net", "report", "retry" (the wait before a retry, over its planned
+//   length) or "offload" (an offloaded op on its compute thread, named
+//   after the op's type; args.task and args.node name the task that ran
+//   it); failed spans carry args.error;
 // - W3C trace context ids: "otherData" names the run's trace
 //   ({"trace_id": 32 hex, "run_span_id": 16 hex}, as in its report and its
 //   traceparent), and every span has args.span_id (16 hex, fresh) and
 //   args.parent_span_id: a task's (and the node's own work's) the run's
-//   span, the other spans of a task that task's span.
+//   span, the other spans of a task (its offloaded ops' included) that
+//   task's span.
 //
 // The observer only sees names, so begin and end events of concurrent
 // spans with the same name on the same task are paired last-in first-out
@@ -74,6 +80,8 @@ class TASKGROUP_API trace_recorder final : public run_observer {
   void report_end(const event_source& at, std::string_view step, const status& result) override;
   void retry_wait(const event_source& at, std::string_view step, int next_attempt, int max_attempts,
                   std::chrono::microseconds wait, const error& after) override;
+  void offload_begin(const event_source& at, std::string_view op) override;
+  void offload_end(const event_source& at, std::string_view op, const status& result) override;
 
   /// The trace so far as JSON text, of the run whose trace context is
   /// `run` (`run_report::trace`: its trace id, and as parent id the run's

@@ -6,6 +6,7 @@
 #include <taskgroup/workspace.hpp>
 
 #include "detail/errors.hpp"
+#include "detail/observation.hpp"
 #include "ops/offload_gate.hpp"
 #include "ops/run_scope.hpp"
 
@@ -242,7 +243,7 @@ void offload_kernel::start(const asio::any_io_executor& ex, op_completion done) 
       if (counted != nullptr) counted->offloaded(std::chrono::steady_clock::now() - run->posted);
       {
         const run_context_scope scope(run->run);
-        run->result = run->self->run_inner();
+        run->result = run->self->run_told(run->run != nullptr ? run->run->offloads_told() : nullptr);
       }
       const asio::any_io_executor strand = run->strand;
       offload_kernel* self = run->self;
@@ -253,6 +254,23 @@ void offload_kernel::start(const asio::any_io_executor& ex, op_completion done) 
     // `done` is either still here or inside the run that was not made.
     if (done) done(fail(errc::op_failed, "out of memory starting an offloaded operator"));
   }
+}
+
+status offload_kernel::run_told(const observation* told) noexcept {
+  if (told == nullptr) return run_inner();
+  const std::string_view op = outer_->def().type;
+  try {
+    told->observer->offload_begin(told->at, op);
+  } catch (...) {
+    return error_from_exception(std::current_exception());
+  }
+  status st = run_inner();
+  try {
+    told->observer->offload_end(told->at, op, st);
+  } catch (...) {
+    if (st) st = error_from_exception(std::current_exception());
+  }
+  return st;
 }
 
 status offload_kernel::run_inner() noexcept {

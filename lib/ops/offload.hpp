@@ -18,6 +18,8 @@
 
 namespace taskgroup::detail {
 
+struct observation;
+
 class offload_kernel final : public op_kernel, private op_completion::target {
  public:
   /// The offloaded kernel of `schema` for the op bound in `ctx`. Errors:
@@ -33,6 +35,9 @@ class offload_kernel final : public op_kernel, private op_completion::target {
  private:
   struct run_state;
   explicit offload_kernel(op_context& outer);
+  // On the compute thread: the kernel, told to `told` when the run's
+  // observer asked for offloaded ops (null: not asked).
+  status run_told(const observation* told) noexcept;
   status run_inner() noexcept;
   // Back on the strand: gives back the inputs, then stores the outputs
   // (`commit`) once no other offloaded op reads them.

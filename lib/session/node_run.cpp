@@ -41,6 +41,7 @@ void node_run::start(const std::shared_ptr<run_state>& rs, bool fresh_clock) {
   options_.registry = rs->registry;
   observed_ = rs->observed;
   observed_.at = event_source{{}, compiled->name, rs->report.trace_id};
+  own_run_.emplace(&rs->scope, 1, 1, wants(observed_.kinds, observe::offloads) ? &observed_ : nullptr);
   advance(rs, ok());
 }
 
@@ -63,7 +64,8 @@ void node_run::advance(const std::shared_ptr<run_state>& rs, status st) {
         case stage::set_up:
           if (!st) return finish(rs, node_error(st.error()));
           stage_ = stage::init;
-          if (compiled->init && !stopped_) return spawn(rs, run_compiled(compiled->init, ws, options_, observed_));
+          if (compiled->init && !stopped_)
+            return spawn(rs, run_compiled(compiled->init, ws, options_, observed_, {}, &*own_run_));
           break;
         case stage::init:
           if (!st) return finish(rs, node_error(st.error()));  // its tasks never ran
@@ -78,7 +80,7 @@ void node_run::advance(const std::shared_ptr<run_state>& rs, status st) {
           break;
         case stage::fetch:
           stage_ = stage::exit;
-          if (compiled->exit) return spawn(rs, run_compiled(compiled->exit, ws, options_, observed_));
+          if (compiled->exit) return spawn(rs, run_compiled(compiled->exit, ws, options_, observed_, {}, &*own_run_));
           break;
         case stage::exit: return finish(rs, st ? ok() : status(node_error(st.error())));
         case stage::done: return;
@@ -138,8 +140,8 @@ void node_run::start_tasks(const std::shared_ptr<run_state>& rs) {
   std::shared_ptr<node_tasks> t = node_tasks::make(rs, index);
   tasks_ = t.get();
   if (compiled->reports.empty()) return t->start();  // its end: tasks_ended
-  spawn(rs,
-        run_with_reporters(tasks_awaited(std::move(t)), compiled->reports, ws, options_, observed_, compiled->name));
+  spawn(rs, run_with_reporters(tasks_awaited(std::move(t)), compiled->reports, ws, options_, observed_, compiled->name,
+                               &*own_run_));
 }
 
 void node_run::stop() {

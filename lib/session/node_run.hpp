@@ -2,6 +2,8 @@
 // stage machine (as the step machine is for a step's execution).
 #pragma once
 
+#include <taskgroup/run_context.hpp>
+
 #include "session/compiled.hpp"
 #include "session/records.hpp"
 
@@ -12,6 +14,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -140,6 +143,9 @@ class node_run {
   std::vector<displaced_feed> displaced_;
   run_step_options options_;  // of its init, exit and report steps
   observation observed_;      // of the same, for the node's own work
+  // The run its own work's kernels serve, told of its offloaded ops when
+  // they are asked for (at observed_).
+  std::optional<run_context> own_run_;
 };
 
 }  // namespace taskgroup::detail

@@ -69,10 +69,10 @@ node_tasks::node_tasks(key, std::shared_ptr<run_state> rs, std::size_t i)
     d->rehost(*this);
     spare_ = std::move(d);
   }
-  // Where the frame-free runs' step and net events happen, when they are
-  // asked for: one entry per task of the node.
+  // Where the tasks' step, net, report and offload events happen, when
+  // they are asked for: one entry per task of the node.
   const observation& o = rs_->observed;
-  if (wants(o.kinds, observe::steps | observe::nets | observe::reports)) {
+  if (wants(o.kinds, observe::steps | observe::nets | observe::reports | observe::offloads)) {
     const std::vector<std::size_t>& tasks = part().compiled->tasks;
     observed_ = std::make_unique<observation[]>(tasks.size());
     for (std::size_t j = 0; j < tasks.size(); ++j) {
@@ -154,6 +154,12 @@ void node_tasks::after_yield() {
 bool node_tasks::start_frame_free(std::size_t j, std::size_t k, std::shared_ptr<workspace>& ws, bool first) {
   const compiled_task& ct = rs_->group->tasks[k];
   const compiled_step& tree = rs_->group->step(k);
+  // A task with a policy has a context of its own (its attempt), and so
+  // has every task when its offloaded ops are told (where they happen);
+  // the others serve the ambient one go_on has set. Made here for either
+  // driver: the coroutine driver takes it from own_run.
+  if (ct.retries || wants(rs_->observed.kinds, observe::offloads)) [[unlikely]]
+    (void)context_of(k, j);
   if (!may_run_inline(tree)) return false;
   driver_hooks& hooks = test_driver_hooks();
   if (hooks.coroutine_only.load(std::memory_order_relaxed)) [[unlikely]]
@@ -168,9 +174,6 @@ bool node_tasks::start_frame_free(std::size_t j, std::size_t k, std::shared_ptr<
   if (first) rs_->records[k].started = now_;
   ws = task_workspace(*rs_, k, &spare_ws_);
   spare_->task = static_cast<std::uint32_t>(k);
-  // A task with a policy has a context of its own (its attempt); the
-  // others serve the ambient one go_on has set.
-  if (ct.retries) (void)context_of(k);
   if (observed_) spare_->observed = &observed_[j];
   const auto outcome = spare_->start(tree, ws);
   if (first && outcome != frame_free_run::outcome::declined && hooks.counting.load(std::memory_order_relaxed))
@@ -231,11 +234,13 @@ void node_tasks::spawn_coroutine_task(std::size_t j, bool first) {
   coroutine_running_[j] = 1;
   ++coroutines_running_;
   try {
-    asio::co_spawn(executor(), run_attempt(rs_, k, std::move(ws), &coroutine_stats_[j], context_of(k), first),
-                   asio::bind_cancellation_slot(
-                       signals_[j].slot(), [self = shared_from_this(), j](std::exception_ptr e, status st) {
-                         self->coroutine_task_ended(j, e ? error_from_exception(e) : std::move(st));
-                       }));
+    asio::co_spawn(
+        executor(),
+        run_attempt(rs_, k, std::move(ws), &coroutine_stats_[j], run_of(static_cast<std::uint32_t>(k)), first),
+        asio::bind_cancellation_slot(signals_[j].slot(),
+                                     [self = shared_from_this(), j](std::exception_ptr e, status st) {
+                                       self->coroutine_task_ended(j, e ? error_from_exception(e) : std::move(st));
+                                     }));
   } catch (...) {
     coroutine_running_[j] = 0;
     --coroutines_running_;

@@ -88,10 +88,13 @@ class node_tasks final : public join_core<node_tasks>, public task_host {
 
   // Retries (see the class comment).
   struct retrying;
-  // The run context of task k's attempt about to start: its retrying
-  // state's, or the run's first attempt context of its policy; also its
-  // entry in task_host::task_runs_ for a task with a policy.
-  const run_context* context_of(std::size_t k);
+  // The run context of task k (at `pos` among the node's tasks) for its
+  // attempt about to start: its retrying state's, or a first attempt's
+  // context of its policy and observation; also its entry in
+  // task_host::task_runs_.
+  const run_context* context_of(std::size_t k, std::size_t pos);
+  // Where the offloaded ops of the task at `pos` are told (null: not asked).
+  [[nodiscard]] const observation* offloads_told(std::size_t pos) const noexcept;
   // Task k's attempt ended with `st`: true when it will run again (a wait
   // has begun); else `st` becomes what the task ends with (a retry
   // refused for the run's deadline says so). `coroutine`: it ran on the
@@ -137,7 +140,9 @@ class node_tasks final : public join_core<node_tasks>, public task_host {
   std::unique_ptr<frame_free_run> spare_;
   std::shared_ptr<workspace> spare_ws_;      // an emptied PRIVATE task workspace, for the next task
   std::shared_ptr<node_tasks> waiting_ref_;  // while a run waits
-  std::unique_ptr<observation[]> observed_;  // by the node's task order, when step or net events are asked for
+  // Where each task's events happen (by the node's task order), when step,
+  // net, report or offload events are asked for.
+  std::unique_ptr<observation[]> observed_;
   // What its tasks with a policy need, made for the first of them (a node
   // without one carries a pointer): the tasks that failed an attempt and
   // have not ended (few); this object's reference while any waits; the

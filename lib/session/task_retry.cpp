@@ -25,24 +25,29 @@ node_tasks::retry_book& node_tasks::book() {
   return *book_;
 }
 
-const run_context* node_tasks::context_of(std::size_t k) {
+const run_context* node_tasks::context_of(std::size_t k, std::size_t pos) {
   const compiled_task& ct = rs_->group->tasks[k];
-  if (!ct.retries) [[likely]]
-    return &rs_->scope.first;
-  const retry_policy* p = &ct.t.retry();
+  const int max_attempts = ct.retries ? ct.t.retry().max_attempts : 1;
+  const observation* told = offloads_told(pos);
   retry_book& b = book();
   const run_context* found = nullptr;
   for (const std::unique_ptr<retrying>& r : b.tasks) {
     if (r->k == k && r->ctx) found = &*r->ctx;
   }
+  // First attempts share a context when they would hold the same values.
   for (std::size_t i = 0; found == nullptr && i < b.first_attempts.size(); ++i) {
-    if (b.first_attempts[i]->max_attempts() == p->max_attempts) found = b.first_attempts[i].get();
+    const run_context& c = *b.first_attempts[i];
+    if (c.max_attempts() == max_attempts && c.offloads_told() == told) found = &c;
   }
   if (found == nullptr) {
-    found = b.first_attempts.emplace_back(std::make_unique<run_context>(&rs_->scope, 1, p->max_attempts)).get();
+    found = b.first_attempts.emplace_back(std::make_unique<run_context>(&rs_->scope, 1, max_attempts, told)).get();
   }
   b.runs[k] = found;
   return found;
+}
+
+const observation* node_tasks::offloads_told(std::size_t pos) const noexcept {
+  return observed_ && wants(observed_[pos].kinds, observe::offloads) ? &observed_[pos] : nullptr;
 }
 
 bool node_tasks::retry_after(std::size_t k, status& st, bool coroutine) {
@@ -108,7 +113,7 @@ void node_tasks::retry_wait_ended(retrying& r, const status& st) {
   }
   ++r.attempt;
   r.ctx.reset();
-  r.ctx.emplace(&rs_->scope, r.attempt, r.policy->max_attempts);
+  r.ctx.emplace(&rs_->scope, r.attempt, r.policy->max_attempts, offloads_told(r.pos));
   book_->runs[k] = &*r.ctx;
   // The declared outputs start empty: a failed attempt's partial writes
   // never reach the report.

@@ -8,6 +8,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <thread>
 #include <tuple>
 
 namespace taskgroup {
@@ -22,7 +23,8 @@ const char* tr_category(int k) {
     case 1: return "step";
     case 2: return "net";
     case 3: return "report";
-    default: return "retry";
+    case 4: return "retry";
+    default: return "offload";
   }
 }
 
@@ -51,6 +53,11 @@ struct trace_recorder::state {
   /// wait, named after the attempt it leads to, with the error it follows.
   void retry_wait(const event_source& at, std::string_view step, int next_attempt, int max_attempts,
                   std::chrono::microseconds wait, const error& after);
+  /// An offloaded op on this (compute) thread: a span of category
+  /// "offload" on the thread's track of the "compute" process, linked to
+  /// the task (`at`) that ran it.
+  void offload_begin(const event_source& at, std::string_view op);
+  void offload_end(const event_source& at, std::string_view op, const status& result);
 
   /// The trace so far, of the run whose trace context is `run` (its
   /// trace id, and as parent id the run's own span id:
@@ -59,7 +66,7 @@ struct trace_recorder::state {
   boost::json::value to_json(const trace_context& run);
 
   using clock = std::chrono::steady_clock;
-  enum class kind : std::uint8_t { task, step, net, report, retry };
+  enum class kind : std::uint8_t { task, step, net, report, retry, offload };
   struct span {
     span(std::size_t t, kind kd, std::string n, std::int64_t b, std::int64_t e)
         : track(t), k(kd), name(std::move(n)), begin_ns(b), end_ns(e) {}
@@ -71,7 +78,8 @@ struct trace_recorder::state {
     std::int64_t iterations = -1;  // steps only
     std::string error;
     bool unfinished = false;
-    std::string span_id;  // given as the file is written
+    std::size_t compute = 0;  // offload spans: 1 + the compute thread's index
+    std::string span_id;      // given as the file is written
   };
   struct track {
     std::string node;
@@ -86,16 +94,18 @@ struct trace_recorder::state {
            std::int64_t iterations);
   // Every span so far, the open ones closed at `now` (args.unfinished), by
   // start time.
-  std::vector<span> spans_locked(std::int64_t now) const;
+  std::vector<span> spans_locked(std::int64_t now);
+  // The compute thread `id`'s number (1, 2, ... in order of first use).
+  std::size_t compute_thread_locked(std::thread::id id);
   // Lanes per track: each lane is a stack of open end times; a span goes
   // to the first lane where it nests, so every thread of the file nests
   // properly even when a task runs work concurrently. Fills `lanes` (per
   // track) and returns each span's lane.
   static std::vector<std::size_t> lanes_locked(const std::vector<span>& spans,
                                                std::vector<std::vector<std::vector<std::int64_t>>>& lanes);
-  // `s` as a complete event ("ph": "X") on thread `tid` of its node.
+  // `s` as a complete event ("ph": "X") on thread `tid` of process `pid`.
   // `parent`: its parent span's id.
-  boost::json::object span_event_locked(const span& s, std::int64_t tid, const std::string& parent);
+  boost::json::object span_event_locked(const span& s, std::int64_t pid, std::int64_t tid, const std::string& parent);
 
   std::mutex mutex_;  // guards what follows
   clock::time_point origin_ = clock::now();
@@ -107,6 +117,15 @@ struct trace_recorder::state {
   // Open spans per (track, kind, name): begin times, paired LIFO.
   std::map<std::tuple<std::size_t, kind, std::string>, std::vector<std::int64_t>> open_;
   std::map<std::pair<std::string, std::string>, std::size_t, std::less<>> track_index_;
+  // The compute threads that ran offloaded ops, in order of first use, and
+  // the offloaded ops open on each (begin and end come on one thread).
+  struct open_offload {
+    std::size_t track;
+    std::string op;
+    std::int64_t begin_ns;
+  };
+  std::vector<std::thread::id> compute_threads_;
+  std::map<std::thread::id, std::vector<open_offload>> open_offloads_;
 };
 
 trace_recorder::state::state(std::size_t max_spans) : max_spans_(max_spans) {}
@@ -222,13 +241,53 @@ void trace_recorder::state::retry_wait(const event_source& at, std::string_view 
   spans_.push_back(std::move(s));
 }
 
-std::vector<trace_recorder::state::span> trace_recorder::state::spans_locked(std::int64_t now) const {
+void trace_recorder::state::offload_begin(const event_source& at, std::string_view op) {
+  const std::int64_t t = now_ns();
+  std::lock_guard lock(mutex_);
+  const std::size_t tr = track_locked(at.node, at.task);
+  open_offloads_[std::this_thread::get_id()].push_back(open_offload{tr, std::string(op), t});
+}
+
+void trace_recorder::state::offload_end(const event_source& /*at*/, std::string_view /*op*/, const status& result) {
+  const std::int64_t t = now_ns();
+  const std::thread::id self = std::this_thread::get_id();
+  std::lock_guard lock(mutex_);
+  auto it = open_offloads_.find(self);
+  if (it == open_offloads_.end() || it->second.empty()) return;  // an end without a begin: ignored
+  open_offload o = std::move(it->second.back());
+  it->second.pop_back();
+  if (it->second.empty()) open_offloads_.erase(it);
+  if (spans_.size() >= max_spans_) {
+    ++dropped_;
+    return;
+  }
+  span s{o.track, kind::offload, std::move(o.op), o.begin_ns, t};
+  s.compute = compute_thread_locked(self);
+  if (!result) s.error = result.error().message;
+  spans_.push_back(std::move(s));
+}
+
+std::size_t trace_recorder::state::compute_thread_locked(std::thread::id id) {
+  auto at = std::find(compute_threads_.begin(), compute_threads_.end(), id);
+  if (at == compute_threads_.end()) at = compute_threads_.insert(at, id);
+  return static_cast<std::size_t>(at - compute_threads_.begin()) + 1;
+}
+
+std::vector<trace_recorder::state::span> trace_recorder::state::spans_locked(std::int64_t now) {
   std::vector<span> spans = spans_;
   // Close what is still open (a run cut short by a signal).
   for (const auto& [key, begins] : open_) {
     for (std::int64_t b : begins) {
       span s{std::get<0>(key), std::get<1>(key), std::get<2>(key), b, now};
       s.unfinished = true;
+      spans.push_back(std::move(s));
+    }
+  }
+  for (const auto& [thread, open] : open_offloads_) {
+    for (const open_offload& o : open) {
+      span s{o.track, kind::offload, o.op, o.begin_ns, now};
+      s.unfinished = true;
+      s.compute = compute_thread_locked(thread);
       spans.push_back(std::move(s));
     }
   }
@@ -240,7 +299,8 @@ std::vector<trace_recorder::state::span> trace_recorder::state::spans_locked(std
   return spans;
 }
 
-json::object trace_recorder::state::span_event_locked(const span& s, std::int64_t tid, const std::string& parent) {
+json::object trace_recorder::state::span_event_locked(const span& s, std::int64_t pid, std::int64_t tid,
+                                                      const std::string& parent) {
   const track& tr = tracks_[s.track];
   json::object e;
   e["name"] = s.name;
@@ -248,7 +308,7 @@ json::object trace_recorder::state::span_event_locked(const span& s, std::int64_
   e["ph"] = "X";
   e["ts"] = tr_micros(s.begin_ns);
   e["dur"] = tr_micros(s.end_ns - s.begin_ns);
-  e["pid"] = static_cast<std::int64_t>(node_index_locked(tr.node) + 1);
+  e["pid"] = pid;
   e["tid"] = tid;
   json::object args;
   if (!tr.task.empty()) args["task"] = tr.task;
@@ -267,6 +327,7 @@ std::vector<std::size_t> trace_recorder::state::lanes_locked(
   std::vector<std::size_t> lane_of(spans.size());
   for (std::size_t i = 0; i < spans.size(); ++i) {
     const span& s = spans[i];
+    if (s.k == kind::offload) continue;  // on its compute thread's track
     auto& ls = lanes[s.track];
     std::size_t chosen = ls.size();
     for (std::size_t l = 0; l < ls.size(); ++l) {
@@ -336,8 +397,26 @@ json::value trace_recorder::state::to_json(const trace_context& run) {
     }
   }
 
+  // The compute threads: a process after the nodes, a thread each.
+  const auto compute_pid = static_cast<std::int64_t>(nodes_.size() + 1);
+  if (!compute_threads_.empty()) {
+    events.emplace_back(tr_metadata("process_name", compute_pid, 0, json::object{{"name", "compute"}}));
+    events.emplace_back(tr_metadata("process_sort_index", compute_pid, 0, json::object{{"sort_index", compute_pid}}));
+    for (std::size_t c = 1; c <= compute_threads_.size(); ++c) {
+      const auto tid = static_cast<std::int64_t>(c);
+      const std::string name = "compute thread " + std::to_string(c);
+      events.emplace_back(tr_metadata("thread_name", compute_pid, tid, json::object{{"name", name}}));
+      events.emplace_back(tr_metadata("thread_sort_index", compute_pid, tid, json::object{{"sort_index", tid}}));
+    }
+  }
   for (std::size_t i = 0; i < spans.size(); ++i) {
-    events.emplace_back(span_event_locked(spans[i], tid_of[spans[i].track][lane_of[i]], parent_of(spans[i])));
+    const span& s = spans[i];
+    if (s.k == kind::offload) {
+      events.emplace_back(span_event_locked(s, compute_pid, static_cast<std::int64_t>(s.compute), parent_of(s)));
+      continue;
+    }
+    const auto pid = static_cast<std::int64_t>(node_index_locked(tracks_[s.track].node) + 1);
+    events.emplace_back(span_event_locked(s, pid, tid_of[s.track][lane_of[i]], parent_of(s)));
   }
 
   json::object out{{"traceEvents", std::move(events)}, {"displayTimeUnit", "ms"}};
@@ -371,6 +450,10 @@ void trace_recorder::report_end(const event_source& at, std::string_view step, c
 void trace_recorder::retry_wait(const event_source& at, std::string_view step, int next_attempt, int max_attempts,
                                 std::chrono::microseconds wait, const error& after) {
   s_->retry_wait(at, step, next_attempt, max_attempts, wait, after);
+}
+void trace_recorder::offload_begin(const event_source& at, std::string_view op) { s_->offload_begin(at, op); }
+void trace_recorder::offload_end(const event_source& at, std::string_view op, const status& result) {
+  s_->offload_end(at, op, result);
 }
 std::string trace_recorder::to_json(const trace_context& run) const { return json::serialize(s_->to_json(run)); }
 

@@ -67,7 +67,9 @@ asio::awaitable<status> runner::retried(const program_step& n, std::shared_ptr<w
   for (int attempt = 1;; ++attempt) {
     status st = ok();
     {
-      const run_context ctx(scope, attempt, policy.max_attempts);
+      // Its offloaded ops are told where the enclosing task's are.
+      const run_context ctx(scope, attempt, policy.max_attempts,
+                            ctx_.run != nullptr ? ctx_.run->offloads_told() : nullptr);
       runner inner(*this, &ctx);
       st = co_await inner.exec_once(n, ws, b, path);
     }

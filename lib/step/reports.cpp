@@ -60,9 +60,10 @@ namespace {
 asio::awaitable<status> beside_report_steps(asio::awaitable<status> body,
                                             std::vector<std::pair<execution_step, std::chrono::milliseconds>> reports,
                                             std::shared_ptr<workspace> ws, run_step_options options,
-                                            const observation& observed, std::string path_name) {
+                                            const observation& observed, std::string path_name,
+                                            const run_context* run) {
   const operator_registry& registry = options.registry != nullptr ? *options.registry : operator_registry::global();
-  runner r(co_await asio::this_coro::executor, registry, options, observed);
+  runner r(co_await asio::this_coro::executor, registry, options, observed, {}, run);
   step_path path{nullptr, path_name};
   std::vector<program_step> nodes;
   std::vector<bound_step> bounds(reports.size());
@@ -85,10 +86,11 @@ asio::awaitable<status> beside_report_steps(asio::awaitable<status> body,
 
 asio::awaitable<status> run_with_reporters(
     asio::awaitable<status> body, const std::vector<std::pair<execution_step, std::chrono::milliseconds>>& reports,
-    std::shared_ptr<workspace> ws, run_step_options options, const observation& observed, std::string_view path) {
+    std::shared_ptr<workspace> ws, run_step_options options, const observation& observed, std::string_view path,
+    const run_context* run) {
   // Without report steps, the body itself: no frame of its own.
   if (reports.empty()) return body;
-  return beside_report_steps(std::move(body), reports, std::move(ws), options, observed, std::string(path));
+  return beside_report_steps(std::move(body), reports, std::move(ws), options, observed, std::string(path), run);
 }
 
 }  // namespace taskgroup::detail

@@ -7,6 +7,8 @@
 #include <taskgroup/step_runner.hpp>
 #include <taskgroup/workspace.hpp>
 
+#include "detail/observation.hpp"
+
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/awaitable.hpp>
 #include <boost/intrusive/list.hpp>
@@ -25,24 +27,6 @@ namespace taskgroup::detail {
 
 /// A validated snapshot of a step tree, compiled once and run many times.
 struct compiled_step;
-
-/// A run's observer as the step engine holds it: the observer, the kinds
-/// of events it asked for (`run_observer::interests`, read once when the
-/// run started: none without an observer), and where the events happen.
-struct observation {
-  run_observer* observer = nullptr;
-  observe kinds = observe::none;
-  event_source at{};
-};
-/// The observation of a run without an observer.
-inline constexpr observation no_observation{};
-
-/// `o` asked once what it wants, for events at `at` (no observation when
-/// `o` is null).
-inline observation observe_with(run_observer* o, event_source at = {}) {
-  if (o == nullptr) return no_observation;
-  return observation{o, o->interests(), at};
-}
 
 /// Compiles `s`, validated by the caller (`execution_step::validate`, or
 /// `step_validation::composed` for a tree composed around users' trees);
@@ -225,10 +209,11 @@ std::unique_ptr<frame_free_run> make_frame_free_run(task_host& host);
 /// Runs `body` (not started yet) while report steps run in `ws` every
 /// interval, each with a final run after `body` succeeds (report-substep
 /// semantics); without report steps, `body` itself. `path` names the
-/// reporters' parent in errors; `observed` must outlive the run.
+/// reporters' parent in errors; `observed` must outlive the run; `run`
+/// is the run the reporters' kernels serve (null: none).
 boost::asio::awaitable<status> run_with_reporters(
     boost::asio::awaitable<status> body,
     const std::vector<std::pair<execution_step, std::chrono::milliseconds>>& reports, std::shared_ptr<workspace> ws,
-    run_step_options options, const observation& observed, std::string_view path);
+    run_step_options options, const observation& observed, std::string_view path, const run_context* run = nullptr);
 
 }  // namespace taskgroup::detail

@@ -1,6 +1,7 @@
 """`run --trace FILE`: Chrome trace-event JSON with a process per node, a
-thread per task and complete events for tasks, steps, nets, report runs
-and the waits before retries, with the run's W3C trace and span ids."""
+thread per task and complete events for tasks, steps, nets, report runs,
+the waits before retries and offloaded ops (on the compute threads), with
+the run's W3C trace and span ids."""
 import collections
 import re
 
@@ -24,7 +25,7 @@ def structure(cli, trace, what):
                if e.get("ph") == "M" and e["name"] == "thread_name"}
     spans = [e for e in events if e.get("ph") == "X"]
     for e in spans:
-        ok = (e["cat"] in ("task", "step", "net", "report", "retry") and e["ts"] >= 0 and e["dur"] >= 0
+        ok = (e["cat"] in ("task", "step", "net", "report", "retry", "offload") and e["ts"] >= 0 and e["dur"] >= 0
               and (e["pid"], e["tid"]) in threads)
         if not cli.check(ok, f"{what}: well-formed span", e):
             break
@@ -109,6 +110,23 @@ cli.check(waits == ["retry ask (attempt 2 of 2)", "retry local/fetch (attempt 2 
 for e in spans:
     if e["cat"] == "retry":
         cli.check("fails" in e.get("args", {}).get("error", ""), "retry: a wait carries the error it follows", e)
+
+# Offloaded ops: spans of category "offload" named after the op, on the
+# threads of a "compute" process, each a child of its task's span.
+trace = load(cli, cli.plan("hash.json"))
+processes, threads, spans = structure(cli, trace, "hash")
+by_name = {v: k for k, v in processes.items()}
+cli.check(sorted(processes.values()) == ["compute", "local"], "hash: the node's process and compute's", processes)
+offloaded = [e for e in spans if e["cat"] == "offload"]
+task_span = {e["name"]: e for e in spans if e["cat"] == "task"}
+cli.check(sorted(e["name"] for e in offloaded) == ["Hash", "Hash"], "hash: a span per offloaded op", offloaded)
+for e in offloaded:
+    parent = task_span.get(e["args"].get("task"), {})
+    cli.check(e["pid"] == by_name.get("compute") and threads[(e["pid"], e["tid"])].startswith("compute thread ")
+              and e["args"].get("task") == "local/hash"
+              and e["args"].get("parent_span_id") == parent.get("args", {}).get("span_id")
+              and parent["ts"] <= e["ts"] and e["ts"] + e["dur"] <= parent["ts"] + parent["dur"] + 1e-3,
+              "hash: an offloaded op on a compute thread, inside and under its task's span", e)
 
 # W3C trace context: the file names the run's trace (the one given with
 # --trace-parent) and the run's own span; every span has an id of its own,
