@@ -45,13 +45,16 @@
 
 #include <taskgroup/error.hpp>
 #include <taskgroup/plan.hpp>
+#include <taskgroup/trace_recorder.hpp>
 
 #include <CLI/CLI.hpp>
 
 #include <cstddef>
 #include <cstdint>
 #include <exception>
+#include <fstream>
 #include <functional>
+#include <iterator>
 #include <optional>
 #include <string>
 #include <vector>
@@ -116,6 +119,22 @@ int ops_command(const plan_args& a, bool json) {
   const auto& registry = tg::operator_registry::global();
   print_out(json ? tg::cli::json_text(tg::cli::operators_json(registry, libs.value()))
                  : tg::cli::operators_text(registry, libs.value()));
+  return exit_ok;
+}
+
+// The trace files of an MPI run's ranks as one, on stdout.
+int merge_traces_command(const std::vector<std::string>& paths) {
+  std::vector<tg::trace_file> files;
+  for (const std::string& path : paths) {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) return print_error("cannot read trace file " + tg::quote(path), exit_usage);
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    if (in.bad()) return print_error("cannot read trace file " + tg::quote(path), exit_usage);
+    files.push_back(tg::trace_file{path, std::move(text)});
+  }
+  auto merged = tg::merge_traces(files);
+  if (!merged) return print_error(merged.error().message, exit_usage);
+  print_out(merged.value());
   return exit_ok;
 }
 
@@ -218,6 +237,13 @@ int main(int argc, char** argv) {
       ->allow_extra_args(false);
   ops->add_flag("--json", ops_json, "Print the listing as JSON (shape in docs/command.md, \"Listing the operators\")");
 
+  std::vector<std::string> trace_paths;
+  auto* merge = app.add_subcommand(
+      "merge-traces", "Merge the trace files of an MPI run's ranks (run --trace under mpirun) into one, on stdout");
+  merge->add_option("files", trace_paths, "The ranks' trace files (FILE, FILE.rank1, ...)")
+      ->required()
+      ->type_name("FILE");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -244,6 +270,8 @@ int main(int argc, char** argv) {
       code = fmt_command(fmt_args);
     } else if (ops->parsed()) {
       code = ops_command(ops_args, ops_json);
+    } else if (merge->parsed()) {
+      code = merge_traces_command(trace_paths);
     }
   } catch (const std::exception& e) {
     code = print_error(e.what(), exit_run_failed);

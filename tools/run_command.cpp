@@ -87,6 +87,10 @@ class observers final : public run_observer {
     each(step.empty() ? observe::tasks : observe::steps,
          [&](run_observer& o) { o.retry_wait(at, step, next_attempt, max_attempts, wait, after); });
   }
+  void rank_clock(const event_source& at, int rank, std::chrono::nanoseconds offset,
+                  std::chrono::nanoseconds round_trip) override {
+    each(observe::tasks, [&](run_observer& o) { o.rank_clock(at, rank, offset, round_trip); });
+  }
   void offload_begin(const event_source& at, std::string_view op) override {
     each(observe::offloads, [&](run_observer& o) { o.offload_begin(at, op); });
   }
@@ -148,14 +152,15 @@ int report_error(bool client, const std::string& message, int code) {
 struct run_setup {
   task_group group;
   run_options options;       // the observer and the probe come with the run
+  std::string trace_path;    // this process's --trace file (none: empty)
   std::ofstream trace_file;  // open when this process writes the trace
   std::string metrics_path;  // this process's --metrics file (none: empty)
   std::ofstream metrics_file;
 };
 
-// Where rank `rank` writes --metrics FILE: FILE itself on rank 0 (and
-// outside MPI), else FILE with ".rank<r>" before its extension.
-std::string metrics_path_of(const std::string& file, int rank) {
+// Where rank `rank` writes --metrics FILE or --trace FILE: FILE itself on
+// rank 0 (and outside MPI), else FILE with ".rank<r>" before its extension.
+std::string rank_path_of(const std::string& file, int rank) {
   if (rank == 0) return file;
   const std::size_t slash = file.find_last_of('/');
   const std::size_t dot = file.find_last_of('.');
@@ -166,7 +171,7 @@ std::string metrics_path_of(const std::string& file, int rank) {
 
 // Loads the op libraries, reads the plan, opens the trace file and reads
 // the inputs, in that order (the first failure is the one reported).
-result<run_setup> prepare_run(const run_args& a, bool client, int rank) {
+result<run_setup> prepare_run(const run_args& a, int rank) {
   // Every rank loads them: each reads the plan and binds its nets.
   if (auto libs = load_libraries(a.libraries); !libs) return libs.error();
 
@@ -175,16 +180,17 @@ result<run_setup> prepare_run(const run_args& a, bool client, int rank) {
   if (!group) return group.error();
   s.group = std::move(group).value();
 
-  if (!a.trace.empty() && client) {
-    s.trace_file.open(a.trace, std::ios::binary | std::ios::trunc);
+  if (!a.trace.empty()) {
+    s.trace_path = rank_path_of(a.trace, rank);
+    s.trace_file.open(s.trace_path, std::ios::binary | std::ios::trunc);
     if (!s.trace_file) {
       return error(boost::system::errc::make_error_code(boost::system::errc::io_error),
-                   "cannot write trace file " + quote(a.trace));
+                   "cannot write trace file " + quote(s.trace_path));
     }
   }
 
   if (!a.metrics.empty()) {
-    s.metrics_path = metrics_path_of(a.metrics, rank);
+    s.metrics_path = rank_path_of(a.metrics, rank);
     s.metrics_file.open(s.metrics_path, std::ios::binary | std::ios::trunc);
     if (!s.metrics_file) {
       return error(boost::system::errc::make_error_code(boost::system::errc::io_error),
@@ -287,7 +293,9 @@ int completed_run_status(const run_report& report, bool json, bool client) {
 // SIGTERM stay caught while the outputs print.
 class plan_run {
  public:
-  plan_run(const run_args& a, bool client, bool tracing);
+  // `trace_rank`: when tracing under MPI, this process's rank (the trace
+  // file says it), else -1.
+  plan_run(const run_args& a, bool client, bool tracing, int trace_rank);
 
   // Runs `group` on an MPI session when `on_mpi`, else on a local one, and
   // returns once the run ended and the session's pools are joined.
@@ -325,7 +333,7 @@ class plan_run {
   asio::signal_set where_signals_;
 };
 
-plan_run::plan_run(const run_args& a, bool client, bool tracing)
+plan_run::plan_run(const run_args& a, bool client, bool tracing, int trace_rank)
     : a_(a),
       client_(client),
       progress_(a.quiet || !client ? progress_mode::quiet : default_progress_mode()),
@@ -333,7 +341,11 @@ plan_run::plan_run(const run_args& a, bool client, bool tracing)
       signals_(io_, SIGINT, SIGTERM),
       where_signals_(io_, SIGUSR1, SIGQUIT) {
   fan_out_.add(&progress_);
-  if (tracing) fan_out_.add(&trace_.emplace());
+  if (tracing) {
+    trace_.emplace();
+    if (trace_rank >= 0) trace_->set_rank(trace_rank);
+    fan_out_.add(&*trace_);
+  }
   wait_for_signal();
   wait_for_where();
 }
@@ -481,18 +493,18 @@ int run_command(const run_args& a) {
     return report_error(client, "--poll-max and --grace apply to MPI runs only (under mpirun, or with --mpi)",
                         exit_usage);
   }
-  auto setup = prepare_run(a, client, rank);
+  auto setup = prepare_run(a, rank);
   if (!setup) return report_error(client, setup.error().message, exit_usage);
   run_setup& s = setup.value();
 
   int code = exit_ok;
   {
-    plan_run this_run(a, client, s.trace_file.is_open());
+    plan_run this_run(a, client, s.trace_file.is_open(), on_mpi ? rank : -1);
     this_run.run(s.group, std::move(s.options), on_mpi);
     code = this_run.exit_code();
     if (!this_run.write_trace(s.trace_file)) {
       // A failed run keeps its own status.
-      const int unwritten = report_error(client, "cannot write trace file " + quote(a.trace), exit_unwritten);
+      const int unwritten = report_error(client, "cannot write trace file " + quote(s.trace_path), exit_unwritten);
       if (code == exit_ok) code = unwritten;
     }
     if (!this_run.write_metrics(s.metrics_file, s.metrics_path)) {

@@ -34,7 +34,7 @@ struct task_report;
 /// observe::nets`).
 enum class observe : std::uint8_t {
   none = 0,
-  tasks = 1U << 0U,     ///< run_begin, task_begin, task_end, a task's retry_wait
+  tasks = 1U << 0U,     ///< run_begin, task_begin, task_end, a task's retry_wait, rank_clock
   steps = 1U << 1U,     ///< step_begin, step_end, a step's retry_wait
   nets = 1U << 2U,      ///< net_begin, net_end
   reports = 1U << 3U,   ///< report_begin, report_end
@@ -117,6 +117,14 @@ class TASKGROUP_API run_observer {
   /// there before its outputs go back to the node (`observe::offloads`).
   /// An exception from it fails the op.
   virtual void offload_end(const event_source& /*at*/, std::string_view /*op*/, const status& /*result*/) {}
+  /// Under MPI, on rank 0, as rank `rank`'s part of the run has reported
+  /// (`observe::tasks`): that rank's system clock is estimated to be
+  /// `offset` ahead of this process's, give or take half of `round_trip`
+  /// (the run's START and that rank's STATUS, timed at both ends, as NTP
+  /// estimates it). A trace file keeps it, so that the ranks' files merge
+  /// onto one clock (`merge_traces`).
+  virtual void rank_clock(const event_source& /*at*/, int /*rank*/, std::chrono::nanoseconds /*offset*/,
+                          std::chrono::nanoseconds /*round_trip*/) {}
   /// Attempt `next_attempt - 1` of a task (`step` empty, `observe::tasks`)
   /// or of step `step` (`observe::steps`) with a retry policy failed with
   /// `after`; attempt `next_attempt` of `max_attempts` starts after a wait

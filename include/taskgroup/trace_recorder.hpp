@@ -26,7 +26,13 @@
 //   traceparent), and every span has args.span_id (16 hex, fresh) and
 //   args.parent_span_id: a task's (and the node's own work's) the run's
 //   span, the other spans of a task (its offloaded ops' included) that
-//   task's span.
+//   task's span;
+// - for merging the files of an MPI run's ranks (`merge_traces`):
+//   "otherData" also holds "origin_unix_ns" (the system clock, in
+//   nanoseconds since the epoch, at ts 0), "rank" (when `set_rank` was
+//   called) and, on rank 0, "rank_clocks": [{"rank", "offset_ns",
+//   "round_trip_ns"}] (each rank's clock against this one's,
+//   `run_observer::rank_clock`).
 //
 // The observer only sees names, so begin and end events of concurrent
 // spans with the same name on the same task are paired last-in first-out
@@ -36,6 +42,8 @@
 #pragma once
 
 #include <taskgroup/export.hpp>
+
+#include <taskgroup/error.hpp>
 
 #include <taskgroup/run_observer.hpp>
 #include <taskgroup/run_report.hpp>
@@ -82,6 +90,12 @@ class TASKGROUP_API trace_recorder final : public run_observer {
                   std::chrono::microseconds wait, const error& after) override;
   void offload_begin(const event_source& at, std::string_view op) override;
   void offload_end(const event_source& at, std::string_view op, const status& result) override;
+  void rank_clock(const event_source& at, int rank, std::chrono::nanoseconds offset,
+                  std::chrono::nanoseconds round_trip) override;
+
+  /// Names the MPI rank whose part of the run this recorder follows
+  /// ("otherData": {"rank": r}), for `merge_traces`. Thread-safe.
+  void set_rank(int rank);
 
   /// The trace so far as JSON text, of the run whose trace context is
   /// `run` (`run_report::trace`: its trace id, and as parent id the run's
@@ -94,5 +108,32 @@ class TASKGROUP_API trace_recorder final : public run_observer {
   struct state;
   std::unique_ptr<state> s_;
 };
+
+/// One trace file to merge: its name (for errors) and its JSON text.
+struct trace_file {
+  std::string name;
+  std::string json;
+};
+
+/// Merges the trace files that the ranks of one MPI run wrote (each a
+/// `trace_recorder`'s, `set_rank` naming its rank; `taskgroup run --trace`
+/// under MPI writes one per rank) into one file on rank 0's clock: each
+/// rank's spans are moved by the difference of the files' origins and by
+/// that rank's clock offset as rank 0 estimated it ("rank_clocks"; 0 when
+/// it has none, and the merged file says so). Every node keeps its
+/// process, renamed "<node> (rank r)", and so does each rank's "compute";
+/// rank 0's record of another rank's tasks (which rank 0 only sees end)
+/// gives way to that rank's own. The merged "otherData" holds the run's
+/// trace id, rank 0's run span and "ranks": [{"rank", "offset_ns",
+/// "round_trip_ns", "estimated"}]; times are moved up when one would be
+/// below 0 (a rank that began recording before rank 0).
+///
+/// Errors (`errc::bad_argument`, naming the file): a text that is not a
+/// trace file (not JSON, no "traceEvents" array, an event without an
+/// integer "pid", no "otherData" with "trace_id" and "origin_unix_ns"), a
+/// file of another trace than the first one's, two files of one rank, no
+/// file of rank 0 (a file without "rank" counts as rank 0's), no file at
+/// all. Threading: free.
+[[nodiscard]] TASKGROUP_API result<std::string> merge_traces(const std::vector<trace_file>& files);
 
 }  // namespace taskgroup

@@ -114,6 +114,7 @@ std::optional<error> send_start(const state_ptr& s, run_ctx& ctx, std::uint64_t 
     fed = std::move(by_rank).value();
     start.trace = ctx.trace = trace.value();
   }
+  ctx.start_ns = wall_now_ns();
   if (start.failure || options.feeds.empty()) {
     const std::string start_bytes = encode_start(start);
     for (int r = 1; r < s->size; ++r) send(s, ctx, r, tag_start, start_bytes);
@@ -226,6 +227,7 @@ class client_run {
       client_receiver receiver(s_, from, group_, report_, options_.observer);
       auto got = decode_status(from, run_id_, bytes_, *s_->options.codecs, report_, receiver, counts);
       if (counts.received < counts.announced) drain_detached(s_, from, counts.announced - counts.received);
+      if (got && got.value().clock.start_seen_ns != 0) tell_clock(from, got.value().clock);
       if (!got) {
         fail_run(got.error());
       } else if (got.value().e) {
@@ -233,6 +235,13 @@ class client_run {
       }
     }
     return progressed;
+  }
+
+  // The observer hears how rank `from`'s clock stands against this one's.
+  void tell_clock(int from, clock_sample sample) {
+    if (options_.observer == nullptr || !wants(options_.observer->interests(), observe::tasks)) return;
+    const clock_estimate c = estimate_offset(ctx_->start_ns, wall_now_ns(), sample);
+    options_.observer->rank_clock(event_source{{}, {}, report_.trace_id}, from, c.offset, c.round_trip);
   }
 
   // Heartbeats in (any run's: a late one of an earlier run is dropped) and

@@ -39,6 +39,9 @@ struct run_ctx {
   result<run_report> local;
   std::optional<run_report> failed_local;  // the local report, when `local` is its failure
   trace_context trace;                     // the run's, once START told it (none before)
+  // When START left rank 0 (on rank 0) or arrived (elsewhere), on this
+  // rank's system clock: the first reading of the clock estimate.
+  std::int64_t start_ns = 0;
   /// The local part's report, whether it went well or not; null until it
   /// has ended.
   run_report* local_report() { return local ? &local.value() : failed_local ? &*failed_local : nullptr; }

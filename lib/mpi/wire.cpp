@@ -195,15 +195,34 @@ result<verdict> decode_ctrl(std::string_view bytes, std::uint64_t run_id) {
   return v;
 }
 
+std::int64_t wall_now_ns() noexcept { return to_ns(std::chrono::system_clock::now()); }
+
+clock_estimate estimate_offset(std::int64_t start_sent_ns, std::int64_t status_seen_ns, clock_sample rank) noexcept {
+  // In long double: the differences of two readings since the epoch fit an
+  // int64, their sums may not (a rank with a clock set wildly wrong).
+  const long double there = static_cast<long double>(rank.start_seen_ns) - static_cast<long double>(start_sent_ns);
+  const long double back = static_cast<long double>(rank.status_sent_ns) - static_cast<long double>(status_seen_ns);
+  const long double away = static_cast<long double>(status_seen_ns) - static_cast<long double>(start_sent_ns);
+  const long double busy = static_cast<long double>(rank.status_sent_ns) - static_cast<long double>(rank.start_seen_ns);
+  auto ns = [](long double v) {
+    constexpr long double bound = 9.2e18L;
+    return std::chrono::nanoseconds(static_cast<std::int64_t>(std::clamp(v, -bound, bound)));
+  };
+  return clock_estimate{ns((there + back) / 2), ns(std::max(away - busy, 0.0L))};
+}
+
 status_message encode_status(const codec_registry& codecs, std::uint64_t run_id, const result<run_report>& local,
-                             const run_report* failed) {
+                             const run_report* failed, clock_sample clock) {
   status_message m;
   std::string& bytes = m.bytes;
   byte_writer w(bytes);
   w.u64(run_id);
+  w.i64(clock.start_seen_ns);
+  w.i64(clock.status_sent_ns);
+  const std::size_t header = bytes.size();
   // An output that cannot be encoded: the STATUS is that error alone.
   auto write_failure = [&](const error& e) {
-    bytes.resize(8);  // keep the run id only
+    bytes.resize(header);  // keep the run id and the clock readings only
     m.payloads.clear();
     w.u8(1);
     write_error(w, e);
@@ -311,8 +330,12 @@ result<verdict> decode_status(int from, std::uint64_t run_id, std::string_view b
   if (id != run_id) {
     return verdict{error(errc::group_mismatch, who + " answered for run " + std::to_string(id) + ", rank 0 is at run " +
                                                    std::to_string(run_id)),
+                   {},
                    {}};
   }
+  clock_sample clock;
+  TASKGROUP_TRY(clock.start_seen_ns, r.i64());
+  TASKGROUP_TRY(clock.status_sent_ns, r.i64());
   TASKGROUP_TRY(auto kind, r.u8());
   if (kind > 1) return fail(errc::group_mismatch, who + " sent STATUS kind " + std::to_string(kind));
   std::optional<error> rank_error;  // the reports of its tasks follow it
@@ -369,14 +392,15 @@ result<verdict> decode_status(int from, std::uint64_t run_id, std::string_view b
         value = decoded.error();
       }
       if (!value) {
-        return verdict{value.error().with_context(who + ": task " + quote(t.name) + " output " + quote(name)), {}};
+        return verdict{
+            value.error().with_context(who + ": task " + quote(t.name) + " output " + quote(name)), {}, clock};
       }
       t.outputs.emplace_back(name, std::move(value).value());
     }
     receiver.task_decoded(k);
   }
   if (!r.at_end()) return fail(errc::group_mismatch, who + " sent " + std::to_string(r.remaining()) + " stray bytes");
-  return verdict{std::move(rank_error), {}};
+  return verdict{std::move(rank_error), {}, clock};
 }
 
 }  // namespace taskgroup::detail::mpi

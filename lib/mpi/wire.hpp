@@ -76,12 +76,37 @@ std::string encode_start(const start_message& m);
 /// of byte_reader (a truncated START); stray bytes (`errc::group_mismatch`).
 result<start_message> decode_start(std::string_view bytes);
 
+/// When a rank saw its run's START and sent its STATUS, on its own system
+/// clock (nanoseconds since the epoch): with rank 0's times of sending
+/// that START and seeing that STATUS, an estimate of the offset between
+/// the two clocks (`estimate_offset`).
+struct clock_sample {
+  std::int64_t start_seen_ns = 0;
+  std::int64_t status_sent_ns = 0;
+};
+
 /// What a rank said: nothing wrong, or its error.
 struct verdict {
   std::optional<error> e;
   // On a DONE: every task's status and failure, in group order.
   std::vector<std::pair<task_status, std::optional<error>>> tasks;
+  // On a STATUS: the rank's clock readings.
+  clock_sample clock;
 };
+
+/// A rank's clock against rank 0's, from one exchange (as NTP estimates
+/// it): rank 0 sent START at `start_sent` and saw the STATUS at
+/// `status_seen` (its clock); the rank's readings are `rank`. The rank's
+/// clock is `offset` ahead of rank 0's, give or take half of
+/// `round_trip`: the exchange's time on the wire both ways (the time
+/// between the rank's two readings taken out).
+struct clock_estimate {
+  std::chrono::nanoseconds offset{0};
+  std::chrono::nanoseconds round_trip{0};
+};
+/// This process's system clock now, in nanoseconds since the epoch.
+std::int64_t wall_now_ns() noexcept;
+clock_estimate estimate_offset(std::int64_t start_sent_ns, std::int64_t status_seen_ns, clock_sample rank) noexcept;
 
 /// CTRL: CANCEL carries the run's error (`cancel`); DONE every task's
 /// status and failure (`done`'s tasks; none when `done` is null), so that
@@ -116,13 +141,14 @@ struct status_message {
 /// STATUS does.
 void keep_retries(run_report& report, task_retries r);
 
-/// The STATUS of a rank's part of run `run_id`: the reports of its tasks
-/// that ran, with their outputs encoded by `codecs` (large contiguous ones
-/// detached); or its error followed by the reports of `failed` (what its
-/// tasks did in the failed run), if given. An output that cannot be
-/// encoded makes the STATUS that error alone, naming the task and output.
+/// The STATUS of a rank's part of run `run_id`: the rank's clock readings
+/// (`clock`), then the reports of its tasks that ran, with their outputs
+/// encoded by `codecs` (large contiguous ones detached); or its error
+/// followed by the reports of `failed` (what its tasks did in the failed
+/// run), if given. An output that cannot be encoded makes the STATUS that
+/// error alone, naming the task and output.
 status_message encode_status(const codec_registry& codecs, std::uint64_t run_id, const result<run_report>& local,
-                             const run_report* failed = nullptr);
+                             const run_report* failed = nullptr, clock_sample clock = {});
 
 /// What decoding a STATUS needs besides its bytes: the receipt of each
 /// detached value (which follows the STATUS on the wire, in order), and a

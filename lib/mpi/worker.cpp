@@ -146,6 +146,18 @@ void merge_others(run_report& local, std::vector<std::pair<task_status, std::opt
   }
 }
 
+// The report of this rank's part names the run's trace context (its
+// trace id and the run's span, as on rank 0), not the one its local run
+// made (a child span of that), so that every rank's trace file hangs its
+// spans under the same run span.
+run_report under_run(run_report r, const run_ctx& ctx) {
+  if (ctx.trace.valid()) {
+    r.trace = ctx.trace;
+    r.trace_id = ctx.trace.trace_id_hex();
+  }
+  return r;
+}
+
 // This rank's report of a failed run: its local report when it has one
 // (what its own tasks and, from DONE, the others did), else every task
 // not run.
@@ -153,13 +165,9 @@ run_report failed_report(run_ctx* ctx, const task_group& group, error e) {
   run_report* mine = ctx != nullptr ? ctx->local_report() : nullptr;
   if (mine == nullptr) {
     run_report r = refused_report(group, std::move(e), std::chrono::system_clock::now());
-    if (ctx != nullptr && ctx->trace.valid()) {
-      r.trace = ctx->trace;
-      r.trace_id = ctx->trace.trace_id_hex();
-    }
-    return r;
+    return ctx != nullptr ? under_run(std::move(r), *ctx) : r;
   }
-  run_report r = std::move(*mine);  // its local part's, under the run's trace
+  run_report r = under_run(std::move(*mine), *ctx);
   r.failure = std::move(e);
   return r;
 }
@@ -207,7 +215,8 @@ void start_part(const state_ptr& s, const std::shared_ptr<run_ctx>& ctx, const t
 
 // STATUS to rank 0: this rank's report, its values as payloads.
 void send_status(const state_ptr& s, run_ctx& ctx, std::uint64_t run_id) {
-  status_message m = encode_status(*s->options.codecs, run_id, ctx.local, ctx.local ? nullptr : ctx.local_report());
+  status_message m = encode_status(*s->options.codecs, run_id, ctx.local, ctx.local ? nullptr : ctx.local_report(),
+                                   clock_sample{ctx.start_ns, wall_now_ns()});
   send(s, ctx, 0, tag_status, std::move(m.bytes));
   for (auto& p : m.payloads) send_bytes(s, ctx, 0, tag_payload, p.bytes, std::move(p.keep));
 }
@@ -222,7 +231,7 @@ run_report worker_report(const state_ptr& s, run_ctx& ctx, const task_group& gro
   if (run_report* mine = ctx.local_report()) merge_others(*mine, others);
   if (ctrl) return failed_report(&ctx, group, *ctrl);
   if (!ctx.local) return failed_report(nullptr, group, ctx.local.error());
-  return std::move(ctx.local).value();
+  return under_run(std::move(ctx.local).value(), ctx);
 }
 
 }  // namespace
@@ -235,6 +244,7 @@ asio::awaitable<run_report> run_worker(state_ptr s, task_group group, run_option
   std::optional<clock_type::time_point> watchdog;
   if (options.timeout) watchdog = deadline_after(deadline_after(clock_type::now(), *options.timeout), s->options.grace);
   auto start = co_await await_start(s, *ctx, pace, watchdog, cancelled_outside);
+  ctx->start_ns = wall_now_ns();
   if (!start) co_return failed_report(nullptr, group, start.error());
   if (start.value().failure) {  // rank 0 told everyone not to start
     co_return failed_report(nullptr, group, *start.value().failure);

@@ -73,12 +73,12 @@ for args in [[], ["frobnicate"], ["run"], ["run", cli.shipped("seed.json"), "--p
 # No command at all, or only an option that is not --help: says so, with the commands.
 for args in [[], ["--json"]]:
     p = cli.run(*args)
-    cli.check(p.stderr == "taskgroup: no command given; expected one of: run, check, graph, fmt, ops "
+    cli.check(p.stderr == "taskgroup: no command given; expected one of: run, check, graph, fmt, ops, merge-traces "
               "(taskgroup --help describes them)\n", f"{args}: no command, the commands named", p.stderr)
 # A word that names no command says so, with the commands.
 p = cli.run("bogus", cli.shipped("seed.json"))
 cli.check_exit(p, USAGE, "an unknown command")
-cli.check(p.stderr == 'taskgroup: unknown command "bogus"; expected one of: run, check, graph, fmt, ops\n',
+cli.check(p.stderr == 'taskgroup: unknown command "bogus"; expected one of: run, check, graph, fmt, ops, merge-traces\n',
           "an unknown command: named, with the commands", p.stderr)
 
 # Numeric options: text, nan, infinities and numbers out of range are usage
@@ -120,7 +120,8 @@ for opt, value in [("--threads", "2"), ("--threads", "1e1"), ("--timeout", "1e30
 p = cli.run("--help")
 cli.check_exit(p, OK, "--help")
 cli.check("run" in p.stdout and "check" in p.stdout and "graph" in p.stdout, "--help lists the subcommands", p.stdout)
-cli.check("fmt" in p.stdout and "ops" in p.stdout, "--help lists fmt and ops", p.stdout)
+cli.check("fmt" in p.stdout and "ops" in p.stdout and "merge-traces" in p.stdout, "--help lists fmt, ops and merge-traces",
+          p.stdout)
 p = cli.run("run", "--help")
 cli.check_exit(p, OK, "run --help")
 for opt in ["--threads", "--policy", "--timeout", "--trace", "--json", "--quiet"]:

@@ -84,6 +84,57 @@ for bad in [["--poll-max", "0"], ["--poll-max", "x"], ["--grace", "0"], ["--grac
     cli.check(bad[0] in p.stderr and p.stderr.startswith("taskgroup: "), f"{' '.join(bad)}: names the option",
               p.stderr)
 
+# --trace under mpirun: a file per rank (FILE, then .rank<r> before the
+# extension), one trace and one run span; rank 0's file holds its
+# estimates of the other ranks' clocks (on one host each within half its
+# round trip of the truth, 0); merge-traces makes them one file where each
+# task is a span of the rank that ran it.
+trace = cli.temp("mpi.trace.json")
+p = launch("run", "-q", cli.shipped("seed.json"), "--trace", trace)
+cli.check_exit(p, OK, "mpirun run --trace seed.json")
+paths = [trace] + [trace.replace(".json", f".rank{r}.json") for r in (1, 2)]
+files = []
+for r, path in enumerate(paths):
+    if not cli.check(os.path.exists(path), f"--trace: rank {r} wrote {os.path.basename(path)}"):
+        continue
+    with open(path, encoding="utf-8") as f:
+        files.append(cli.json_of(f.read(), f"trace of rank {r}"))
+if len(files) == 3 and all(files):
+    other = [f["otherData"] for f in files]
+    cli.check([o.get("rank") for o in other] == [0, 1, 2], "--trace: each file names its rank", other)
+    cli.check(len({o["trace_id"] for o in other}) == 1 and len({o["run_span_id"] for o in other}) == 1,
+              "--trace: one trace and one run span on every rank", other)
+    clocks = {c["rank"]: c for c in other[0].get("rank_clocks", [])}
+    cli.check(sorted(clocks) == [1, 2], "--trace: rank 0 estimated both ranks' clocks", other[0])
+    for c in clocks.values():
+        cli.check(c["round_trip_ns"] >= 0 and abs(c["offset_ns"]) <= c["round_trip_ns"] / 2 + 1000,
+                  "--trace: one host's clock estimate is within half its round trip of 0", c)
+    ran = {}  # task -> the rank that ran it
+    for r, f in enumerate(files[1:], start=1):
+        for e in f["traceEvents"]:
+            if e.get("ph") == "X" and e["cat"] == "task":
+                ran[e["name"]] = r
+    p = cli.run("merge-traces", *paths)
+    cli.check_exit(p, OK, "merge-traces of the three ranks' files")
+    merged = cli.json_of(p.stdout, "merged trace")
+    if merged:
+        procs = {e["pid"]: e["args"]["name"] for e in merged["traceEvents"]
+                 if e.get("ph") == "M" and e["name"] == "process_name"}
+        tasks = [e for e in merged["traceEvents"] if e.get("ph") == "X" and e["cat"] == "task"]
+        cli.check(sorted(e["name"] for e in tasks) == ["local/s1", "local/s2", "n1/s4", "n2/s3", "n2/s5"],
+                  "merged: every task once", [e["name"] for e in tasks])
+        for e in tasks:
+            node, rank = e["args"]["node"], ran.get(e["name"], 0)
+            cli.check(procs.get(e["pid"]) == f"{node} (rank {rank})", "merged: a task on its rank's node", e)
+            cli.check(e["args"]["parent_span_id"] == other[0]["run_span_id"], "merged: under the run's span", e)
+        cli.check(merged["otherData"]["trace_id"] == other[0]["trace_id"], "merged: the run's trace id")
+    p = cli.run("merge-traces", paths[1], paths[2])
+    cli.check_exit(p, USAGE, "merge-traces without rank 0's file")
+    cli.check("no trace file of rank 0" in p.stderr, "merge-traces without rank 0: says so", p.stderr)
+p = cli.run("merge-traces", cli.temp("no-such-trace.json"))
+cli.check_exit(p, USAGE, "merge-traces of a missing file")
+cli.check("cannot read trace file" in p.stderr, "merge-traces of a missing file: names it", p.stderr)
+
 # Two ranks for the demo plan (one node: rank 1 only takes part).
 p = launch("run", "-q", cli.shipped("pipeline.json"), np=2)
 cli.check_exit(p, OK, "mpirun -np 2 run pipeline.json")

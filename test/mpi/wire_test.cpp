@@ -9,8 +9,10 @@
 
 #include <chrono>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -248,7 +250,8 @@ TEST_CASE("STATUS round-trips reports and outputs, large values detached", "[mpi
   a.outputs.emplace_back("big", std::make_shared<const blob>(big));
   // Task 1 did not run here: it is not in the STATUS.
 
-  status_message m = encode_status(codecs, 9, mine);
+  const clock_sample clock{1'796'623'231'019'259'742, 1'796'623'231'119'259'743};
+  status_message m = encode_status(codecs, 9, mine, nullptr, clock);
   REQUIRE(m.payloads.size() == 1);
   CHECK(m.payloads[0].bytes.size() == big.size());
 
@@ -258,6 +261,8 @@ TEST_CASE("STATUS round-trips reports and outputs, large values detached", "[mpi
   auto v = decode_status(2, 9, m.bytes, codecs, got, rx, counts);
   REQUIRE(v);
   CHECK_FALSE(v.value().e);
+  CHECK(v.value().clock.start_seen_ns == clock.start_seen_ns);
+  CHECK(v.value().clock.status_sent_ns == clock.status_sent_ns);
   CHECK(counts.announced == 1);
   CHECK(counts.received == 1);
   CHECK(rx.asked == std::vector<std::string>{"0/big"});
@@ -303,7 +308,7 @@ TEST_CASE("STATUS: a rank's error carries what its tasks did; an unknown kind is
   CHECK(got.tasks[1].iterations == 3);
 
   std::string odd = m.bytes;
-  odd[8] = 2;  // the kind, after the run id
+  odd[24] = 2;  // the kind, after the run id and the clock readings
   auto bad = decode_status(1, 4, odd, codecs, got, rx, counts);
   REQUIRE_FALSE(bad);
   CHECK(bad.error().message == "rank 1 sent STATUS kind 2");
@@ -351,10 +356,11 @@ TEST_CASE("STATUS: a detached value beyond the announced count is refused, not a
   mine.tasks[0].outputs.emplace_back("big", std::make_shared<const blob>(std::string(detach_threshold, 'x')));
   status_message m = encode_status(codecs, 9, mine);
   REQUIRE(m.payloads.size() == 1);
-  // The announced count (after the run id and the kind byte) says 0.
+  // The announced count (after the run id, the clock readings and the
+  // kind byte) says 0.
   std::string lying = m.bytes;
   const std::uint32_t zero = 0;
-  std::memcpy(lying.data() + 9, &zero, sizeof zero);
+  std::memcpy(lying.data() + 25, &zero, sizeof zero);
   run_report got = two_tasks();
   loopback rx(m);
   detached_counts counts;
@@ -376,4 +382,29 @@ TEST_CASE("STATUS: a detached value beyond the announced count is refused, not a
   auto w = decode_status(2, 9, odd, codecs, got, rx, counts);
   REQUIRE_FALSE(w);
   CHECK(w.error().message == "rank 2 sent output mode 2");
+}
+
+TEST_CASE("a rank's clock offset, estimated from START and STATUS, is within half the round trip", "[mpi_wire]") {
+  // Generated exchanges: a true offset (up to a day either way), one-way
+  // delays and the rank's time between its readings; the estimate must
+  // be within half the round trip it reports, which must be the sum of
+  // the delays.
+  const std::uint64_t seed = GENERATE(range(std::uint64_t{1}, std::uint64_t{201}));
+  INFO("seed " << seed << " (wire_test clock estimate)");
+  std::mt19937_64 rng(seed);
+  auto draw = [&](std::int64_t below) { return static_cast<std::int64_t>(rng() % static_cast<std::uint64_t>(below)); };
+  const std::int64_t day = 86'400'000'000'000;
+  const std::int64_t offset = draw(2 * day) - day;
+  const std::int64_t there = draw(5'000'000);  // up to 5 ms on the wire each way
+  const std::int64_t back = draw(5'000'000);
+  const std::int64_t busy = draw(60'000'000'000);  // the rank's part: up to a minute
+  const std::int64_t t0 = 1'796'000'000'000'000'000 + draw(1'000'000'000'000);
+  const clock_sample rank{t0 + there + offset, t0 + there + offset + busy};
+  const std::int64_t t3 = t0 + there + busy + back;
+  const clock_estimate e = estimate_offset(t0, t3, rank);
+  CHECK(e.round_trip.count() == there + back);
+  CHECK(std::abs(e.offset.count() - offset) <= (there + back) / 2 + 1);
+  // A rank whose clock reads earlier than rank 0 sent START is no special
+  // case; a round trip is never negative.
+  CHECK(estimate_offset(t3, t0, rank).round_trip.count() >= 0);
 }
