@@ -142,6 +142,17 @@ oo_group oo_generate(std::mt19937_64& rng) {
   return g;
 }
 
+// Runs `g` on a session whose compute executor is `pool`, observed by
+// `observer`.
+result<run_report> oo_run(const task_group& g, run_observer& observer, asio::thread_pool& pool) {
+  asio::io_context io;
+  local_session session(io.get_executor());
+  session.set_compute_executor(pool.get_executor());
+  run_options o;
+  o.observer = &observer;
+  return test::run(io, test::run_async(session, g, o));
+}
+
 }  // namespace
 
 TEST_CASE("every offloaded op run is told on its compute thread, with the task that ran it", "[observer]") {
@@ -149,14 +160,9 @@ TEST_CASE("every offloaded op run is told on its compute thread, with the task t
   INFO("seed " << seed << " (offload_observe_test)");
   std::mt19937_64 rng(seed);
   oo_group g = oo_generate(rng);
-  asio::io_context io;
   asio::thread_pool pool(2);
-  local_session session(io.get_executor());
-  session.set_compute_executor(pool.get_executor());
   oo_log log(observe::offloads, pool);
-  run_options o;
-  o.observer = &log;
-  auto r = test::run(io, test::run_async(session, g.group, o));
+  auto r = oo_run(g.group, log, pool);
   INFO((r ? std::string() : r.error().message));
   REQUIRE_OK(r);
   CHECK(log.others == 0);  // asked for offloaded ops only
@@ -186,14 +192,9 @@ TEST_CASE("every offloaded op run is told on its compute thread, with the task t
 TEST_CASE("an observer that does not ask for offloaded ops is not told of them", "[observer]") {
   std::mt19937_64 rng(7);
   oo_group g = oo_generate(rng);
-  asio::io_context io;
   asio::thread_pool pool(2);
-  local_session session(io.get_executor());
-  session.set_compute_executor(pool.get_executor());
   oo_log log(observe::tasks | observe::nets, pool);
-  run_options o;
-  o.observer = &log;
-  REQUIRE_OK(test::run(io, test::run_async(session, g.group, o)));
+  REQUIRE_OK(oo_run(g.group, log, pool));
   CHECK(log.events.empty());
   CHECK(log.others > 0);
 }
@@ -201,14 +202,9 @@ TEST_CASE("an observer that does not ask for offloaded ops is not told of them",
 TEST_CASE("an offloaded op's span is on its compute thread, a child of its task's span", "[trace]") {
   std::mt19937_64 rng(11);
   oo_group g = oo_generate(rng);
-  asio::io_context io;
   asio::thread_pool pool(2);
-  local_session session(io.get_executor());
-  session.set_compute_executor(pool.get_executor());
   trace_recorder recorder;
-  run_options o;
-  o.observer = &recorder;
-  auto r = test::run(io, test::run_async(session, g.group, o));
+  auto r = oo_run(g.group, recorder, pool);
   REQUIRE_OK(r);
   const json::object trace = json::parse(recorder.to_json(r.value().trace)).as_object();
   const json::array& events = trace.at("traceEvents").as_array();

@@ -39,6 +39,7 @@ void set_outputs(const task& t, const task_report& rep) {
 // handles of each task once decoded.
 class client_receiver final : public status_receiver {
  public:
+  // `observer`: the run's when it asked for task events, else null.
   client_receiver(const state_ptr& s, int from, const task_group& group, const run_report& report,
                   run_observer* observer)
       : s_(s), from_(from), group_(group), report_(report), observer_(observer) {}
@@ -51,7 +52,7 @@ class client_receiver final : public status_receiver {
   void task_decoded(std::size_t task) override {
     const task_report& t = report_.tasks[task];
     set_outputs(group_.tasks()[task], t);
-    if (observer_ != nullptr && wants(observer_->interests(), observe::tasks)) {
+    if (observer_ != nullptr) {
       const event_source at{t.name, t.node, report_.trace_id};
       observer_->task_begin(at);
       observer_->task_end(at, t);
@@ -153,6 +154,10 @@ class client_run {
         told_(static_cast<std::size_t>(s_->size), false),
         live_(s_->options, s_->size) {
     answered_[0] = told_[0] = true;
+    // Asked once, as a local run asks it.
+    if (options_.observer != nullptr && wants(options_.observer->interests(), observe::tasks)) {
+      tasks_observer_ = options_.observer;
+    }
     if (options_.timeout) deadline_ = deadline_after(clock_type::now(), *options_.timeout);
     report_.trace = ctx_->trace;
     report_.trace_id = ctx_->trace.trace_id_hex();
@@ -167,10 +172,10 @@ class client_run {
       rep.name = t.name();
       rep.node = t.node_name();
     }
-    if (options_.observer != nullptr && wants(options_.observer->interests(), observe::tasks)) {
+    if (tasks_observer_ != nullptr) {
       std::vector<std::pair<std::string, std::string>> names;
       for (const auto& t : report_.tasks) names.emplace_back(t.name, t.node);
-      options_.observer->run_begin(event_source{{}, {}, report_.trace_id}, names);
+      tasks_observer_->run_begin(event_source{{}, {}, report_.trace_id}, names);
     }
     run_options local = options_;
     local.feeds = std::move(own);
@@ -224,10 +229,11 @@ class client_run {
       progressed = true;
       answered_[static_cast<std::size_t>(from)] = true;
       detached_counts counts;
-      client_receiver receiver(s_, from, group_, report_, options_.observer);
+      const std::int64_t seen_ns = wall_now_ns();  // before its detached values arrive
+      client_receiver receiver(s_, from, group_, report_, tasks_observer_);
       auto got = decode_status(from, run_id_, bytes_, *s_->options.codecs, report_, receiver, counts);
       if (counts.received < counts.announced) drain_detached(s_, from, counts.announced - counts.received);
-      if (got && got.value().clock.start_seen_ns != 0) tell_clock(from, got.value().clock);
+      if (got && got.value().clock.start_seen_ns != 0) tell_clock(from, seen_ns, got.value().clock);
       if (!got) {
         fail_run(got.error());
       } else if (got.value().e) {
@@ -238,10 +244,10 @@ class client_run {
   }
 
   // The observer hears how rank `from`'s clock stands against this one's.
-  void tell_clock(int from, clock_sample sample) {
-    if (options_.observer == nullptr || !wants(options_.observer->interests(), observe::tasks)) return;
-    const clock_estimate c = estimate_offset(ctx_->start_ns, wall_now_ns(), sample);
-    options_.observer->rank_clock(event_source{{}, {}, report_.trace_id}, from, c.offset, c.round_trip);
+  void tell_clock(int from, std::int64_t seen_ns, clock_sample sample) {
+    if (tasks_observer_ == nullptr) return;
+    const clock_estimate c = estimate_offset(ctx_->start_ns, seen_ns, sample);
+    tasks_observer_->rank_clock(event_source{{}, {}, report_.trace_id}, from, c.offset, c.round_trip);
   }
 
   // Heartbeats in (any run's: a late one of an earlier run is dropped) and
@@ -332,6 +338,7 @@ class client_run {
   state_ptr s_;
   const task_group& group_;
   const run_options& options_;
+  run_observer* tasks_observer_ = nullptr;  // the run's observer, when it asked for task events
   std::uint64_t run_id_;
   std::shared_ptr<run_ctx> ctx_;
   run_report report_;

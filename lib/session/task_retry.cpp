@@ -34,8 +34,10 @@ const run_context* node_tasks::context_of(std::size_t k, std::size_t pos) {
   for (const std::unique_ptr<retrying>& r : b.tasks) {
     if (r->k == k && r->ctx) found = &*r->ctx;
   }
-  // First attempts share a context when they would hold the same values.
-  for (std::size_t i = 0; found == nullptr && i < b.first_attempts.size(); ++i) {
+  // First attempts share a context when they would hold the same values:
+  // those of one max_attempts (a handful), unless each task's offloaded
+  // ops are told (then each has its own, and no search is needed).
+  for (std::size_t i = 0; found == nullptr && told == nullptr && i < b.first_attempts.size(); ++i) {
     const run_context& c = *b.first_attempts[i];
     if (c.max_attempts() == max_attempts && c.offloads_told() == told) found = &c;
   }
