@@ -22,8 +22,10 @@
 // 6. Load. With --max-in-flight, --max-queued and --max-queue-wait-ms the
 //    session admits runs within those limits (`session_limits`): a request
 //    shed by them answers 503 with `Retry-After`, and /health runs at a
-//    priority above /sum's, so it is admitted first and is not shed for
-//    them.
+//    priority above /sum's, so it takes one of the --priority-headroom
+//    places beyond --max-in-flight (default 1) and starts at once; with
+//    none free it is admitted ahead of every queued /sum and is not shed
+//    for them.
 // 7. Observe. The groups are named ("sum", "health"), so the session's
 //    metrics count their runs apart; /metrics serves them in Prometheus'
 //    text format (`local_session::metrics`, `to_prometheus`). With
@@ -43,7 +45,8 @@
 //       for i = 1..N after sleeping S ms; answers {"n", "total", "values"}.
 //       Limits: 0 <= N <= 1000000, 0 <= S <= 60000, 1 <= T <= 60000
 //       (default T: 2000). Anything else, or an unknown parameter: 400.
-//   /health  runs a one-task group at priority 1; answers {"status": "ok"}.
+//   /health  runs a one-task group at priority 1 (in the headroom when the
+//       limits' places are taken); answers {"status": "ok"}.
 //   /stats  runs started, completed, timed_out, cancelled, failed, shed,
 //       refused (while stopping); in_flight and queued (the session's load).
 //   /metrics  the session's metrics in Prometheus' text format, version
@@ -61,8 +64,9 @@
 //
 // Usage: 06_http_server [--address A] [--port P] [--threads N] [--offload]
 //   [--max-in-flight N] [--max-queued N] [--max-queue-wait-ms MS]
-//   [--debug-endpoints] [--trace-every N]
-// (defaults 127.0.0.1, 8080, 2, no limits; --port 0 picks a free port;
+//   [--priority-headroom N] [--debug-endpoints] [--trace-every N]
+// (defaults 127.0.0.1, 8080, 2, no limits, a headroom of 1 for /health
+// when --max-in-flight is given; --port 0 picks a free port;
 // --offload runs the Sum ops on the compute executor, off the I/O
 // threads). It prints "listening on A:P" once ready. SIGINT or SIGTERM: it
 // stops accepting, drains the session, closes keep-alive connections at
@@ -315,6 +319,7 @@ int main(int argc, char** argv) {
                                                  {{"--max-in-flight", 1, 1000000},
                                                   {"--max-queued", 0, 1000000},
                                                   {"--max-queue-wait-ms", 0, 3600000},
+                                                  {"--priority-headroom", 0, 1000000},
                                                   {"--trace-every", 1, 1000000}});
   if (!options) return 2;
   const bool offload = options->has("--offload");
@@ -324,6 +329,7 @@ int main(int argc, char** argv) {
   if (auto v = options->value("--max-in-flight")) limits.max_runs_in_flight = static_cast<std::size_t>(*v);
   if (auto v = options->value("--max-queued")) limits.max_queued = static_cast<std::size_t>(*v);
   if (auto v = options->value("--max-queue-wait-ms")) limits.max_queue_wait = std::chrono::milliseconds(*v);
+  limits.priority_headroom = static_cast<std::size_t>(options->value("--priority-headroom").value_or(1));
   return sum_server::run(*options, "06_http_server", [offload, limits, debug, trace_every](asio::io_context& io) {
     return std::make_unique<service>(io.get_executor(), offload, limits, debug, trace_every);
   });

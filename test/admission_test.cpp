@@ -23,6 +23,7 @@
 #include <chrono>
 #include <cstdint>
 #include <future>
+#include <limits>
 #include <map>
 #include <memory>
 #include <optional>
@@ -93,24 +94,27 @@ auto record_end(std::map<i64, run_end>& done, i64 id) {
 // arrival), the runs shed so far.
 struct queue_model {
   std::optional<std::size_t> max_in_flight, max_queued;
+  std::size_t headroom = 0;  // extra places for priorities above 0
   std::set<i64> in_flight;
-  std::map<std::pair<int, i64>, i64> queue;  // (-priority, id) -> id
+  std::map<std::pair<i64, i64>, i64> queue;  // (-priority, id) -> id, negated as i64 (INT_MIN too)
   std::uint64_t shed = 0;
   std::map<i64, errc> refused;  // runs that end without running, and why
-  [[nodiscard]] bool fits() const { return !max_in_flight || in_flight.size() < *max_in_flight; }
+  [[nodiscard]] bool fits(int priority) const {
+    return !max_in_flight || in_flight.size() < *max_in_flight + (priority > 0 ? headroom : 0);
+  }
   void admit() {
-    while (!queue.empty() && fits()) {
+    while (!queue.empty() && fits(static_cast<int>(-queue.begin()->first.first))) {
       in_flight.insert(queue.begin()->second);
       queue.erase(queue.begin());
     }
   }
   void arrive(i64 id, int priority) {
-    if (fits()) {
+    if (fits(priority)) {
       in_flight.insert(id);
       return;
     }
     if (max_queued && queue.size() >= *max_queued) {
-      if (queue.empty() || -std::prev(queue.end())->first.first >= priority) {
+      if (queue.empty() || -std::prev(queue.end())->first.first >= i64{priority}) {
         ++shed;
         refused[id] = errc::overloaded;
         return;
@@ -119,7 +123,7 @@ struct queue_model {
       ++shed;
       queue.erase(std::prev(queue.end()));
     }
-    queue[{-priority, id}] = id;
+    queue[{-i64{priority}, id}] = id;
   }
   void leave(i64 id) {  // opened or cancelled
     if (in_flight.erase(id) != 0) {
@@ -148,6 +152,11 @@ TEST_CASE("limits are checked, named and kept", "[admission]") {
   CHECK_THAT(check_limits({.max_queue_wait = -1ms}).error().message,
              Catch::Contains("session_limits::max_queue_wait must be >= 0 ms, got -1"));
   CHECK(check_limits({.max_runs_in_flight = 1, .max_queued = 0, .max_queue_wait = 0ms}));
+  constexpr std::size_t most = std::numeric_limits<std::size_t>::max();
+  CHECK(check_limits({.max_runs_in_flight = 1, .priority_headroom = most - 1}));
+  CHECK(check_limits({.priority_headroom = most}));  // meaningless alone, and harmless
+  CHECK_THAT(check_limits({.max_runs_in_flight = 2, .priority_headroom = most - 1}).error().message,
+             Catch::Contains("session_limits::priority_headroom") && Catch::Contains("must fit a std::size_t"));
   CHECK_THROWS_WITH(local_session(io, session_limits{.max_runs_in_flight = 0}), Catch::Contains("max_runs_in_flight"));
   local_session session(io, session_limits{.max_runs_in_flight = 3, .max_queued = 7});
   CHECK(session.limits().max_runs_in_flight == 3u);
@@ -172,8 +181,11 @@ TEST_CASE("generated arrivals, releases, cancellations and limit changes follow 
     queue_model m;
     m.max_in_flight = 1 + rng() % 3;
     if (rng() % 3 != 0) m.max_queued = rng() % 4;
-    local_session session(io, session_limits{.max_runs_in_flight = m.max_in_flight, .max_queued = m.max_queued});
-    trail << " limits " << show_limit(m.max_in_flight) << "/" << show_limit(m.max_queued);
+    if (rng() % 2 != 0) m.headroom = rng() % 3;
+    local_session session(
+        io, session_limits{
+                .max_runs_in_flight = m.max_in_flight, .max_queued = m.max_queued, .priority_headroom = m.headroom});
+    trail << " limits " << show_limit(m.max_in_flight) << "/" << show_limit(m.max_queued) << " headroom " << m.headroom;
     std::map<i64, run_end> done;
     std::map<i64, std::unique_ptr<asio::cancellation_signal>> signals;
     i64 next_id = 0;
@@ -181,7 +193,9 @@ TEST_CASE("generated arrivals, releases, cancellations and limit changes follow 
       const unsigned what = rng() % 10;
       if (what < 5) {
         const i64 id = next_id++;
-        const int priority = static_cast<int>(rng() % 3);
+        // The extremes too: a priority is compared, never negated.
+        const int priority =
+            std::array{std::numeric_limits<int>::min(), -1, 0, 0, 1, 2, std::numeric_limits<int>::max()}[rng() % 7];
         trail << " | arrive " << id << " p" << priority;
         auto& sig = signals[id] = std::make_unique<asio::cancellation_signal>();
         session.async_run(group, {.feeds = fed_ids(id, nodes), .priority = priority},
@@ -213,8 +227,10 @@ TEST_CASE("generated arrivals, releases, cancellations and limit changes follow 
         m.leave(id);
       } else if (what == 9) {
         m.max_in_flight = 1 + rng() % 3;
-        trail << " | limit " << *m.max_in_flight;
-        session.set_limits({.max_runs_in_flight = m.max_in_flight, .max_queued = m.max_queued});
+        m.headroom = rng() % 3;
+        trail << " | limit " << *m.max_in_flight << " headroom " << m.headroom;
+        session.set_limits(
+            {.max_runs_in_flight = m.max_in_flight, .max_queued = m.max_queued, .priority_headroom = m.headroom});
         m.admit();
       }
       io.restart();
@@ -264,6 +280,48 @@ TEST_CASE("generated arrivals, releases, cancellations and limit changes follow 
     CHECK(done.size() == static_cast<std::size_t>(next_id));
     CHECK(session.load().in_flight == 0);
   }
+}
+
+TEST_CASE("a run of priority above 0 starts in the headroom while the regular places are full", "[admission]") {
+  asio::io_context io;
+  auto g = std::make_shared<gate_hub>();
+  const task_group group = gated_group(g, 1);
+  std::map<i64, run_end> done;
+  local_session session(io, session_limits{.max_runs_in_flight = 1, .priority_headroom = 1});
+  auto arrive = [&](i64 id, int priority) {
+    session.async_run(group, {.feeds = fed_ids(id, 1), .priority = priority}, record_end(done, id));
+    io.restart();
+    io.poll();
+  };
+  auto at_gate = [&] {
+    std::set<i64> ids;
+    for (const auto& [id, timers] : g->waiting) {
+      if (!timers.empty()) ids.insert(id);
+    }
+    return ids;
+  };
+  auto open = [&](i64 id) {
+    g->open(id);
+    io.restart();
+    io.poll();
+  };
+  arrive(0, 0);
+  arrive(1, 0);  // the regular place is taken: queued
+  arrive(2, 1);  // the headroom's place
+  CHECK(at_gate() == std::set<i64>{0, 2});
+  arrive(3, 5);  // the headroom is taken too: queued, ahead of 1
+  CHECK(session.load().in_flight == 2);
+  CHECK(session.load().queued == 2);
+  open(0);  // one place left: 3 (priority 5) may take it, 1 may not
+  CHECK(at_gate() == std::set<i64>{2, 3});
+  open(2);  // one in flight: still no place for priority 0
+  CHECK(at_gate() == std::set<i64>{3});
+  CHECK(session.load().queued == 1);
+  open(3);
+  CHECK(at_gate() == std::set<i64>{1});
+  open(1);
+  CHECK(done.size() == 4);
+  for (const auto& [id, e] : done) CHECK(!e.ec);
 }
 
 TEST_CASE("a queued run waits at most max_queue_wait, and its own timeout counts from its arrival", "[admission]") {
@@ -425,7 +483,7 @@ TEST_CASE("concurrent submitters on two threads: every run ends once, the limits
   n.op("Sleep", {}, {}, {{"ms", i64{1}}});
   REQUIRE(group.add(task("a", step("s").add_net(n)), node("n1")));
   REQUIRE(group.add(task("b", step("s").add_net(n)), node("n2")));
-  local_session session(pool, session_limits{.max_runs_in_flight = 3, .max_queued = 5});
+  local_session session(pool, session_limits{.max_runs_in_flight = 3, .max_queued = 5, .priority_headroom = 1});
   std::atomic<int> ok_runs = 0, shed_runs = 0, other = 0;
   std::atomic<std::size_t> most_in_flight = 0;
   auto submit = [&](int count) {
@@ -457,7 +515,7 @@ TEST_CASE("concurrent submitters on two threads: every run ends once, the limits
   CHECK(ok_runs + shed_runs == 300);
   CHECK(other == 0);
   CHECK(ok_runs >= 8);
-  CHECK(most_in_flight <= 3);
+  CHECK(most_in_flight <= 4);  // 3, and one more of priority 1 or 2
   CHECK(session.load().shed == static_cast<std::uint64_t>(shed_runs.load()));
   CHECK(session.load().in_flight == 0);
   CHECK(session.load().queued == 0);

@@ -22,9 +22,10 @@ namespace taskgroup {
 ///
 /// A run arrives when `async_run` is called. It is admitted at once while
 /// fewer than `max_runs_in_flight` runs are in flight (admitted and not
-/// ended); otherwise it waits in the session's queue, which admits the
-/// highest `run_options::priority` first and, within one priority, in
-/// arrival order, as runs in flight end. A run that finds the queue full
+/// ended), or, when its `run_options::priority` is above 0, fewer than
+/// `max_runs_in_flight + priority_headroom`; otherwise it waits in the
+/// session's queue, which admits the highest priority first and, within
+/// one priority, in arrival order, as runs in flight end. A run that finds the queue full
 /// (`max_queued` runs waiting) is shed, unless its priority is above that
 /// of the last run in the queue (the lowest, latest): that one is shed
 /// instead and the newcomer queued. A run that has waited `max_queue_wait`
@@ -40,6 +41,13 @@ struct TASKGROUP_API session_limits {
   /// How long a run may wait for admission: from 0 to
   /// `taskgroup::max_duration` (execution_step.hpp).
   std::optional<std::chrono::milliseconds> max_queue_wait{};
+  /// Places in flight beyond `max_runs_in_flight` that only runs of
+  /// priority above 0 take (0, the default: none). A health check or a
+  /// control request then starts at once while the traffic holds every
+  /// regular place, rather than after one of those runs ends; it still
+  /// shares the node strands with them. Meaningful with
+  /// `max_runs_in_flight`; the sum of the two must fit a `std::size_t`.
+  std::size_t priority_headroom = 0;
 };
 
 /// What a `local_session` carries at one moment.

@@ -12,6 +12,7 @@
 #include <boost/asio/post.hpp>
 
 #include <algorithm>
+#include <limits>
 #include <string>
 
 namespace taskgroup {
@@ -24,6 +25,12 @@ status check_limits(const session_limits& limits) {
     if (std::string f = detail::duration_fault(*limits.max_queue_wait, true); !f.empty()) {
       return fail(errc::invalid_task, "session_limits::max_queue_wait " + f);
     }
+  }
+  if (limits.max_runs_in_flight &&
+      limits.priority_headroom > std::numeric_limits<std::size_t>::max() - *limits.max_runs_in_flight) {
+    return fail(errc::invalid_task, "session_limits::priority_headroom " + std::to_string(limits.priority_headroom) +
+                                        " and max_runs_in_flight " + std::to_string(*limits.max_runs_in_flight) +
+                                        " together must fit a std::size_t");
   }
   return ok();
 }
@@ -59,14 +66,14 @@ admission::verdict admission::arrive(const std::shared_ptr<run_state>& rs, int p
   t.by = this;
   t.priority = priority;
   t.seq = arrivals_++;
-  if (!limits_.max_runs_in_flight || in_flight_ < *limits_.max_runs_in_flight) {
+  if (fits(priority)) {
     link(*rs);
     return verdict::start;
   }
   // Full: the newcomer takes the place of the last run queued when it has
   // a higher priority.
   const bool full = limits_.max_queued && queue_.size() >= *limits_.max_queued;
-  if (full && (queue_.empty() || -std::prev(queue_.end())->first.neg_priority >= priority)) {
+  if (full && (queue_.empty() || std::prev(queue_.end())->first.priority >= priority)) {
     ++shed_;
     why = error(errc::overloaded, "session overloaded: " + std::to_string(in_flight_) + " runs in flight, " +
                                       std::to_string(queue_.size()) + " queued (max_queued " +
@@ -84,7 +91,7 @@ admission::verdict admission::arrive(const std::shared_ptr<run_state>& rs, int p
   t.arrived = std::chrono::steady_clock::now();
   if (limits_.max_queue_wait || rs->options.timeout) arm_wait(rs);
   try {
-    queue_.emplace(queue_key{-priority, t.seq}, rs);
+    queue_.emplace(queue_key{priority, t.seq}, rs);
   } catch (...) {
     if (t.wait) t.wait->cancel();
     t.by = nullptr;
@@ -143,7 +150,7 @@ void admission::waited(const std::shared_ptr<run_state>& rs) {
     std::lock_guard lock(mutex_);
     admission_ticket& t = rs->ticket;
     if (t.at != admission_ticket::where::queued) return;  // admitted, withdrawn or shed meanwhile
-    queue_.erase(queue_key{-t.priority, t.seq});
+    queue_.erase(queue_key{t.priority, t.seq});
     t.at = admission_ticket::where::none;
     const auto waited_for = std::chrono::steady_clock::now() - t.arrived;
     if (t.wait_is_deadline) {
@@ -162,21 +169,33 @@ bool admission::withdraw(run_state& rs) noexcept {
   std::lock_guard lock(mutex_);
   admission_ticket& t = rs.ticket;
   if (t.at != admission_ticket::where::queued) return false;
-  queue_.erase(queue_key{-t.priority, t.seq});
+  queue_.erase(queue_key{t.priority, t.seq});
   t.at = admission_ticket::where::none;
   if (t.wait) t.wait->cancel();
   return true;
 }
 
+bool admission::fits(int priority) const noexcept {
+  if (!limits_.max_runs_in_flight) return true;
+  return in_flight_ < *limits_.max_runs_in_flight + (priority > 0 ? limits_.priority_headroom : 0);
+}
+
 void admission::admit_queued(std::vector<std::shared_ptr<run_state>>& out) {
   // Room for every run that fits first (out of memory: none is taken, and
-  // the next end tries again); then nothing below throws.
-  const std::size_t room = limits_.max_runs_in_flight
-                               ? *limits_.max_runs_in_flight - std::min(in_flight_, *limits_.max_runs_in_flight)
-                               : queue_.size();
+  // the next end tries again); then nothing below throws. The queue's
+  // first has the highest priority: the most places it may take.
+  if (queue_.empty()) return;
+  const std::size_t room =
+      limits_.max_runs_in_flight
+          ? [&] {
+              const std::size_t cap = *limits_.max_runs_in_flight +
+                                      (queue_.begin()->first.priority > 0 ? limits_.priority_headroom : 0);
+              return cap - std::min(in_flight_, cap);
+            }()
+          : queue_.size();
   out.reserve(out.size() + std::min(room, queue_.size()));
-  const auto now = queue_.empty() ? std::chrono::steady_clock::time_point{} : std::chrono::steady_clock::now();
-  while (!queue_.empty() && (!limits_.max_runs_in_flight || in_flight_ < *limits_.max_runs_in_flight)) {
+  const auto now = std::chrono::steady_clock::now();
+  while (!queue_.empty() && fits(queue_.begin()->first.priority)) {
     auto first = queue_.begin();
     std::shared_ptr<run_state> rs = std::move(first->second);
     queue_.erase(first);

@@ -118,13 +118,19 @@ class admission {
   std::vector<std::shared_ptr<run_state>> take_queue() noexcept;
 
  private:
+  // Highest priority first, then arrival order (a priority is never
+  // negated: INT_MIN has no opposite).
   struct queue_key {
-    int neg_priority;  // highest priority first
+    int priority;
     std::uint64_t seq;
-    auto operator<=>(const queue_key&) const = default;
+    friend bool operator<(const queue_key& a, const queue_key& b) noexcept {
+      return a.priority != b.priority ? a.priority > b.priority : a.seq < b.seq;
+    }
   };
   using drain_handler = boost::asio::any_completion_handler<void(boost::system::error_code)>;
 
+  // Under the lock: whether a run of `priority` may be in flight now.
+  [[nodiscard]] bool fits(int priority) const noexcept;
   void link(run_state& rs) noexcept;
   void unlink(run_state& rs) noexcept;
   void arm_wait(const std::shared_ptr<run_state>& rs);

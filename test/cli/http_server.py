@@ -18,11 +18,15 @@ server on 127.0.0.1 (port 0, read from its first line), then:
   flight is answered (with `Connection: close`), the idle connection's next
   request gets 503 "stopping", and the server exits 0, its last line
   counting every run and saying the drain completed;
-- limits (a second server, `--max-in-flight 1 --max-queued 1`): with one
-  slow run in flight and one queued, a third request is shed at once (503
-  "overloaded" with `Retry-After`), /health is admitted ahead of the queued
-  /sum, which it pushes out of the full queue (503), and /stats counts both
-  shed requests.
+- limits (a second server, `--max-in-flight 1 --max-queued 1
+  --priority-headroom 0`): with one slow run in flight and one queued, a
+  third request is shed at once (503 "overloaded" with `Retry-After`),
+  /health is admitted ahead of the queued /sum, which it pushes out of the
+  full queue (503), and /stats counts both shed requests;
+- headroom (a third server, `--max-in-flight 1 --max-queued 1`, the
+  default headroom of 1): with one slow run in flight and one queued,
+  /health starts in the headroom and answers while both still hold their
+  places; nothing is shed, and both /sum requests answer.
 Exits 0 when every check passed, 1 otherwise. Timings are hang guards only:
 each bounds one response or one wait, never the whole load, whose pace
 depends on the build and on what else shares the cores.
@@ -290,6 +294,29 @@ async def limits(port):
     queued_w.close()
 
 
+async def headroom(port):
+    """One run in flight, one queued, a place of headroom: /health starts at once."""
+    slow_r, slow_w = await asyncio.open_connection("127.0.0.1", port)
+    slow_w.write(request_bytes("/sum?n=1&sleep_ms=1500&timeout_ms=60000"))
+    await slow_w.drain()
+    await wait_stats(port, lambda s: s["in_flight"] == 1, "headroom: the slow run is in flight")
+    queued_r, queued_w = await asyncio.open_connection("127.0.0.1", port)
+    queued_w.write(request_bytes("/sum?n=2&timeout_ms=60000"))
+    await queued_w.drain()
+    await wait_stats(port, lambda s: s["queued"] == 1, "headroom: the second run is queued")
+    status, _, body = await asyncio.wait_for(get(port, "/health"), GUARD)
+    check(status == 200 and json.loads(body) == {"status": "ok"}, "headroom: /health answers 200", f"{status} {body}")
+    s = await stats(port)
+    check(s["in_flight"] == 1 and s["queued"] == 1 and s["shed"] == 0,
+          "headroom: /health answered while the slow run and the queued one held their places, shedding none", s)
+    status, _, body = await asyncio.wait_for(read_response(slow_r), GUARD)
+    check_sum(status, body, 1, "headroom: the slow run")
+    status, _, body = await asyncio.wait_for(read_response(queued_r), GUARD)
+    check_sum(status, body, 2, "headroom: the queued run, admitted after it")
+    slow_w.close()
+    queued_w.close()
+
+
 async def main(port, server):
     await load(port)
     await pipelined(port)
@@ -335,12 +362,19 @@ async def limited(port, server):
     return 3  # /sum runs: the slow one, the one pushed out, the one shed
 
 
+async def with_headroom(port, server):
+    await headroom(port)
+    server.send_signal(signal.SIGTERM)
+    return 2  # /sum runs: the slow one, the queued one
+
+
 def run():
     if len(sys.argv) < 2:
         sys.exit(f"usage: {sys.argv[0]} HTTP_SERVER_BINARY [SERVER_FLAG...]")
     t0 = time.monotonic()
     serve([], main)
-    serve(["--max-in-flight", "1", "--max-queued", "1"], limited)
+    serve(["--max-in-flight", "1", "--max-queued", "1", "--priority-headroom", "0"], limited)
+    serve(["--max-in-flight", "1", "--max-queued", "1"], with_headroom)
     print(f"{checks} checks, {failures} failed, {time.monotonic() - t0:.1f} s")
     return 1 if failures else 0
 
