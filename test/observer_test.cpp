@@ -120,9 +120,10 @@ TEST_CASE("a run observed for task events only runs the one-op fast loop", "[obs
     CHECK(seen.reports == 0);
     REQUIRE(seen.sources.size() == 1);
     CHECK(seen.sources[0] == "n/t@n");
-    // The loop of 10,000 iterations yields every 256: each resumption is
-    // an entry, every one of them the fast loop of one-op nets.
-    CHECK(loops.one_op() >= iterations / 256);
+    // The loop of 10,000 iterations enters the fast loop of one-op nets at
+    // its start and again after each yield (how many depends on the time
+    // it takes: run_step_options::yield_slice); never the observed one.
+    CHECK(loops.one_op() >= 1);
     CHECK(loops.observed() == 0);
   }
 }
@@ -140,7 +141,7 @@ TEST_CASE("a run observed for net events tells every net run, from the observed 
   CHECK(seen.runs == 0);
   CHECK(seen.steps == 0);
   CHECK(loops.one_op() == 0);
-  CHECK(loops.observed() >= iterations / 256);
+  CHECK(loops.observed() >= 1);  // at its start and after each yield
   REQUIRE_FALSE(seen.net_sources.empty());
   CHECK(seen.net_sources[0] == "n/t@n");
 }

@@ -23,6 +23,7 @@
 #include <optional>
 #include <string>
 #include <system_error>
+#include <thread>
 #include <vector>
 
 using namespace taskgroup;
@@ -34,11 +35,12 @@ namespace {
 
 // Runs `s` and lets `cancel_after` handlers run before emitting a terminal
 // cancellation; returns the status and checks the context drained.
-status run_and_cancel(const execution_step& s, const std::shared_ptr<workspace>& ws, std::size_t handlers_before) {
+status run_and_cancel(const execution_step& s, const std::shared_ptr<workspace>& ws, std::size_t handlers_before,
+                      const run_step_options& o = {}) {
   asio::io_context io;
   asio::cancellation_signal sig;
   std::optional<status> out;
-  asio::co_spawn(io, run_step(s, ws), asio::bind_cancellation_slot(sig.slot(), [&](std::exception_ptr e, status st) {
+  asio::co_spawn(io, run_step(s, ws, o), asio::bind_cancellation_slot(sig.slot(), [&](std::exception_ptr e, status st) {
                    REQUIRE_FALSE(e);
                    out.emplace(std::move(st));
                  }));
@@ -429,6 +431,14 @@ TEST_CASE("spawned, the children after the first failure do not start either", "
   CHECK(ws->read<i64>("after").value() == 0);
 }
 
+// Options whose loops yield at every count of yield_every (256), however
+// little time it took.
+run_step_options by_count() {
+  run_step_options o;
+  o.yield_slice = std::chrono::microseconds::zero();
+  return o;
+}
+
 TEST_CASE("in turn, a long child yields to the strand and a cancellation there stops the rest", "[step][in_turn]") {
   auto make = [] {
     return step("s")
@@ -446,7 +456,7 @@ TEST_CASE("in turn, a long child yields to the strand and a cancellation there s
     asio::io_context io;
     std::vector<i64> seen;
     bool done = false;
-    asio::co_spawn(io, run_step(make(), ws), [&](std::exception_ptr e, status st) {
+    asio::co_spawn(io, run_step(make(), ws, by_count()), [&](std::exception_ptr e, status st) {
       CHECK_FALSE(e);
       CHECK(st);
       done = true;
@@ -460,7 +470,7 @@ TEST_CASE("in turn, a long child yields to the strand and a cancellation there s
     REQUIRE(done);
     CHECK(ws->read<i64>("long").value() == 1000);
     CHECK(ws->read<i64>("short").value() == 1);
-    // Seen mid-loop: the default yield_every (256) gives three yields.
+    // Seen mid-loop: yield_every 256, by count alone, gives three yields.
     CHECK(std::count_if(seen.begin(), seen.end(), [](i64 v) { return v > 0 && v < 1000; }) >= 3);
   }
   SECTION("cancelled at each yield, the tree stops and the later child never starts") {
@@ -468,7 +478,7 @@ TEST_CASE("in turn, a long child yields to the strand and a cancellation there s
     std::size_t cancelled = 0;
     for (std::size_t k = 0; k < 20 && !completed; ++k) {
       auto ws = fresh();
-      status st = run_and_cancel(make(), ws, k);
+      status st = run_and_cancel(make(), ws, k, by_count());
       if (st) {
         completed = true;
         CHECK(ws->read<i64>("short").value() == 1);
@@ -493,7 +503,7 @@ TEST_CASE("in turn, a long child yields to the strand and a cancellation there s
       bool completed = false;
       {
         asio::io_context io;
-        asio::co_spawn(io, run_step(make(), ws), [&](std::exception_ptr, status) { completed = true; });
+        asio::co_spawn(io, run_step(make(), ws, by_count()), [&](std::exception_ptr, status) { completed = true; });
         for (std::size_t i = 0; i < k; ++i) io.run_one();
       }
       CHECK(ws.use_count() == 1);
@@ -504,6 +514,65 @@ TEST_CASE("in turn, a long child yields to the strand and a cancellation there s
       }
     }
     CHECK(torn_down >= 2);
+  }
+}
+
+// How many times a handler beside a loop of `end` iterations ran while the
+// loop was under way (each time is one yield of the loop), and how long
+// the whole took.
+std::size_t st_yields_of(const execution_step& s, i64 end, const run_step_options& o, std::chrono::nanoseconds& took) {
+  auto ws = workspace::make("w");
+  ws->set("long", i64{0});
+  asio::io_context io;
+  bool done = false;
+  std::size_t mid = 0;
+  asio::co_spawn(io, run_step(s, ws, o), [&](std::exception_ptr e, status st) {
+    CHECK_FALSE(e);
+    CHECK(st);
+    done = true;
+  });
+  std::function<void()> watch = [&] {
+    const i64 v = ws->read<i64>("long").value();
+    if (v > 0 && v < end) ++mid;
+    if (!done) asio::post(io, watch);
+  };
+  asio::post(io, watch);
+  const auto t0 = std::chrono::steady_clock::now();
+  io.run();
+  took = std::chrono::steady_clock::now() - t0;
+  CHECK(ws->read<i64>("long").value() == end);
+  return mid;
+}
+
+TEST_CASE("a loop yields at a count only once yield_slice has passed since its last yield", "[step][yield]") {
+  std::chrono::nanoseconds took{};
+  SECTION("a loop of cheap ops yields at most once a slice, the first time at its first count") {
+    constexpr i64 n = 100000;
+    run_step_options o;
+    o.yield_every = 1;  // a count at every iteration start
+    o.yield_slice = 2ms;
+    const std::size_t yields = st_yields_of(step("long").add_net(incr("l", "long")).iterations(n), n, o, took);
+    INFO(yields << " yields in " << took.count() << " ns");
+    CHECK(yields >= 1);
+    CHECK(yields <= static_cast<std::size_t>(took / o.yield_slice) + 2);
+    // By count alone, the same loop yields before every iteration but the first.
+    o.yield_slice = std::chrono::microseconds::zero();
+    CHECK(st_yields_of(step("long").add_net(incr("l", "long")).iterations(n), n, o, took) == n - 1);
+  }
+  SECTION("a loop of slow ops still yields at every count") {
+    net slow("slow");
+    slow.lambda("Slow", {"long"}, {"long"}, [](op_context& ctx) -> status {
+      std::this_thread::sleep_for(100us);
+      ctx.set_output(0, ctx.input<i64>(0) + 1);
+      return ok();
+    });
+    run_step_options o;
+    o.yield_every = 40;  // 40 iterations of at least 100 us each: 4 ms a count
+    o.yield_slice = 1ms;
+    const std::size_t yields = st_yields_of(step("long").add_net(slow).iterations(400), 400, o, took);
+    // Counts come due at the starts of iterations 40, 80, ... 400: the
+    // last one's yield sees 399 written, still under way.
+    CHECK(yields == 10);
   }
 }
 

@@ -160,7 +160,7 @@ status runner::named_at(status st, const step_path* path) {
 
 asio::awaitable<status> runner::iterate(step_machine& m, workspace& ws, const step_path* path) {
   asio::cancellation_state cs = co_await asio::this_coro::cancellation_state;
-  yield_clock clock{yield_every_};
+  yield_clock clock{yield_every_, 0, yield_slice_};
   co_return co_await drive(m, ws, path, stop_query{&cs}, clock);
 }
 
@@ -168,7 +168,7 @@ asio::awaitable<status> runner::iterate(const program_step& n, workspace& ws, co
                                         const step_path* path, bool* failed) {
   asio::cancellation_state cs = co_await asio::this_coro::cancellation_state;
   step_machine m(n, b);
-  yield_clock clock{yield_every_};
+  yield_clock clock{yield_every_, 0, yield_slice_};
   status st = co_await drive(m, ws, path, stop_query{&cs}, clock);
   if (!st && failed != nullptr) *failed = true;
   co_return st;

@@ -52,7 +52,8 @@ class runner {
         registry_(registry),
         ctx_{options.stats, &observed, run},
         sites_(sites),
-        yield_every_(std::max<std::uint32_t>(1, options.yield_every)) {}
+        yield_every_(std::max<std::uint32_t>(1, options.yield_every)),
+        yield_slice_(std::max(options.yield_slice, std::chrono::microseconds::zero())) {}
 
   // The same run, its kernels serving `run` (the subtree of a retried
   // step, on the strand of `outer`).
@@ -254,6 +255,7 @@ class runner {
   site_registry sites_;
 
   std::uint32_t yield_every_;
+  std::chrono::microseconds yield_slice_;
 };
 
 }  // namespace taskgroup::detail
