@@ -149,8 +149,8 @@ TEST_CASE("limits are checked, named and kept", "[admission]") {
   CHECK_FALSE(check_limits({.max_runs_in_flight = 0}));
   CHECK_THAT(check_limits({.max_runs_in_flight = 0}).error().message,
              Catch::Contains("max_runs_in_flight must be at least 1"));
-  CHECK_THAT(check_limits({.max_queue_wait = -1ms}).error().message,
-             Catch::Contains("session_limits::max_queue_wait must be >= 0 ms, got -1"));
+  CHECK_THAT(check_limits({.max_queue_wait = -1us}).error().message,
+             Catch::Contains("session_limits::max_queue_wait must be >= 0 us, got -1"));
   CHECK(check_limits({.max_runs_in_flight = 1, .max_queued = 0, .max_queue_wait = 0ms}));
   constexpr std::size_t most = std::numeric_limits<std::size_t>::max();
   CHECK(check_limits({.max_runs_in_flight = 1, .priority_headroom = most - 1}));
@@ -322,6 +322,31 @@ TEST_CASE("a run of priority above 0 starts in the headroom while the regular pl
   open(1);
   CHECK(done.size() == 4);
   for (const auto& [id, e] : done) CHECK(!e.ec);
+}
+
+TEST_CASE("a queue wait below a millisecond is kept to the microsecond", "[admission]") {
+  asio::io_context io;
+  auto g = std::make_shared<gate_hub>();
+  const task_group group = gated_group(g, 1);
+  local_session session(io, session_limits{.max_runs_in_flight = 1, .max_queue_wait = 1500us});
+  CHECK(session.limits().max_queue_wait == 1500us);
+  std::map<i64, run_end> done;
+  session.async_run(group, {.feeds = fed_ids(0, 1)}, record_end(done, 0));
+  const auto arrived = std::chrono::steady_clock::now();
+  std::chrono::steady_clock::time_point shed_at{};
+  session.async_run(group, {.feeds = fed_ids(1, 1)}, [&](boost::system::error_code ec, run_report r) {
+    shed_at = std::chrono::steady_clock::now();
+    done[1] = {ec, std::move(r)};
+  });  // shed after 1.5 ms
+  io.run_for(200ms);
+  REQUIRE(done.count(1) == 1);
+  CHECK(done[1].ec == errc::overloaded);
+  CHECK(shed_at - arrived >= 1500us);
+  CHECK_THAT(done[1].report.failure->message,
+             Catch::Matches("session overloaded: waited [0-9]+ us in the queue \\(max_queue_wait 1500 us\\)"));
+  g->open(0);
+  io.run_for(50ms);
+  CHECK(!done[0].ec);
 }
 
 TEST_CASE("a queued run waits at most max_queue_wait, and its own timeout counts from its arrival", "[admission]") {

@@ -15,7 +15,7 @@
 // tasks on 4 nodes spread over both threads already, so two runs keep
 // them busy while one's last tasks end; a third in flight only shares
 // them), max_queued = the threads (2: at capacity, about half a run's
-// time of waiting), max_queue_wait = U rounded up to a millisecond, and
+// time of waiting), max_queue_wait = U rounded up to a microsecond, and
 // priority_headroom = 1 (a priority-1 run arrives every 10 ms and lasts
 // well under that: one place beyond the rest lets it start at once, and
 // it shares the threads with the two runs in flight). Without limits
@@ -204,7 +204,7 @@ measurement overload(const tg::task_group& g, const calibration& c, bool limited
     limits.max_runs_in_flight = in_flight_limit;
     limits.max_queued = queued_limit;
     limits.priority_headroom = headroom;
-    limits.max_queue_wait = std::chrono::milliseconds(static_cast<i64>(std::ceil(c.unloaded_p99_us / 1000.0)));
+    limits.max_queue_wait = std::chrono::microseconds(static_cast<i64>(std::ceil(c.unloaded_p99_us)));
   }
   tg::local_session s(threads, limits);
   std::mutex mutex;  // guards the figures below
@@ -261,7 +261,7 @@ measurement overload(const tg::task_group& g, const calibration& c, bool limited
   m.shed_fraction = arrivals == 0 ? 0.0 : static_cast<double>(shed) / static_cast<double>(arrivals);
   std::fprintf(stderr,
                "w9_overload %s: n %lld, unloaded p99 %.0f us, capacity %.0f runs/s, offered %.0f/s; limits: in "
-               "flight %s, queued %s, queue wait %s ms, headroom %s; p99 %.2fx, goodput %.2f, priority p99 %.2fx, "
+               "flight %s, queued %s, queue wait %s us, headroom %s; p99 %.2fx, goodput %.2f, priority p99 %.2fx, "
                "shed %.0f%%\n",
                limited ? "with limits" : "without limits", static_cast<long long>(c.n), c.unloaded_p99_us,
                c.capacity_per_s, rate, limited ? std::to_string(*limits.max_runs_in_flight).c_str() : "-",

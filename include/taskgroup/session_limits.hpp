@@ -39,8 +39,10 @@ struct TASKGROUP_API session_limits {
   /// run waits).
   std::optional<std::size_t> max_queued{};
   /// How long a run may wait for admission: from 0 to
-  /// `taskgroup::max_duration` (execution_step.hpp).
-  std::optional<std::chrono::milliseconds> max_queue_wait{};
+  /// `taskgroup::max_duration` (execution_step.hpp). In microseconds, so
+  /// that a session whose runs take less than a millisecond can bound the
+  /// wait to about a run's time (a `std::chrono::milliseconds` converts).
+  std::optional<std::chrono::microseconds> max_queue_wait{};
   /// Places in flight beyond `max_runs_in_flight` that only runs of
   /// priority above 0 take (0, the default: none). A health check or a
   /// control request then starts at once while the traffic holds every

@@ -43,7 +43,13 @@ namespace asio = boost::asio;
 
 namespace {
 
-std::string ms(std::chrono::milliseconds d) { return std::to_string(d.count()) + " ms"; }
+// `d` in the unit `limit` is written in: milliseconds when it is a whole
+// number of them (truncated), else microseconds.
+std::string in_unit_of(std::chrono::steady_clock::duration d, std::chrono::microseconds limit) {
+  if (limit.count() % 1000 == 0)
+    return std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(d).count()) + " ms";
+  return std::to_string(std::chrono::duration_cast<std::chrono::microseconds>(d).count()) + " us";
+}
 
 }  // namespace
 
@@ -154,12 +160,14 @@ void admission::waited(const std::shared_ptr<run_state>& rs) {
     t.at = admission_ticket::where::none;
     const auto waited_for = std::chrono::steady_clock::now() - t.arrived;
     if (t.wait_is_deadline) {
-      why = run_timed_out(t.wait_limit, rs->report.trace_id, " waiting for admission");
+      // The run's own timeout: whole milliseconds.
+      why = run_timed_out(std::chrono::duration_cast<std::chrono::milliseconds>(t.wait_limit), rs->report.trace_id,
+                          " waiting for admission");
     } else {
       ++shed_;
-      why = error(errc::overloaded, "session overloaded: waited " +
-                                        ms(std::chrono::duration_cast<std::chrono::milliseconds>(waited_for)) +
-                                        " in the queue (max_queue_wait " + ms(t.wait_limit) + ")");
+      why =
+          error(errc::overloaded, "session overloaded: waited " + in_unit_of(waited_for, t.wait_limit) +
+                                      " in the queue (max_queue_wait " + in_unit_of(t.wait_limit, t.wait_limit) + ")");
     }
   }
   refuse_run(rs, why);

@@ -48,7 +48,7 @@ struct admission_ticket {
   /// What `wait` bounds: the run's own timeout (true) or the queue's wait,
   /// `wait_limit`, as armed.
   bool wait_is_deadline = false;
-  std::chrono::milliseconds wait_limit{};
+  std::chrono::microseconds wait_limit{};
 };
 
 /// Refuses `rs`, which arrived and never began, on its coordinator: its
