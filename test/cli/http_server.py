@@ -265,16 +265,23 @@ async def stop(port, server):
     return before["started"] + 2
 
 
-async def limits(port):
-    """One run in flight, one queued: shed, Retry-After, /health first."""
+async def slow_and_queued(port, phase):
+    """Starts a slow /sum (n=1, 1.5 s) and, once it is in flight, a second
+    one (n=2), which waits in the queue; returns both connections."""
     slow_r, slow_w = await asyncio.open_connection("127.0.0.1", port)
     slow_w.write(request_bytes("/sum?n=1&sleep_ms=1500&timeout_ms=60000"))
     await slow_w.drain()
-    await wait_stats(port, lambda s: s["in_flight"] == 1, "limits: the slow run is in flight")
+    await wait_stats(port, lambda s: s["in_flight"] == 1, f"{phase}: the slow run is in flight")
     queued_r, queued_w = await asyncio.open_connection("127.0.0.1", port)
     queued_w.write(request_bytes("/sum?n=2&timeout_ms=60000"))
     await queued_w.drain()
-    await wait_stats(port, lambda s: s["queued"] == 1, "limits: the second run is queued")
+    await wait_stats(port, lambda s: s["queued"] == 1, f"{phase}: the second run is queued")
+    return slow_r, slow_w, queued_r, queued_w
+
+
+async def limits(port):
+    """One run in flight, one queued: shed, Retry-After, /health first."""
+    slow_r, slow_w, queued_r, queued_w = await slow_and_queued(port, "limits")
     status, headers, body = await get(port, "/sum?n=3")
     check(status == 503 and '"error":"overloaded"' in body and "session overloaded" in body and
           headers.get("retry-after") == "1", "limits: a request to a full queue is shed: 503 with Retry-After",
@@ -296,14 +303,7 @@ async def limits(port):
 
 async def headroom(port):
     """One run in flight, one queued, a place of headroom: /health starts at once."""
-    slow_r, slow_w = await asyncio.open_connection("127.0.0.1", port)
-    slow_w.write(request_bytes("/sum?n=1&sleep_ms=1500&timeout_ms=60000"))
-    await slow_w.drain()
-    await wait_stats(port, lambda s: s["in_flight"] == 1, "headroom: the slow run is in flight")
-    queued_r, queued_w = await asyncio.open_connection("127.0.0.1", port)
-    queued_w.write(request_bytes("/sum?n=2&timeout_ms=60000"))
-    await queued_w.drain()
-    await wait_stats(port, lambda s: s["queued"] == 1, "headroom: the second run is queued")
+    slow_r, slow_w, queued_r, queued_w = await slow_and_queued(port, "headroom")
     status, _, body = await asyncio.wait_for(get(port, "/health"), GUARD)
     check(status == 200 and json.loads(body) == {"status": "ok"}, "headroom: /health answers 200", f"{status} {body}")
     s = await stats(port)
