@@ -25,11 +25,11 @@ namespace taskgroup {
 /// ended), or, when its `run_options::priority` is above 0, fewer than
 /// `max_runs_in_flight + priority_headroom`; otherwise it waits in the
 /// session's queue, which admits the highest priority first and, within
-/// one priority, in arrival order, as runs in flight end. A run that finds the queue full
-/// (`max_queued` runs waiting) is shed, unless its priority is above that
-/// of the last run in the queue (the lowest, latest): that one is shed
-/// instead and the newcomer queued. A run that has waited `max_queue_wait`
-/// is shed. A shed run completes with `errc::overloaded`, every task
+/// one priority, in arrival order, as runs in flight end. A run that
+/// finds the queue full (`max_queued` runs waiting) is shed, unless its
+/// priority is above that of the last run in the queue (the lowest,
+/// latest): that one is shed instead and the newcomer queued. A run that
+/// has waited `max_queue_wait` is shed. A shed run completes with `errc::overloaded`, every task
 /// reported not run; it never touched a workspace.
 struct TASKGROUP_API session_limits {
   /// Runs in flight at most: at least 1.
