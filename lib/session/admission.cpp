@@ -183,24 +183,20 @@ bool admission::withdraw(run_state& rs) noexcept {
   return true;
 }
 
-bool admission::fits(int priority) const noexcept {
-  if (!limits_.max_runs_in_flight) return true;
-  return in_flight_ < *limits_.max_runs_in_flight + (priority > 0 ? limits_.priority_headroom : 0);
+std::size_t admission::places_for(int priority) const noexcept {
+  if (!limits_.max_runs_in_flight) return std::numeric_limits<std::size_t>::max();
+  return *limits_.max_runs_in_flight + (priority > 0 ? limits_.priority_headroom : 0);
 }
+
+bool admission::fits(int priority) const noexcept { return in_flight_ < places_for(priority); }
 
 void admission::admit_queued(std::vector<std::shared_ptr<run_state>>& out) {
   // Room for every run that fits first (out of memory: none is taken, and
   // the next end tries again); then nothing below throws. The queue's
   // first has the highest priority: the most places it may take.
   if (queue_.empty()) return;
-  const std::size_t room =
-      limits_.max_runs_in_flight
-          ? [&] {
-              const std::size_t cap = *limits_.max_runs_in_flight +
-                                      (queue_.begin()->first.priority > 0 ? limits_.priority_headroom : 0);
-              return cap - std::min(in_flight_, cap);
-            }()
-          : queue_.size();
+  const std::size_t places = places_for(queue_.begin()->first.priority);
+  const std::size_t room = places - std::min(in_flight_, places);
   out.reserve(out.size() + std::min(room, queue_.size()));
   const auto now = std::chrono::steady_clock::now();
   while (!queue_.empty() && fits(queue_.begin()->first.priority)) {

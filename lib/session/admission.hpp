@@ -129,7 +129,10 @@ class admission {
   };
   using drain_handler = boost::asio::any_completion_handler<void(boost::system::error_code)>;
 
-  // Under the lock: whether a run of `priority` may be in flight now.
+  // Under the lock: how many runs may be in flight when one of `priority`
+  // is admitted (no bound: the most a size_t holds; check_limits keeps the
+  // sum from overflowing), and whether one of `priority` may be now.
+  [[nodiscard]] std::size_t places_for(int priority) const noexcept;
   [[nodiscard]] bool fits(int priority) const noexcept;
   void link(run_state& rs) noexcept;
   void unlink(run_state& rs) noexcept;
