@@ -12,6 +12,7 @@
 #include "start_run.hpp"
 
 #include <taskgroup/error.hpp>
+#include <taskgroup/fan_out_observer.hpp>
 #include <taskgroup/plan.hpp>
 #include <taskgroup/run_report.hpp>
 #include <taskgroup/session.hpp>
@@ -44,74 +45,6 @@ namespace taskgroup::cli {
 namespace asio = boost::asio;
 
 namespace {
-
-// Fans the session's events out to several observers, each told only of
-// the kinds it asked for; the run is asked for what any of them wants.
-class observers final : public run_observer {
- public:
-  void add(run_observer* o) {
-    list_.push_back({o, o->interests()});
-    kinds_ = kinds_ | list_.back().kinds;
-  }
-  [[nodiscard]] observe interests() const noexcept override { return kinds_; }
-  void run_begin(const event_source& at, const std::vector<std::pair<std::string, std::string>>& tasks) override {
-    each(observe::tasks, [&](run_observer& o) { o.run_begin(at, tasks); });
-  }
-  void task_begin(const event_source& at) override {
-    each(observe::tasks, [&](run_observer& o) { o.task_begin(at); });
-  }
-  void task_end(const event_source& at, const task_report& report) override {
-    each(observe::tasks, [&](run_observer& o) { o.task_end(at, report); });
-  }
-  void step_begin(const event_source& at, std::string_view step) override {
-    each(observe::steps, [&](run_observer& o) { o.step_begin(at, step); });
-  }
-  void step_end(const event_source& at, std::string_view step, std::uint64_t iterations,
-                const status& result) override {
-    each(observe::steps, [&](run_observer& o) { o.step_end(at, step, iterations, result); });
-  }
-  void net_begin(const event_source& at, std::string_view net) override {
-    each(observe::nets, [&](run_observer& o) { o.net_begin(at, net); });
-  }
-  void net_end(const event_source& at, std::string_view net, const status& result) override {
-    each(observe::nets, [&](run_observer& o) { o.net_end(at, net, result); });
-  }
-  void report_begin(const event_source& at, std::string_view step) override {
-    each(observe::reports, [&](run_observer& o) { o.report_begin(at, step); });
-  }
-  void report_end(const event_source& at, std::string_view step, const status& result) override {
-    each(observe::reports, [&](run_observer& o) { o.report_end(at, step, result); });
-  }
-  void retry_wait(const event_source& at, std::string_view step, int next_attempt, int max_attempts,
-                  std::chrono::microseconds wait, const error& after) override {
-    each(step.empty() ? observe::tasks : observe::steps,
-         [&](run_observer& o) { o.retry_wait(at, step, next_attempt, max_attempts, wait, after); });
-  }
-  void rank_clock(const event_source& at, int rank, std::chrono::nanoseconds offset,
-                  std::chrono::nanoseconds round_trip) override {
-    each(observe::tasks, [&](run_observer& o) { o.rank_clock(at, rank, offset, round_trip); });
-  }
-  void offload_begin(const event_source& at, std::string_view op) override {
-    each(observe::offloads, [&](run_observer& o) { o.offload_begin(at, op); });
-  }
-  void offload_end(const event_source& at, std::string_view op, const status& result) override {
-    each(observe::offloads, [&](run_observer& o) { o.offload_end(at, op, result); });
-  }
-
- private:
-  struct entry {
-    run_observer* o;
-    observe kinds;
-  };
-  template <class F>
-  void each(observe kind, F f) {
-    for (const entry& e : list_) {
-      if (wants(e.kinds, kind)) f(*e.o);
-    }
-  }
-  std::vector<entry> list_;
-  observe kinds_ = observe::none;
-};
 
 // The run's feeds from --inputs FILE and each --input node/blob=JSON.
 result<feeds> feeds_of(const run_args& a, const task_group& group) {
@@ -321,7 +254,7 @@ class plan_run {
   asio::io_context io_;  // before the observers: they may hold its timers
   progress progress_;
   std::optional<trace_recorder> trace_;
-  observers fan_out_;
+  fan_out_observer fan_out_;
   // The session's async_describe while the run is in flight.
   std::function<void(std::function<void(session_description)>)> describe_;
   asio::executor_work_guard<asio::io_context::executor_type> work_;

@@ -9,6 +9,7 @@
 #include <taskgroup/duration_histogram.hpp>
 #include <taskgroup/error.hpp>
 #include <taskgroup/execution_step.hpp>
+#include <taskgroup/fan_out_observer.hpp>
 #include <taskgroup/net.hpp>
 #include <taskgroup/node.hpp>
 #include <taskgroup/op_library.hpp>
