@@ -1,6 +1,8 @@
 #include <taskgroup/trace_context.hpp>
 
 #include <algorithm>
+#include <array>
+#include <cstring>
 #include <optional>
 #include <random>
 #include <string>
@@ -42,37 +44,49 @@ bool all_zero(const std::array<std::uint8_t, N>& a) noexcept {
   return std::all_of(a.begin(), a.end(), [](std::uint8_t b) { return b == 0; });
 }
 
-// A generator per thread (splitmix64: a run draws 3 words), seeded once
-// from the system.
+// A generator per thread (splitmix64: a run draws 3 words), seeded from
+// the system on a thread's first draw. Constant-initialized, so that a
+// draw reads the state without a thread-local guard.
 std::uint64_t random_bits() noexcept {
-  thread_local std::uint64_t state = [] {
+  constinit thread_local std::uint64_t state [[gnu::tls_model("initial-exec")]] = 0;
+  constinit thread_local bool seeded [[gnu::tls_model("initial-exec")]] = false;
+  if (!seeded) [[unlikely]] {
     std::random_device rd;
-    return (static_cast<std::uint64_t>(rd()) << 32) ^ rd();
-  }();
+    state = (static_cast<std::uint64_t>(rd()) << 32) ^ rd();
+    seeded = true;
+  }
   std::uint64_t z = (state += 0x9e3779b97f4a7c15ULL);
   z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
   z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
   return z ^ (z >> 31);
 }
 
+// Whole words, least significant byte first; never all zero (an invalid
+// id).
 template <std::size_t N>
 void fill_random(std::array<std::uint8_t, N>& out) noexcept {
+  static_assert(N % 8 == 0);
   do {
     for (std::size_t i = 0; i < N; i += 8) {
-      std::uint64_t bits = random_bits();
-      for (std::size_t j = i; j < std::min(N, i + 8); ++j, bits >>= 8) out[j] = static_cast<std::uint8_t>(bits);
+      const std::uint64_t bits = random_bits();
+      for (std::size_t j = 0; j < 8; ++j) out[i + j] = static_cast<std::uint8_t>(bits >> (8 * j));
     }
   } while (all_zero(out));
 }
+
+// Each byte's two hex digits, made once.
+constexpr std::array<std::array<char, 2>, 256> byte_digits = [] {
+  std::array<std::array<char, 2>, 256> t{};
+  for (std::size_t b = 0; b < 256; ++b) t[b] = {digits[b >> 4], digits[b & 0xf]};
+  return t;
+}();
 
 }  // namespace
 
 std::string to_hex(const std::uint8_t* bytes, std::size_t n) {
   std::string out(2 * n, '0');
-  for (std::size_t i = 0; i < n; ++i) {
-    out[2 * i] = digits[bytes[i] >> 4];
-    out[2 * i + 1] = digits[bytes[i] & 0xf];
-  }
+  char* p = out.data();
+  for (std::size_t i = 0; i < n; ++i, p += 2) std::memcpy(p, byte_digits[bytes[i]].data(), 2);
   return out;
 }
 
