@@ -151,8 +151,24 @@ void progress::task_end(const event_source& /*at*/, const task_report& report) {
   if (n.done >= n.tasks) n.last_end = clock::now();
   if (mode_ == progress_mode::plain) {
     const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(report.duration()).count();
-    line_locked("task " + report.name + " finished (" + std::string(to_string(report.status)) + ", " +
-                std::to_string(ms) + " ms)");
+    std::string l = "task " + report.name + " finished (" + std::string(to_string(report.status)) + ", " +
+                    std::to_string(ms) + " ms";
+    if (report.attempts > 1) l += ", " + std::to_string(report.attempts) + " attempts";
+    line_locked(l + ")");
+  }
+}
+
+void progress::retry_wait(const event_source& at, std::string_view step, int next_attempt, int max_attempts,
+                          std::chrono::microseconds wait, const error& after) {
+  if (mode_ == progress_mode::quiet || !step.empty()) return;
+  std::lock_guard lock(mutex_);
+  ++node_locked(at.node).retries;
+  ++totals_.retries;
+  if (mode_ == progress_mode::plain) {
+    char ms[32];
+    std::snprintf(ms, sizeof ms, "%.1f", std::chrono::duration<double, std::milli>(wait).count());
+    line_locked("task " + std::string(at.task) + " attempt " + std::to_string(next_attempt - 1) + " of " +
+                std::to_string(max_attempts) + " failed: " + after.message + "; retrying in " + ms + " ms");
   }
 }
 
@@ -192,6 +208,7 @@ void progress::draw_block_locked() {
   std::string head = "taskgroup: " + std::to_string(totals_.done) + "/" + std::to_string(totals_.tasks) +
                      " tasks done, " + std::to_string(totals_.running) + " running";
   if (totals_.failed > 0) head += ", " + std::to_string(totals_.failed) + " failed";
+  if (totals_.retries > 0) head += ", " + std::to_string(totals_.retries) + " retried";
   head += "  " + seconds_text(now - started_);
   lines.push_back(std::move(head));
   for (std::size_t i = 0; i < shown; ++i) {
@@ -200,6 +217,7 @@ void progress::draw_block_locked() {
     l += "  running " + std::to_string(n.running);
     l += "  done " + std::to_string(n.done) + "/" + std::to_string(n.tasks);
     if (n.failed > 0) l += "  failed " + std::to_string(n.failed);
+    if (n.retries > 0) l += "  retried " + std::to_string(n.retries);
     if (n.first_start) l += "  " + seconds_text(n.last_end.value_or(now) - *n.first_start);
     lines.push_back(std::move(l));
   }

@@ -2,13 +2,15 @@
 //
 // Three modes:
 // - live (stderr is a terminal): a status block, one line per node (tasks
-//   running and done, failures, elapsed time), redrawn with ANSI escapes
+//   running and done, failures, retries, elapsed time), redrawn with ANSI escapes
 //   at most 10 times a second from a timer on the caller's io_context;
 //   lines written by Print ops and notes scroll above the block. The block
 //   fits the terminal's height: the nodes that do not fit are counted on
 //   a last line ("... and N more nodes").
-// - plain (anything else): one line per event, `task <name> started` and
-//   `task <name> finished (<status>, <ms> ms)`, plus the Print lines.
+// - plain (anything else): one line per event, `task <name> started`,
+//   `task <name> attempt <n> of <max> failed: <error>; retrying in <t> ms`
+//   (a task with a retry policy) and `task <name> finished (<status>, <ms>
+//   ms[, <k> attempts])`, plus the Print lines.
 // - quiet: nothing at all (Print lines are dropped too), and no state is
 //   kept per task or node.
 //
@@ -66,6 +68,10 @@ class progress final : public run_observer {
   [[nodiscard]] observe interests() const noexcept override { return observe::tasks; }
   void task_begin(const event_source& at) override;
   void task_end(const event_source& at, const task_report& report) override;
+  /// A task's failed attempt, retried after `wait` (a step's retries are
+  /// step events, not asked for).
+  void retry_wait(const event_source& at, std::string_view step, int next_attempt, int max_attempts,
+                  std::chrono::microseconds wait, const error& after) override;
 
  private:
   using clock = std::chrono::steady_clock;
@@ -75,6 +81,7 @@ class progress final : public run_observer {
     std::size_t running = 0;
     std::size_t done = 0;
     std::size_t failed = 0;
+    std::size_t retries = 0;  // failed attempts retried, over the node's tasks
     std::optional<clock::time_point> first_start;
     std::optional<clock::time_point> last_end;
   };
@@ -91,7 +98,7 @@ class progress final : public run_observer {
   std::vector<node_state> nodes_;                       // in order of first use
   std::unordered_map<std::string, std::size_t> index_;  // node name -> position in nodes_
   struct {
-    std::size_t tasks = 0, running = 0, done = 0, failed = 0;
+    std::size_t tasks = 0, running = 0, done = 0, failed = 0, retries = 0;
   } totals_;  // sums over nodes_
   clock::time_point started_ = clock::now();
   std::size_t drawn_lines_ = 0;

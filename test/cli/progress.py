@@ -30,6 +30,29 @@ p = cli.run("run", cli.shipped("fails.json"))
 cli.check("task worker/train finished (failed, " in p.stderr and "task local/wait finished (cancelled, " in p.stderr,
           "plain: failed and cancelled tasks", p.stderr)
 
+# A task's retries: each failed attempt that is retried, then the
+# attempts in the finished line. The step's retry (poll/ask) is a step
+# event, which the progress does not ask for.
+p = cli.run("run", cli.shipped("retry.json"))
+cli.check_exit(p, OK, "plain run of retry.json")
+lines = p.stderr.splitlines()
+busy = "the service is busy (this plan fails twice on purpose)"
+for attempt in [1, 2]:
+    cli.check(any(re.fullmatch(rf"task local/fetch attempt {attempt} of 3 failed: .*{re.escape(busy)}.*; "
+                               r"retrying in \d+\.\d ms", l) for l in lines),
+              f"plain: fetch's attempt {attempt} failed and is retried", lines)
+cli.check(not any("attempt 3 of 3" in l for l in lines), "plain: the last attempt succeeded, no retry", lines)
+cli.check(any(re.fullmatch(r"task local/fetch finished \(succeeded, \d+ ms, 3 attempts\)", l) for l in lines),
+          "plain: fetch finished after 3 attempts", lines)
+cli.check(any(re.fullmatch(r"task local/poll finished \(succeeded, \d+ ms\)", l) for l in lines),
+          "plain: poll's task ran once (its step retried inside it)", lines)
+cli.check(not any("local/poll attempt" in l for l in lines), "plain: a step's retry is not a task line", lines)
+code, out, text = cli.run_on_terminal("run", cli.shipped("retry.json"))
+cli.check(code == 0, "live retry.json: exit status 0", code)
+cli.check(re.search(r"tasks done, 0 running, 2 retried", text) is not None and
+          re.search(r"local\s+running 0\s+done 2/2\s+retried 2\s+\d+\.\d\d s", text) is not None,
+          "live: the final block counts fetch's two retries", text[-400:])
+
 # Quiet: nothing but the results.
 p = cli.run("run", "--quiet", cli.shipped("pipeline.json"))
 cli.check(p.stdout == TABLE and p.stderr == "", "quiet: only the table", (p.stdout, p.stderr))
