@@ -1,14 +1,12 @@
 // local_session::async_describe: every run admission holds, and where the
 // tasks of those in flight stand, asked of their nodes at once.
+#include "session/answer_wait.hpp"
 #include "session/run.hpp"
 
 #include "detail/errors.hpp"
 
-#include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>
-#include <boost/asio/steady_timer.hpp>
 #include <boost/asio/this_coro.hpp>
-#include <boost/asio/use_awaitable.hpp>
 
 #include <algorithm>
 #include <chrono>
@@ -26,13 +24,6 @@ namespace detail {
 
 namespace {
 
-// The answers of the runs asked, on the session's coordinator.
-struct run_answers {
-  explicit run_answers(const asio::any_io_executor& coord) : all_in(coord) {}
-  asio::steady_timer all_in;  // cancelled when the last run answers
-  std::size_t pending = 0;
-};
-
 std::chrono::microseconds age_micros(std::chrono::nanoseconds d) {
   return std::max(std::chrono::duration_cast<std::chrono::microseconds>(d), std::chrono::microseconds{0});
 }
@@ -48,7 +39,7 @@ asio::awaitable<session_description> describe_runs(std::vector<admission::seen_r
   d.runs.resize(seen.size());
   const auto steady_now = std::chrono::steady_clock::now();
   const auto system_now = std::chrono::system_clock::now();
-  auto ask = std::make_shared<run_answers>(coord);
+  auto ask = std::make_shared<answer_wait>(coord);
   for (std::size_t k = 0; k < seen.size(); ++k) {
     const run_state& rs = *seen[k].rs;
     run_description& r = d.runs[k];
@@ -65,19 +56,16 @@ asio::awaitable<session_description> describe_runs(std::vector<admission::seen_r
     const std::int64_t since = rs.in_view_since.load(std::memory_order_acquire);
     if (since == 0) continue;  // admitted, its nodes not started yet
     r.age = age_micros(system_now - std::chrono::system_clock::time_point(std::chrono::system_clock::duration(since)));
-    ++ask->pending;
+    ask->expect();
     asio::co_spawn(
         coord, where_tasks(seen[k].rs), [ask, &d, k](const std::exception_ptr& e, std::vector<std::string> lines) {
           d.runs[k].waiting = e ? std::vector<std::string>{error_from_exception(e).message} : std::move(lines);
-          if (--ask->pending == 0) ask->all_in.cancel();
+          ask->answered();
         });
   }
-  if (ask->pending != 0) {
-    // Every run answers within answer_within; this frame (and `d`) lives
-    // until the last has.
-    ask->all_in.expires_at(std::chrono::steady_clock::time_point::max());
-    co_await ask->all_in.async_wait(asio::as_tuple(asio::use_awaitable));
-  }
+  // Every run answers within answer_within; this frame (and `d`) lives
+  // until the last has.
+  co_await ask->wait(std::chrono::steady_clock::time_point::max());
   co_return d;
 }
 

@@ -1,17 +1,15 @@
 // run_probe: where a run's tasks stand while it runs, asked of each node
 // on its strand.
+#include "session/answer_wait.hpp"
 #include "session/node_tasks.hpp"
 #include "session/run.hpp"
 
 #include "detail/errors.hpp"
 
-#include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/post.hpp>
-#include <boost/asio/steady_timer.hpp>
 #include <boost/asio/system_executor.hpp>
 #include <boost/asio/this_coro.hpp>
-#include <boost/asio/use_awaitable.hpp>
 
 #include <algorithm>
 #include <exception>
@@ -86,10 +84,9 @@ using lines = std::vector<std::pair<std::size_t, std::string>>;
 
 // What the nodes answered, on the coordinator.
 struct asking {
-  asking(const asio::any_io_executor& coord, std::size_t nodes) : all_in(coord), answers(nodes) {}
-  asio::steady_timer all_in;  // cancelled when the last node answers
+  asking(const asio::any_io_executor& coord, std::size_t nodes) : wait(coord), answers(nodes) {}
+  answer_wait wait;
   std::vector<std::optional<lines>> answers;
-  std::size_t pending = 0;
 };
 
 }  // namespace
@@ -102,20 +99,17 @@ asio::awaitable<std::vector<std::string>> where_tasks(std::shared_ptr<run_state>
   auto ask = std::make_shared<asking>(coord, nodes);
   for (std::size_t i = 0; i < nodes; ++i) {
     if (rs->nodes[i].node == nullptr) continue;  // not in this run
-    ++ask->pending;
+    ask->wait.expect();
     asio::post(rs->nodes[i].node->executor, [rs, ask, i, coord] {
       lines found;
       describe_node(*rs, i, found);
       asio::post(coord, [ask, i, found = std::move(found)]() mutable {
         ask->answers[i] = std::move(found);
-        if (--ask->pending == 0) ask->all_in.cancel();
+        ask->wait.answered();
       });
     });
   }
-  if (ask->pending != 0) {
-    ask->all_in.expires_after(run_probe::answer_within);
-    co_await ask->all_in.async_wait(asio::as_tuple(asio::use_awaitable));
-  }
+  co_await ask->wait.wait(std::chrono::steady_clock::now() + run_probe::answer_within);
   lines found;
   std::vector<std::string> silent;
   for (std::size_t i = 0; i < nodes; ++i) {
