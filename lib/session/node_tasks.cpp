@@ -104,7 +104,6 @@ void node_tasks::go_on() {
   const run_context_scope scope(&rs_->scope.first);
   const std::vector<std::size_t>& tasks = part().compiled->tasks;
   if (next_ == 0) now_ = std::exchange(part().start_fresh, false) ? rs_->started : std::chrono::system_clock::now();
-  constexpr std::uint32_t yield_every = run_step_options{}.yield_every;
   while (next_ < tasks.size()) {
     const std::size_t k = tasks[next_++];
     ended_at_ = {};  // set again when this task ends inline
@@ -126,10 +125,15 @@ void node_tasks::go_on() {
       child_ended(end_task(*rs_, k, error_from_exception(std::current_exception()), {}));
       continue;
     }
-    if (++since_yield_ == yield_every && next_ < tasks.size()) {
-      since_yield_ = 0;
-      asio::post(executor(), [self = shared_from_this()] { self->after_yield(); });
-      return;
+    if (yield_.tick()) {
+      if (next_ < tasks.size()) {
+        asio::post(executor(), [self = shared_from_this()] { self->after_yield(); });
+        return;
+      }
+    } else if (yield_.since == 0) {
+      // A count came due within the slice: the row goes on, its start
+      // time moves with it.
+      now_ = std::chrono::system_clock::now();
     }
   }
   // Still starting while the coroutine tasks are spawned: one may end

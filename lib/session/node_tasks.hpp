@@ -3,6 +3,7 @@
 
 #include "detail/join.hpp"
 #include "session/run.hpp"
+#include "step/yield_clock.hpp"
 
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/cancellation_signal.hpp>
@@ -23,9 +24,9 @@ namespace taskgroup::detail {
 ///
 /// Those whose tree allows it run without coroutine frames
 /// (detail::frame_free_run), one after another on the node's strand until
-/// each ends or waits, yielding to the strand every
-/// `run_step_options::yield_every` tasks (so that other work and
-/// cancellation get in); a waiting task then costs its run, its workspace
+/// each ends or waits, yielding to the strand by a loop's rule (every
+/// `run_step_options::yield_every` tasks once a `yield_slice` has passed,
+/// with their defaults: so that other work and cancellation get in); a waiting task then costs its run, its workspace
 /// and its pending operation only. The others are coroutines, spawned on
 /// the node's strand once the frame-free ones have started, each a child of
 /// this same join.
@@ -123,7 +124,8 @@ class node_tasks final : public join_core<node_tasks>, public task_host {
   std::shared_ptr<run_state> rs_;
   std::size_t node_;
   std::size_t next_ = 0;  // the next of the node's tasks to start
-  std::uint32_t since_yield_ = 0;
+  // The yield rule of a step's loop, a count per task started.
+  yield_clock yield_{run_step_options{}.yield_every, 0, run_step_options{}.yield_slice};
   bool starting_ = true;  // the start loop has not finished
   std::chrono::system_clock::time_point now_{};
   // The end of the last task to end, read in the handler now running
