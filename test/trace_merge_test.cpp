@@ -1,8 +1,10 @@
 // merge_traces: the per-rank trace files of an MPI run as one, on rank 0's
 // clock. Generated runs: ranks with clocks set apart (offsets up to 1000 s
 // either way), files started at different times, rank 0's estimates of the
-// clocks (one rank's left out at times), and rank 0's record of the other
-// ranks' tasks; the merged spans must land where the model puts them.
+// clocks (one rank's left out at times), rank 0's record of the other
+// ranks' tasks, rank 0's offloaded ops (a node of another rank named as
+// their process at times); the merged spans must land where the model
+// puts them.
 #include <taskgroup/trace_recorder.hpp>
 
 #include "support/checks.hpp"
@@ -26,11 +28,13 @@ namespace {
 
 const std::string tm_trace = std::string(32, 'a');
 
-// A task span of the generated run, in true time (ns).
+// A task span of the generated run, in true time (ns); or an offloaded
+// op's span, on rank 0's "compute" process (its task on `node`).
 struct tmt_span {
   int rank;
   std::string node, task;
   std::int64_t at_ns, dur_ns;
+  bool offload = false;
 };
 
 struct tmt_run {
@@ -47,14 +51,9 @@ json::object tmt_meta(const char* name, std::int64_t pid, std::int64_t tid, cons
 }
 
 json::object tmt_event(const tmt_span& s, std::int64_t pid, double ts_us) {
-  return json::object{{"name", s.task},
-                      {"cat", "task"},
-                      {"ph", "X"},
-                      {"ts", ts_us},
-                      {"dur", static_cast<double>(s.dur_ns) / 1000.0},
-                      {"pid", pid},
-                      {"tid", 2},
-                      {"args", {{"task", s.task}, {"node", s.node}}}};
+  return json::object{{"name", s.task}, {"cat", s.offload ? "offload" : "task"},         {"ph", "X"},
+                      {"ts", ts_us},    {"dur", static_cast<double>(s.dur_ns) / 1000.0}, {"pid", pid},
+                      {"tid", 2},       {"args", {{"task", s.task}, {"node", s.node}}}};
 }
 
 tmt_run tmt_generate(std::mt19937_64& rng) {
@@ -63,16 +62,25 @@ tmt_run tmt_generate(std::mt19937_64& rng) {
   const int ranks = 1 + static_cast<int>(draw(4));
   const std::int64_t base = 1'796'000'000'000'000'000;
   std::map<int, std::int64_t> offset, true_origin;
+  // At times a node of rank 1 is named "compute", as rank 0's process of
+  // offloaded ops is.
+  const bool compute_node = ranks > 1 && draw(2) == 0;
   for (int r = 0; r < ranks; ++r) {
     offset[r] = r == 0 ? 0 : draw(2'000'000'000'000) - 1'000'000'000'000;
     true_origin[r] = base + draw(50'000'000);
     for (int n = 0, nodes = 1 + static_cast<int>(draw(2)); n < nodes; ++n) {
-      const std::string node = "r" + std::to_string(r) + "n" + std::to_string(n);
+      const std::string node =
+          compute_node && r == 1 && n == 0 ? "compute" : "r" + std::to_string(r) + "n" + std::to_string(n);
       for (int t = 0, tasks = 1 + static_cast<int>(draw(3)); t < tasks; ++t) {
         run.spans.push_back(tmt_span{r, node, node + "/t" + std::to_string(t), base + 50'000'000 + draw(1'000'000'000),
                                      draw(100'000'000)});
       }
     }
+  }
+  // Offloaded ops of rank 0's tasks, at times.
+  for (int k = 0, ops = static_cast<int>(draw(3)); k < ops; ++k) {
+    run.spans.push_back(tmt_span{0, "compute", "op" + std::to_string(k), base + 50'000'000 + draw(1'000'000'000),
+                                 draw(1'000'000), true});
   }
   const int unestimated = ranks > 1 && draw(3) == 0 ? 1 + static_cast<int>(draw(ranks - 1)) : -1;
   json::array clocks;
@@ -89,7 +97,9 @@ tmt_run tmt_generate(std::mt19937_64& rng) {
     for (const tmt_span& s : run.spans) {
       // Rank 0 records every task, the others' where they end.
       if (s.rank != r && r != 0) continue;
-      auto [at, fresh] = pid_of.emplace(s.node, static_cast<std::int64_t>(pid_of.size() + 1));
+      // The offloads' process is apart from a node's of the same name.
+      const std::string key = s.offload ? "offloads" : "node " + s.node;
+      auto [at, fresh] = pid_of.emplace(key, static_cast<std::int64_t>(pid_of.size() + 1));
       if (fresh) events.emplace_back(tmt_meta("process_name", at->second, 0, s.node));
       const std::int64_t when = s.rank == r ? s.at_ns : s.at_ns + s.dur_ns;
       tmt_span recorded = s;

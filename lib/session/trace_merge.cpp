@@ -147,11 +147,19 @@ std::set<std::string> tm_remote_nodes(const std::vector<tm_file>& files) {
 
 // Appends `t`'s events, moved by `shift_us`, its processes numbered from
 // `next_pid` and renamed after its rank; on rank 0 without the processes
-// of `remote` nodes.
+// of `remote` nodes. The process of rank 0's offloaded ops is told apart
+// by what it holds, not by its name ("compute"), which a node of another
+// rank may have.
 void tm_append(tm_file& t, double shift_us, const std::set<std::string>& remote, std::int64_t& next_pid,
                json::array& out) {
   std::map<std::int64_t, std::int64_t> pid_of;
-  std::set<std::int64_t> dropped;
+  std::set<std::int64_t> dropped, offloads;
+  for (const json::value& v : t.events) {
+    const json::object& e = v.as_object();
+    if (const json::value* cat = e.if_contains("cat"); cat != nullptr && *cat == "offload") {
+      offloads.insert(tm_as_int(e.at("pid")));
+    }
+  }
   for (const json::value& v : t.events) {
     const json::object& e = v.as_object();
     const json::value* args = e.if_contains("args");
@@ -160,8 +168,10 @@ void tm_append(tm_file& t, double shift_us, const std::set<std::string>& remote,
       continue;
     }
     const json::value* name = args->as_object().if_contains("name");
-    if (name != nullptr && name->is_string() && remote.count(std::string(name->as_string())) != 0) {
-      dropped.insert(tm_as_int(e.at("pid")));
+    const std::int64_t pid = tm_as_int(e.at("pid"));
+    if (name != nullptr && name->is_string() && remote.count(std::string(name->as_string())) != 0 &&
+        offloads.count(pid) == 0) {
+      dropped.insert(pid);
     }
   }
   const std::string mark = " (rank " + std::to_string(t.rank) + ")";
