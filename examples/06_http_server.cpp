@@ -33,7 +33,9 @@
 //    and where its tasks wait (`local_session::async_describe`). With
 //    --trace-every N, one /sum run in N is recorded (`trace_recorder`, its
 //    observer) and written as trace-<trace id>.json in the working
-//    directory once it ends: a log line's trace id names the file.
+//    directory once it ends, by a thread of its own (never the I/O
+//    threads'; before the server exits): a log line's trace id names the
+//    file.
 // 8. Trace. A request's W3C `traceparent` header, when well formed, puts
 //    its run in the caller's trace (`run_options::trace_parent`); every
 //    /sum answer names the run's span in `traceresponse`.
@@ -79,13 +81,18 @@
 #include <boost/asio/deferred.hpp>
 #include <boost/asio/experimental/parallel_group.hpp>
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/thread_pool.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/json.hpp>
 
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <cstdint>
+#include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <memory>
 #include <optional>
@@ -144,9 +151,13 @@ struct service {
   bool debug_endpoints = false;
   i64 trace_every = 0;  // record one /sum run in this many (0: none)
   std::atomic<i64> sums{0};
+  // Writes the sampled runs' trace files, away from the I/O threads (a
+  // file is blocking I/O); made when sampling is on.
+  std::optional<asio::thread_pool> trace_writer;
 
   service(asio::any_io_executor ex, bool offload, const tg::session_limits& limits, bool debug, i64 trace_one_in)
       : session(std::move(ex), limits), debug_endpoints(debug), trace_every(trace_one_in) {
+    if (trace_every > 0) trace_writer.emplace(1);
     // The names label the session's metrics (GET /metrics): one per kind
     // of request, never one per request.
     group.name("sum");
@@ -162,6 +173,12 @@ struct service {
       check(group.add(t, tg::node(node_name(k % nodes))));
     }
   }
+  // The files still to write are written before the server exits.
+  ~service() {
+    if (trace_writer) trace_writer->join();
+  }
+  service(const service&) = delete;
+  service& operator=(const service&) = delete;
   template <class R>
   static void check(const R& r) {
     if (!r) throw std::runtime_error(r.error().message);
@@ -173,6 +190,7 @@ struct service {
   asio::awaitable<std::optional<response>> route(std::string_view path, const request& req);
   response answer(const boost::system::error_code& run_ec, const tg::run_report& report, const request& req,
                   const sum_query& q);
+  void write_trace(std::unique_ptr<tg::trace_recorder> recorder, const tg::trace_context& trace);
   void stop() {
     session.async_drain([this](boost::system::error_code ec) { drained = !ec; });
   }
@@ -230,11 +248,21 @@ asio::awaitable<response> service::sum(beast::tcp_stream& stream, beast::flat_bu
   (void)watch_ex;
   response res = answer(run_ec, report, req, q);
   if (report.trace.valid()) res.set("traceresponse", report.trace.traceparent());
-  if (recorder && report.trace.valid()) {
-    // Written from the I/O thread: a sampled run pays for its file.
-    std::ofstream("trace-" + report.trace_id + ".json") << recorder->to_json(report.trace) << '\n';
-  }
+  if (recorder && report.trace.valid()) write_trace(std::move(recorder), report.trace);
   co_return res;
+}
+
+// On the trace writer: the run has ended, its recorder is told nothing
+// more. A file that cannot be written is said on stderr; the answer has
+// gone already.
+void service::write_trace(std::unique_ptr<tg::trace_recorder> recorder, const tg::trace_context& trace) {
+  asio::post(*trace_writer, [recorder = std::move(recorder), trace] {
+    const std::string name = "trace-" + trace.trace_id_hex() + ".json";
+    std::ofstream out(name);
+    out << recorder->to_json(trace) << '\n';
+    out.close();
+    if (!out) std::fprintf(stderr, "06_http_server: cannot write %s: %s\n", name.c_str(), std::strerror(errno));
+  });
 }
 
 // The answer to a /sum request whose run ended with `run_ec` and `report`.

@@ -23,7 +23,9 @@ place in flight; then scrapes /metrics, parses it with
   slow run in flight: its trace id, group, phase and the Sleep each of its
   tasks waits on;
 - with `--trace-every 2` one run in two wrote trace-<trace id>.json in the
-  server's working directory, named by the trace it records.
+  server's working directory, named by the trace it records; a server
+  whose working directory takes no file (/proc) answers its sampled run
+  all the same and says on stderr which file it could not write.
 Exits 0 when every check passed, 1 otherwise.
 """
 import asyncio
@@ -267,6 +269,26 @@ def trace_files(folder, sent):
     check(full >= 1, "a sampled run that ran has its 16 task spans", full)
 
 
+def unwritable(binary):
+    """--trace-every 1 in a folder that takes no file: the run is answered,
+    the file's failure is said on stderr, the server exits cleanly."""
+    server = subprocess.Popen([binary, "--port", "0", "--threads", "2", "--trace-every", "1"],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd="/proc")
+    try:
+        first = server.stdout.readline()
+        if check(first.startswith("listening on 127.0.0.1:"), "unwritable: the server prints its address", first):
+            status, _, body = asyncio.run(asyncio.wait_for(get(int(first.rsplit(":", 1)[1]), "/sum?n=3"), GUARD))
+            check(status == 200, "unwritable: the sampled run is answered", body)
+        server.send_signal(signal.SIGTERM)
+        _, err = server.communicate(timeout=GUARD)
+        check(server.returncode == 0, "unwritable: SIGTERM: exit status 0", server.returncode)
+        check("06_http_server: cannot write trace-" in err, "unwritable: the trace file's failure is on stderr", err)
+    finally:
+        if server.poll() is None:
+            server.kill()
+            server.wait()
+
+
 def run():
     if len(sys.argv) < 2:
         sys.exit(f"usage: {sys.argv[0]} HTTP_SERVER_BINARY")
@@ -296,6 +318,7 @@ def run():
             server.kill()
             server.wait()
         shutil.rmtree(folder, ignore_errors=True)
+    unwritable(os.path.abspath(sys.argv[1]))
     print(f"{checks} checks, {failures} failed (seed {seed})")
     return 1 if failures else 0
 
