@@ -274,9 +274,9 @@ class TASKGROUP_API local_session {
   /// the runs that arrive after it, and a higher `max_runs_in_flight` (or
   /// `priority_headroom`) admits the queued runs that now fit. Lowering
   /// `max_queued` below the queue's length sheds none of the runs already
-  /// queued. Errors: throws
-  /// `taskgroup::system_error` (`errc::invalid_task`) naming the field when
-  /// `limits` does not hold (check_limits). Threading: thread-safe.
+  /// queued. Errors: throws `taskgroup::system_error` (`errc::invalid_task`)
+  /// naming the field when `limits` does not hold (check_limits).
+  /// Threading: thread-safe.
   void set_limits(const session_limits& limits);
   /// The admission limits in force. Threading: thread-safe.
   [[nodiscard]] session_limits limits() const;

@@ -29,8 +29,9 @@ namespace taskgroup {
 /// finds the queue full (`max_queued` runs waiting) is shed, unless its
 /// priority is above that of the last run in the queue (the lowest,
 /// latest): that one is shed instead and the newcomer queued. A run that
-/// has waited `max_queue_wait` is shed. A shed run completes with `errc::overloaded`, every task
-/// reported not run; it never touched a workspace.
+/// has waited `max_queue_wait` is shed. A shed run completes with
+/// `errc::overloaded`, every task reported not run; it never touched a
+/// workspace.
 struct TASKGROUP_API session_limits {
   /// Runs in flight at most: at least 1.
   std::optional<std::size_t> max_runs_in_flight{};

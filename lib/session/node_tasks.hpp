@@ -26,8 +26,9 @@ namespace taskgroup::detail {
 /// (detail::frame_free_run), one after another on the node's strand until
 /// each ends or waits, yielding to the strand by a loop's rule (every
 /// `run_step_options::yield_every` tasks once a `yield_slice` has passed,
-/// with their defaults: so that other work and cancellation get in); a waiting task then costs its run, its workspace
-/// and its pending operation only. The others are coroutines, spawned on
+/// with their defaults: so that other work and cancellation get in); a
+/// waiting task then costs its run, its workspace and its pending
+/// operation only. The others are coroutines, spawned on
 /// the node's strand once the frame-free ones have started, each a child of
 /// this same join.
 ///
