@@ -216,18 +216,23 @@ class step_machine {
   /// ends `failed`), and tells the observer itself (`run_sync_loop`); the
   /// runs are counted in `stats->net_runs` in bulk. Leaves at the end of the execution, on a
   /// failure, a cancellation or a due yield (call again after it).
-  template <class Stop, class RunNet>
+  /// `Units`, when not 0, is `unit_count()`, known to the caller when
+  /// compiled: the loop over the nets is unrolled.
+  template <std::uint32_t Units = 0, class Stop, class RunNet>
   loop_exit run_nets(Stop stop, yield_clock& clock, step_stats* stats, RunNet&& run_net) {
     // Two loops of the same rules: without a stop blob the check after
     // each net is known to say "go on", and leaves the loop.
-    if (b_->stop == nullptr) return run_nets_as<false>(stop, clock, stats, run_net);
-    return run_nets_as<true>(stop, clock, stats, run_net);
+    if (b_->stop == nullptr) return run_nets_as<false, Units>(stop, clock, stats, run_net);
+    return run_nets_as<true, Units>(stop, clock, stats, run_net);
   }
 
   /// The net or child of the current action (a child by its index in
   /// `children`, recurring children only).
   [[nodiscard]] std::size_t unit() const noexcept { return nets_ ? unit_ : n_->recurring_at(unit_); }
   [[nodiscard]] net_instance& net() const noexcept { return *b_->nets[unit_]; }
+  /// How many nets or children an iteration runs in turn (1 for a
+  /// concurrent iteration).
+  [[nodiscard]] std::uint32_t unit_count() const noexcept { return units_; }
 
   /// Iterations this execution has started (for its observer event and
   /// the task's report).
@@ -241,10 +246,10 @@ class step_machine {
 
  private:
   // `stop` by value: asked at every iteration, it stays in a register.
-  template <bool StopBlob, class Stop, class RunNet>
+  template <bool StopBlob, std::uint32_t Units, class Stop, class RunNet>
   loop_exit run_nets_as(Stop stop, yield_clock& clock, step_stats* stats, RunNet& run_net) {
     net_instance* const* const nets = b_->nets.data();
-    const std::uint32_t units = units_;
+    const std::uint32_t units = Units != 0 ? Units : units_;
     // The stop blob's value as the last check found it, while every net
     // since ran in place (`net_ran`): the blob still holds a bool there,
     // so the check after such a net is a read of it, or, after a net that
@@ -267,6 +272,7 @@ class step_machine {
       // loop keeps across the calls of its nets are few.
       std::uint32_t left = plain_starts(clock);
       for (;;) {
+#pragma GCC unroll 4
         for (std::uint32_t u = 0; u != units; ++u) {
           const net_ran how = run_net(*nets[u], u);
           if (how == net_ran::failed) [[unlikely]] {
