@@ -84,7 +84,7 @@ loop_exit sync_loop(step_machine& m, const step_path* path, Stop stop, yield_clo
       };
       // A loop's condition and body, or its body alone, as a loop over
       // that many nets known when compiled: unrolled, with the units in
-      // registers (a third of the time of a two-net iteration).
+      // registers (a two-net iteration takes a third less time).
       switch (m.unit_count()) {
         case 1: return m.run_nets<1>(stop, clock, ctx.stats, one);
         case 2: return m.run_nets<2>(stop, clock, ctx.stats, one);
