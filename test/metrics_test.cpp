@@ -13,6 +13,8 @@
 
 #include <boost/asio/bind_cancellation_slot.hpp>
 #include <boost/asio/cancellation_signal.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
 #include <boost/asio/use_future.hpp>
 #include <boost/json.hpp>
 #include <catch2/catch.hpp>
@@ -24,6 +26,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <random>
 #include <string>
 #include <thread>
@@ -131,7 +134,7 @@ run_outcome mt_expected_outcome(mt_kind kind) {
 // have counted to `m`: the model.
 void mt_expect(group_metrics& m, mt_kind kind, const run_report& r) {
   ++m.runs[static_cast<std::size_t>(mt_expected_outcome(kind))];
-  m.run_latency.add(std::chrono::duration_cast<std::chrono::nanoseconds>(r.finished - r.started));
+  m.run_latency.add(std::chrono::duration_cast<std::chrono::nanoseconds>(r.finished - r.arrived));
   m.queue_wait.add(0ns);
   for (const task_report& t : r.tasks) {
     ++m.tasks[static_cast<std::size_t>(t.status)];
@@ -311,10 +314,37 @@ TEST_CASE("metrics: queue waits, shed runs and the gauges under admission limits
   REQUIRE(q->queue_wait.count() == 1);
   CHECK(q->queue_wait.sum >= 20ms);
   // Its latency counts from its arrival: the wait and its own run.
+  CHECK(second.started - second.arrived >= 20ms);
+  CHECK(q->run_latency.sum == second.finished - second.arrived);
   CHECK(q->run_latency.sum >= q->queue_wait.sum + (second.finished - second.started));
   const group_metrics* h = now.find("holder");
   REQUIRE(h != nullptr);
   CHECK(h->queue_wait.counts[0] == 1);  // admitted at once
+}
+
+TEST_CASE("metrics: a run's latency counts its wait for a busy coordinator", "[metrics]") {
+  // One thread, held by a handler for 30 ms before the run arrives: the
+  // run is admitted at once but begins only then.
+  asio::io_context io;
+  local_session session(io.get_executor());
+  task_group g;
+  g.name("waits");
+  REQUIRE(g.add(task("t", step("s").add_net(mt_sleep_net("w", 0)))));
+  asio::post(io, [] { std::this_thread::sleep_for(30ms); });
+  std::optional<run_report> got;
+  session.async_run(g, {}, [&](boost::system::error_code, run_report r) { got = std::move(r); });
+  io.run();
+  REQUIRE(got.has_value());
+  CHECK(got->ok());
+  CHECK(got->arrived <= got->started);
+  CHECK(got->started - got->arrived >= 30ms);
+  const session_metrics m = session.metrics();
+  const group_metrics* w = m.find("waits");
+  REQUIRE(w != nullptr);
+  REQUIRE(w->run_latency.count() == 1);
+  CHECK(w->run_latency.sum == got->finished - got->arrived);
+  CHECK(w->run_latency.sum >= 30ms);
+  CHECK(w->queue_wait.counts[0] == 1);  // no queue: admitted at once
 }
 
 TEST_CASE("metrics: at most 256 group names get a label, later ones count under \"other\"", "[metrics]") {

@@ -73,6 +73,14 @@ struct TASKGROUP_API task_retries {
 /// The report of one run of a task group.
 struct TASKGROUP_API run_report {
   std::vector<task_report> tasks;  ///< in the group's task order
+  /// When the session took the run (`async_run` or `run` called).
+  /// `started - arrived` is the run's wait before it began: for admission
+  /// (`session_limits`) and for the session's coordinator, which under
+  /// load serves the runs' nodes too. An `mpi_session` run and a report
+  /// made otherwise: `started`.
+  std::chrono::system_clock::time_point arrived{};
+  /// When the run began (its group checked, its nodes about to start) and
+  /// when it ended.
   std::chrono::system_clock::time_point started{};
   std::chrono::system_clock::time_point finished{};
   /// Why the run failed, when it did: the error of `local_session::run`,

@@ -166,7 +166,7 @@ class client_run {
   // The report's frame, the observer's run_begin, and this rank's tasks
   // (fed `own`).
   void begin(const std::map<std::string, int>& where, feeds own) {
-    report_.started = std::chrono::system_clock::now();
+    report_.arrived = report_.started = std::chrono::system_clock::now();
     for (const auto& t : group_.tasks()) {
       task_report& rep = report_.tasks.emplace_back();
       rep.name = t.name();

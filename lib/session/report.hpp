@@ -20,7 +20,7 @@ namespace taskgroup::detail {
 // library uses it too and links only the core library's public API.
 inline run_report refused_report(const task_group& group, error e, std::chrono::system_clock::time_point at) {
   run_report r;
-  r.started = r.finished = at;
+  r.arrived = r.started = r.finished = at;
   r.tasks.reserve(group.tasks().size());
   for (const auto& t : group.tasks()) {
     task_report tr;

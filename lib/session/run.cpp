@@ -30,8 +30,8 @@ void count_run(run_state& rs, run_tally& t) noexcept {
   t.admitted = rs.admitted;
   if (t.admitted) {
     t.queue_wait = std::chrono::duration_cast<std::chrono::nanoseconds>(rs.ticket.queued_for);
-    t.latency =
-        std::chrono::duration_cast<std::chrono::nanoseconds>(rs.report.finished - rs.report.started) + t.queue_wait;
+    // From the call: the queue, the hop to the coordinator and the run.
+    t.latency = std::chrono::duration_cast<std::chrono::nanoseconds>(rs.report.finished - rs.report.arrived);
   }
   metrics_series* series = rs.group ? rs.group->series : nullptr;
   if (series == nullptr) {  // refused before its group was compiled
@@ -69,6 +69,7 @@ void deadline_fired(const std::shared_ptr<run_state>& rs, const boost::system::e
 // Each task is tallied in `tally` when given.
 void make_report(run_state& rs, run_tally* tally) {
   run_report& report = rs.report;
+  report.arrived = rs.arrived == std::chrono::system_clock::time_point{} ? rs.started : rs.arrived;
   report.started = rs.started;
   // One node, coordinated on its strand, whose last task's end was read
   // in this same handler: the run ends then too.
@@ -208,6 +209,7 @@ void refuse_run(const std::shared_ptr<run_state>& rs, const error& e) {
   // starts and ends now.
   if (rs->started == std::chrono::system_clock::time_point{}) rs->started = std::chrono::system_clock::now();
   run_report refused = refused_report(rs->source, e, rs->started);
+  if (rs->arrived != std::chrono::system_clock::time_point{}) refused.arrived = rs->arrived;
   refused.trace = rs->report.trace;
   refused.trace_id = std::move(rs->report.trace_id);
   rs->report = std::move(refused);

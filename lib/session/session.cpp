@@ -336,7 +336,9 @@ const asio::any_io_executor& local_session::coordinator(const impl& state) noexc
 
 void local_session::start_run(std::shared_ptr<impl> state, task_group group, run_options options,
                               detail::run_completion_ptr done) {
+  const auto arrived = std::chrono::system_clock::now();
   auto rs = std::make_shared<run_state>(std::move(group), std::move(options));
+  rs->arrived = arrived;
   rs->done = std::move(done);
   impl& s = *state;
   rs->metrics = &s.metrics;
