@@ -130,7 +130,7 @@ void node_tasks::go_on() {
         asio::post(executor(), [self = shared_from_this()] { self->after_yield(); });
         return;
       }
-    } else if (yield_.since == 0) {
+    } else if (yield_.came_due()) {
       // A count came due within the slice: the row goes on, its start
       // time moves with it.
       now_ = std::chrono::system_clock::now();

@@ -69,7 +69,7 @@ void deadline_fired(const std::shared_ptr<run_state>& rs, const boost::system::e
 // Each task is tallied in `tally` when given.
 void make_report(run_state& rs, run_tally* tally) {
   run_report& report = rs.report;
-  report.arrived = rs.arrived == std::chrono::system_clock::time_point{} ? rs.started : rs.arrived;
+  report.arrived = rs.arrival();
   report.started = rs.started;
   // One node, coordinated on its strand, whose last task's end was read
   // in this same handler: the run ends then too.
@@ -209,7 +209,7 @@ void refuse_run(const std::shared_ptr<run_state>& rs, const error& e) {
   // starts and ends now.
   if (rs->started == std::chrono::system_clock::time_point{}) rs->started = std::chrono::system_clock::now();
   run_report refused = refused_report(rs->source, e, rs->started);
-  if (rs->arrived != std::chrono::system_clock::time_point{}) refused.arrived = rs->arrived;
+  refused.arrived = rs->arrival();
   refused.trace = rs->report.trace;
   refused.trace_id = std::move(rs->report.trace_id);
   rs->report = std::move(refused);

@@ -120,11 +120,15 @@ struct run_state final : join_core<run_state> {
   run_completion_ptr done;  ///< the caller's handler
   /// The report, made as the run ends, moved out by the caller's handler.
   run_report report;
-  /// When the session took it (`run_report::arrived`); unset in a run
-  /// that no session took (an MPI worker's part), whose report says
-  /// `started`.
+  /// When the session took it; unset in a run that no session took (an
+  /// MPI worker's part): read it through `arrival()`.
   std::chrono::system_clock::time_point arrived{};
   std::chrono::system_clock::time_point started{};
+  /// `run_report::arrived`: `arrived`, or `started` in a run that no
+  /// session took.
+  [[nodiscard]] std::chrono::system_clock::time_point arrival() const noexcept {
+    return arrived == std::chrono::system_clock::time_point{} ? started : arrived;
+  }
   /// `started` was read in the handler now running (begin's, until it
   /// starts the nodes).
   bool started_fresh = false;
