@@ -10,6 +10,7 @@
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/bind_cancellation_slot.hpp>
+#include <boost/asio/bind_executor.hpp>
 #include <boost/asio/cancellation_signal.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/steady_timer.hpp>
@@ -544,4 +545,50 @@ TEST_CASE("concurrent submitters on two threads: every run ends once, the limits
   CHECK(session.load().shed == static_cast<std::uint64_t>(shed_runs.load()));
   CHECK(session.load().in_flight == 0);
   CHECK(session.load().queued == 0);
+}
+
+TEST_CASE("a run shed as it arrives is refused without waiting for the session's coordinator", "[admission]") {
+  // Under overload most arrivals are shed; refused on the coordinator they
+  // would queue in front of the admitted runs' ends. Here a shed run's
+  // handler without an executor of its own holds the coordinator (where
+  // it is called) until a second shed run, its handler bound to the pool,
+  // has completed: that one must not need the coordinator.
+  asio::thread_pool pool(2);
+  task_group group;
+  net n("n");
+  n.op("Sleep", {}, {}, {{"ms", i64{600'000}}});
+  // Two nodes: a run of one node seen before is coordinated on its strand.
+  REQUIRE(group.add(task("long", step("s").add_net(n)), node("n1")));
+  REQUIRE(group.add(task("long", step("s").add_net(n)), node("n2")));
+  local_session session(pool, session_limits{.max_runs_in_flight = 1, .max_queued = 0});
+  asio::cancellation_signal stop_long;
+  std::promise<boost::system::error_code> long_done;
+  session.async_run(group, {},
+                    asio::bind_cancellation_slot(stop_long.slot(), asio::bind_executor(pool, [&](auto ec, run_report) {
+                                                   long_done.set_value(ec);
+                                                 })));
+  REQUIRE(session.load().in_flight == 1);
+
+  std::promise<void> holding;
+  std::promise<std::pair<boost::system::error_code, bool>> second;  // its code, and whether on the pool
+  std::shared_future<std::pair<boost::system::error_code, bool>> second_done = second.get_future().share();
+  std::promise<std::pair<boost::system::error_code, std::future_status>> first;
+  session.async_run(group, {}, [&](boost::system::error_code ec, run_report) {
+    holding.set_value();
+    first.set_value({ec, second_done.wait_for(30s)});
+  });
+  REQUIRE(holding.get_future().wait_for(30s) == std::future_status::ready);
+  session.async_run(group, {}, asio::bind_executor(pool, [&](boost::system::error_code ec, run_report) {
+                      second.set_value({ec, pool.get_executor().running_in_this_thread()});
+                    }));
+  const auto [first_ec, saw_second] = first.get_future().get();
+  CHECK(first_ec == errc::overloaded);
+  CHECK(saw_second == std::future_status::ready);
+  const auto [second_ec, on_pool] = second_done.get();
+  CHECK(second_ec == errc::overloaded);
+  CHECK(on_pool);
+  CHECK(session.load().shed == 2);
+
+  stop_long.emit(asio::cancellation_type::terminal);
+  CHECK(long_done.get_future().get() == errc::cancelled);
 }

@@ -39,6 +39,8 @@
 
 #include <taskgroup/taskgroup.hpp>
 
+#include <boost/asio/bind_executor.hpp>
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -233,26 +235,31 @@ measurement overload(const tg::task_group& g, const calibration& c, bool limited
     (hp ? next_hp += priority_every : next += gap);
     left.add();
     const auto called = clock_type::now();
-    s.async_run(g, {.feeds = feeds_for(c.n), .priority = hp ? 1 : 0},
-                [&, called, hp](boost::system::error_code ec, tg::run_report) {
-                  const double us = us_since(called);
-                  {
-                    std::lock_guard lock(mutex);
-                    if (hp) {
-                      if (!ec) hp_lat.push_back(us);
-                    } else if (!ec) {
-                      ++ok;
-                      if (clock_type::now() < until) ++ok_in_window;
-                      lat.push_back(us);
-                    } else if (ec == tg::errc::overloaded) {
-                      ++shed;
-                    } else {
-                      ++other;
-                    }
-                    if (!hp) ++arrivals;
-                  }
-                  left.done();
-                });
+    // Each completion is bound to the session's executor, as a server's
+    // request is completed on its own (a coroutine's, a connection's):
+    // left unbound it would be called on the session's coordinator,
+    // where the admitted runs end.
+    s.async_run(
+        g, {.feeds = feeds_for(c.n), .priority = hp ? 1 : 0},
+        boost::asio::bind_executor(s.get_executor(), [&, called, hp](boost::system::error_code ec, tg::run_report) {
+          const double us = us_since(called);
+          {
+            std::lock_guard lock(mutex);
+            if (hp) {
+              if (!ec) hp_lat.push_back(us);
+            } else if (!ec) {
+              ++ok;
+              if (clock_type::now() < until) ++ok_in_window;
+              lat.push_back(us);
+            } else if (ec == tg::errc::overloaded) {
+              ++shed;
+            } else {
+              ++other;
+            }
+            if (!hp) ++arrivals;
+          }
+          left.done();
+        }));
   }
   const double window_s = std::chrono::duration<double>(until - t0).count();
   left.wait_below(1);

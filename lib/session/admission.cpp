@@ -62,7 +62,22 @@ void refuse_unbegun(const std::shared_ptr<run_state>& rs, error why) noexcept {
   }
 }
 
-admission::verdict admission::arrive(const std::shared_ptr<run_state>& rs, int priority, error& why,
+void refuse_arrival(const std::shared_ptr<run_state>& rs, error why, const asio::any_io_executor& plain) noexcept {
+  // Still in the initiating call, on the thread that connected the slot:
+  // no cancellation can reach the run from here on.
+  if (rs->done) {
+    if (asio::cancellation_slot slot = rs->done->slot(); slot.is_connected()) slot.clear();
+  }
+  try {
+    asio::post(plain, [rs, why = std::move(why)] { refuse_run(rs, why); });
+  } catch (...) {
+    // Out of memory: refused here rather than never completed.
+    refuse_run(rs, error_from_exception(std::current_exception()));
+  }
+}
+
+admission::verdict admission::arrive(const std::shared_ptr<run_state>& rs, int priority,
+                                     const asio::any_io_executor& plain, error& why,
                                      std::shared_ptr<run_state>& displaced) {
   if (draining_) {
     why = error(errc::session_closed, "Session is draining: it takes no new run.");
@@ -95,7 +110,7 @@ admission::verdict admission::arrive(const std::shared_ptr<run_state>& rs, int p
                                              std::to_string(priority));
   }
   t.arrived = std::chrono::steady_clock::now();
-  if (limits_.max_queue_wait || rs->options.timeout) arm_wait(rs);
+  if (limits_.max_queue_wait || rs->options.timeout) arm_wait(rs, plain);
   try {
     queue_.emplace(queue_key{priority, t.seq}, rs);
   } catch (...) {
@@ -138,13 +153,13 @@ void admission::unlink(run_state& rs) noexcept {
 
 // The run's wait ends at the first of its limits: the queue's wait and its
 // own timeout (which counts from its arrival, in the queue too).
-void admission::arm_wait(const std::shared_ptr<run_state>& rs) {
+void admission::arm_wait(const std::shared_ptr<run_state>& rs, const asio::any_io_executor& plain) {
   admission_ticket& t = rs->ticket;
   // The run's own timeout when it ends first (or at the same time).
   t.wait_is_deadline =
       rs->options.timeout && (!limits_.max_queue_wait || *rs->options.timeout <= *limits_.max_queue_wait);
   t.wait_limit = t.wait_is_deadline ? *rs->options.timeout : *limits_.max_queue_wait;
-  t.wait.emplace(*rs->coord, t.arrived + t.wait_limit);
+  t.wait.emplace(plain, t.arrived + t.wait_limit);
   t.wait->async_wait([this, rs](const boost::system::error_code& ec) {
     if (!ec) waited(rs);
   });
@@ -170,7 +185,9 @@ void admission::waited(const std::shared_ptr<run_state>& rs) {
                                       " in the queue (max_queue_wait " + in_unit_of(t.wait_limit, t.wait_limit) + ")");
     }
   }
-  refuse_run(rs, why);
+  // Out of the queue, but a cancellation may still reach it on its
+  // coordinator (cancel_run): refused there.
+  refuse_unbegun(rs, std::move(why));
 }
 
 bool admission::withdraw(run_state& rs) noexcept {

@@ -39,7 +39,9 @@ struct admission_ticket {
   run_state* prev = nullptr;
   run_state* next = nullptr;
   /// A queued run's limit on its wait (max_queue_wait or its own timeout,
-  /// whichever ends first), on the run's coordinator.
+  /// whichever ends first), on the session's executor: not a strand, so
+  /// that its cancellation at admission (the common end) and its expiry
+  /// never wait in the coordinator's queue nor hold it.
   std::optional<boost::asio::steady_timer> wait;
   /// When it was queued (unset for a run admitted at once).
   std::chrono::steady_clock::time_point arrived{};
@@ -54,6 +56,15 @@ struct admission_ticket {
 /// Refuses `rs`, which arrived and never began, on its coordinator: its
 /// report starts and ends then.
 void refuse_unbegun(const std::shared_ptr<run_state>& rs, error why) noexcept;
+
+/// Refuses `rs`, turned away as it arrived (shed, or the session drains),
+/// from within its initiating call: nothing but its caller holds it yet,
+/// so its cancellation slot is cleared here and its report is made on
+/// `plain` (the session's executor, not a strand) rather than on the
+/// coordinator. Under overload most arrivals are shed: on the coordinator
+/// they would queue in front of the admitted runs' joins and ends.
+void refuse_arrival(const std::shared_ptr<run_state>& rs, error why,
+                    const boost::asio::any_io_executor& plain) noexcept;
 
 /// A session's admission. Every member function but `arrive` takes the
 /// session's lock (`mutex`, given at construction) itself; `arrive` is
@@ -77,8 +88,10 @@ class admission {
   };
   /// Under the session's lock, with `rs->coord` chosen. A run shed out of
   /// the queue to make room goes to `displaced`, to be refused with `why`
-  /// by the caller once the lock is released.
-  verdict arrive(const std::shared_ptr<run_state>& rs, int priority, error& why, std::shared_ptr<run_state>& displaced);
+  /// by the caller once the lock is released. A queued run's wait runs on
+  /// `plain` (the session's executor, not a strand).
+  verdict arrive(const std::shared_ptr<run_state>& rs, int priority, const boost::asio::any_io_executor& plain,
+                 error& why, std::shared_ptr<run_state>& displaced);
 
   /// The end of a run this admission counted (on its coordinator): it is
   /// no longer in flight; queued runs take its place and are begun
@@ -136,7 +149,7 @@ class admission {
   [[nodiscard]] bool fits(int priority) const noexcept;
   void link(run_state& rs) noexcept;
   void unlink(run_state& rs) noexcept;
-  void arm_wait(const std::shared_ptr<run_state>& rs);
+  void arm_wait(const std::shared_ptr<run_state>& rs, const boost::asio::any_io_executor& plain);
   void waited(const std::shared_ptr<run_state>& rs);
   // Under the lock: the queued runs that now fit, taken out and counted.
   void admit_queued(std::vector<std::shared_ptr<run_state>>& out);

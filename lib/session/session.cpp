@@ -153,7 +153,7 @@ struct local_session::impl {
     // thread may begin or end it.
     detail::follow_cancellation(rs);
     if (closed) return detail::admission::verdict::start;  // refused by begin, not counted
-    return admission.arrive(rs, rs->options.priority, why, displaced);
+    return admission.arrive(rs, rs->options.priority, strand_base(), why, displaced);
   }
   // The session's strand the calling thread is running, named ("the
   // session's own coordinator", "node \"n\"'s strand"); empty for none.
@@ -357,7 +357,7 @@ void local_session::start_run(std::shared_ptr<impl> state, task_group group, run
     }
     case detail::admission::verdict::queued: return;  // the queue holds it
     case detail::admission::verdict::shed:
-    case detail::admission::verdict::closed: return detail::refuse_unbegun(rs, why);
+    case detail::admission::verdict::closed: return detail::refuse_arrival(rs, why, s.strand_base());
   }
 }
 // On the coordinator: what a run checks before it starts anything (each
