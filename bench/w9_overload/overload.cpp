@@ -4,7 +4,10 @@
 // int64 `n`), each task a loop of `n` xorshift steps the compiler cannot
 // fold, `n` calibrated in the process so that a run costs about 0.5 ms of
 // CPU. On a local_session(2):
-// 1. unloaded: 300 runs one after another; their p99 latency, U;
+// 1. unloaded: 3,000 runs one after another; their p99 latency, U (the
+//    p99 of 300 runs, their third slowest, ranged 360-614 us over ten
+//    such sets in one process; that of 3,000, 432-547 us over three
+//    processes);
 // 2. capacity: 64 runs kept in flight for 1 s; runs completed per second, C;
 // 3. overload: for 10 s, arrivals on a fixed schedule at 3 C per second
 //    (open loop: an arrival never waits for a completion), each an
@@ -66,6 +69,7 @@ using tgbench::w8::nodes;
 using tgbench::w8::tasks;
 constexpr std::size_t threads = 2;
 constexpr double target_run_cpu_us = 500.0;
+constexpr int unloaded_runs = 3'000;
 constexpr std::chrono::seconds overload_for{10};
 constexpr std::chrono::milliseconds priority_every{10};
 constexpr double offered_load = 3.0;
@@ -175,7 +179,7 @@ calibration calibrate(const tg::task_group& g) {
   const double per_run = (tgbench::w8::process_cpu_us() - cpu0) / 20.0;
   c.n = std::max<i64>(1, static_cast<i64>(static_cast<double>(probe) * target_run_cpu_us / per_run));
   std::vector<double> lat;
-  for (int i = 0; i < 300; ++i) lat.push_back(one_run(s, g, c.n));
+  for (int i = 0; i < unloaded_runs; ++i) lat.push_back(one_run(s, g, c.n));
   c.unloaded_p99_us = p99(lat);
   // Capacity: 64 in flight for 1 s.
   pending left;
