@@ -51,15 +51,20 @@ std::string in_unit_of(std::chrono::steady_clock::duration d, std::chrono::micro
   return std::to_string(std::chrono::duration_cast<std::chrono::microseconds>(d).count()) + " us";
 }
 
-}  // namespace
-
-void refuse_unbegun(const std::shared_ptr<run_state>& rs, error why) noexcept {
+// Refuses `rs`, which never began, on `ex`.
+void refuse_on(const std::shared_ptr<run_state>& rs, error why, const asio::any_io_executor& ex) noexcept {
   try {
-    asio::post(*rs->coord, [rs, why = std::move(why)] { refuse_run(rs, why); });
+    asio::post(ex, [rs, why = std::move(why)] { refuse_run(rs, why); });
   } catch (...) {
     // Out of memory: refused here rather than never completed.
     refuse_run(rs, error_from_exception(std::current_exception()));
   }
+}
+
+}  // namespace
+
+void refuse_unbegun(const std::shared_ptr<run_state>& rs, error why) noexcept {
+  refuse_on(rs, std::move(why), *rs->coord);
 }
 
 void refuse_arrival(const std::shared_ptr<run_state>& rs, error why, const asio::any_io_executor& plain) noexcept {
@@ -68,12 +73,7 @@ void refuse_arrival(const std::shared_ptr<run_state>& rs, error why, const asio:
   if (rs->done) {
     if (asio::cancellation_slot slot = rs->done->slot(); slot.is_connected()) slot.clear();
   }
-  try {
-    asio::post(plain, [rs, why = std::move(why)] { refuse_run(rs, why); });
-  } catch (...) {
-    // Out of memory: refused here rather than never completed.
-    refuse_run(rs, error_from_exception(std::current_exception()));
-  }
+  refuse_on(rs, std::move(why), plain);
 }
 
 admission::verdict admission::arrive(const std::shared_ptr<run_state>& rs, int priority,
