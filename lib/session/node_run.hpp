@@ -11,6 +11,7 @@
 #include <boost/asio/cancellation_signal.hpp>
 #include <boost/container/small_vector.hpp>
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -76,8 +77,10 @@ class node_run {
   const compiled_node* compiled = nullptr;
   /// The feeds of this node, checked (check_feeds).
   std::vector<const taskgroup::feeds::entry*> fed;
-  /// The run's, on its coordinator: started and not ended.
-  bool live = false;
+  /// Started and not ended: set by the run on its coordinator as it starts
+  /// the node, cleared on the node's strand as the node ends; read by the
+  /// coordinator to stop only the nodes still running.
+  std::atomic<bool> live{false};
   /// Clock readings shared along one handler, so that a run coordinated
   /// on its one node's strand reads the clock twice, not four times:
   /// `start_fresh`, the run's start (run_state::started) was read in the

@@ -59,7 +59,7 @@ void complete_run(run_state& rs, run_tally* tally) {
 }
 
 void deadline_fired(const std::shared_ptr<run_state>& rs, const boost::system::error_code& ec) {
-  if (ec || rs->running == 0 || rs->expired) return;
+  if (ec || rs->running.load(std::memory_order_acquire) == 0 || rs->expired) return;
   rs->expired = run_timed_out(*rs->options.timeout, rs->report.trace_id);
   rs->cancel();  // the join's own cancellation: the nodes' cancelled ends are no failures
 }
@@ -104,8 +104,8 @@ void make_report(run_state& rs, run_tally* tally) {
 // Starts node i on its strand; a node that cannot even be started (out of
 // memory) has ended with that error.
 void launch(const std::shared_ptr<run_state>& rs, std::size_t i, bool fresh_clock) {
-  rs->nodes[i].live = true;
-  ++rs->running;
+  rs->nodes[i].live.store(true, std::memory_order_relaxed);
+  rs->running.fetch_add(1, std::memory_order_relaxed);
   // The run is coordinated on this node's strand: already there.
   if (rs->nodes[i].node == rs->coord_node) return rs->nodes[i].start(rs, fresh_clock);
   try {
@@ -160,7 +160,7 @@ void run_state::round_ended(status st) {
 
 void run_state::cancel_running() noexcept {
   for (std::size_t i : active) {
-    if (!nodes[i].live) continue;
+    if (!nodes[i].live.load(std::memory_order_relaxed)) continue;  // ended (a stop would find it so)
     try {
       asio::post(nodes[i].node->executor, [rs = shared_from_this(), i] { rs->nodes[i].stop(); });
     } catch (...) {
@@ -170,12 +170,23 @@ void run_state::cancel_running() noexcept {
 }
 
 void run_state::node_ended(std::size_t i, status st) {
-  auto told = [i](run_state& rs, const status& ended) {
-    rs.nodes[i].live = false;
+  nodes[i].live.store(false, std::memory_order_relaxed);
+  // The join (on the coordinator) needs a failure; a success tells it
+  // nothing. So a node that succeeds and is not the last ends here: two
+  // nodes that end together on two threads would otherwise meet on the
+  // coordinator, and the second would wait for it behind every handler
+  // queued on the context. acq_rel: the last one's decrement sees every
+  // node's writes (records, outputs), which the report then reads.
+  if (st) {
+    if (running.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
+    if (nodes[i].node == coord_node) return complete();  // coordinated on this node's strand: already there
+    asio::dispatch(*coord, [rs = shared_from_this()] { rs->complete(); });
+    return;
+  }
+  auto told = [](run_state& rs, const status& ended) {
     rs.child_ended(ended);
-    if (--rs.running == 0) rs.complete();
+    if (rs.running.fetch_sub(1, std::memory_order_acq_rel) == 1) rs.complete();
   };
-  // Coordinated on this node's strand: already there.
   if (nodes[i].node == coord_node) return told(*this, st);
   asio::dispatch(*coord, [rs = shared_from_this(), told, st = std::move(st)] { told(*rs, st); });
 }
@@ -256,9 +267,9 @@ void start_nodes(const std::shared_ptr<run_state>& rs) {
   // since.
   const bool fresh = std::exchange(rs->started_fresh, false) && rs->observed.observer == nullptr;
   rs->in_view_since.store(rs->started.time_since_epoch().count(), std::memory_order_release);
-  ++rs->running;
+  rs->running.fetch_add(1, std::memory_order_relaxed);
   for (std::size_t i : rs->active) launch(rs, i, fresh);
-  if (--rs->running == 0) rs->complete();
+  if (rs->running.fetch_sub(1, std::memory_order_acq_rel) == 1) rs->complete();
 }
 
 void cancel_run(const std::shared_ptr<run_state>& rs) {

@@ -132,7 +132,12 @@ struct run_state final : join_core<run_state> {
   /// `started` was read in the handler now running (begin's, until it
   /// starts the nodes).
   bool started_fresh = false;
-  std::size_t running = 0;                            ///< nodes started and not ended
+  /// Nodes started and not ended, and one more while start_nodes starts
+  /// them. Counted down where each node ends, on its strand: a node that
+  /// succeeds and is not the last never goes to the coordinator (its end
+  /// changes nothing there), and the last one's end (or a failure, which
+  /// the join must see) does, so that the run ends there.
+  std::atomic<std::size_t> running{0};
   std::optional<boost::asio::steady_timer> deadline;  ///< run_options::timeout
   std::optional<error> expired;                       ///< the deadline's error, once it fired
   std::optional<error> trace_fault;                   ///< a malformed trace_parent (join_trace)
