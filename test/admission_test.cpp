@@ -592,3 +592,60 @@ TEST_CASE("a run shed as it arrives is refused without waiting for the session's
   stop_long.emit(asio::cancellation_type::terminal);
   CHECK(long_done.get_future().get() == errc::cancelled);
 }
+
+TEST_CASE("a run admitted as another ends begins there, not behind the work queued on the context", "[admission]") {
+  // One thread, driven here: each task posts a handler to the context as
+  // it runs, so when the first run ends those handlers are queued. The
+  // queued run admitted then must have begun (its report's `started`)
+  // before any of them runs: posted, its begin would wait behind them.
+  asio::io_context io;
+  std::optional<std::chrono::system_clock::time_point> queued_work_ran;
+  task_group group;
+  for (const char* n : {"n1", "n2"}) {
+    net post("post");
+    post.lambda("PostWork", {}, {}, [&](op_context&) -> status {
+      asio::post(io, [&] {
+        if (!queued_work_ran) queued_work_ran = std::chrono::system_clock::now();
+      });
+      return ok();
+    });
+    REQUIRE(group.add(task("t", step("s").add_net(post)), node(n)));
+  }
+  local_session session(io, session_limits{.max_runs_in_flight = 1});
+  std::map<i64, run_end> done;
+  session.async_run(group, {}, record_end(done, 0));
+  session.async_run(group, {}, record_end(done, 1));
+  CHECK(session.load().queued == 1);
+  io.run();
+  REQUIRE(done.size() == 2);
+  CHECK(!done[0].ec);
+  CHECK(!done[1].ec);
+  REQUIRE(queued_work_ran);
+  CHECK(done[0].report.finished <= done[1].report.started);
+  CHECK(done[1].report.started <= *queued_work_ran);
+}
+
+TEST_CASE("runs refused as they begin, one admitted at each one's end, all end without nesting", "[admission]") {
+  // A run admitted at another's end begins inline there; one refused as it
+  // begins ends at once and admits the next: those begin by a post, or
+  // ten thousand of them would nest ten thousand calls deep.
+  asio::io_context io;
+  auto g = std::make_shared<gate_hub>();
+  const task_group group = gated_group(g, 2);
+  local_session session(io, session_limits{.max_runs_in_flight = 1});
+  std::map<i64, run_end> done;
+  session.async_run(group, {.feeds = fed_ids(0, 2)}, record_end(done, 0));
+  constexpr i64 refused = 10'000;
+  for (i64 id = 1; id <= refused; ++id) session.async_run(group, {}, record_end(done, id));  // no feeds
+  io.run_for(50ms);
+  CHECK(session.load().queued == refused);
+  g->open(0);
+  io.run();
+  REQUIRE(done.size() == refused + 1);
+  CHECK(!done[0].ec);
+  for (i64 id = 1; id <= refused; ++id) {
+    INFO("run " << id);
+    REQUIRE(done[id].ec == errc::invalid_feed);
+  }
+  CHECK(session.load().in_flight == 0);
+}

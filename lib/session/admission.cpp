@@ -43,6 +43,9 @@ namespace asio = boost::asio;
 
 namespace {
 
+// Set while a run admitted from the queue begins inline (begin_at_end).
+thread_local bool beginning_inline = false;
+
 // `d` in the unit `limit` is written in: milliseconds when it is a whole
 // number of them (truncated), else microseconds.
 std::string in_unit_of(std::chrono::steady_clock::duration d, std::chrono::microseconds limit) {
@@ -254,13 +257,7 @@ void admission::ended(run_state& rs) noexcept {
     // Out of memory while admitting: the queued runs stay queued until a
     // run ends or the limits change.
   }
-  for (const std::shared_ptr<run_state>& s : starts) {
-    try {
-      asio::post(*s->coord, [this, s] { begin_(owner_, s); });
-    } catch (...) {
-      refuse_run(s, error_from_exception(std::current_exception()));
-    }
-  }
+  for (const std::shared_ptr<run_state>& s : starts) begin_at_end(s);
   const boost::system::error_code ec = cancelled ? make_error_code(errc::cancelled) : boost::system::error_code();
   for (drain_handler& d : done) {
     try {
@@ -269,6 +266,29 @@ void admission::ended(run_state& rs) noexcept {
       // Out of memory: that drain is dropped uncalled, as an operation of
       // a destroyed context is.
     }
+  }
+}
+
+void admission::begin_at_end(const std::shared_ptr<run_state>& rs) noexcept {
+  try {
+    // On the ended run's coordinator, a run coordinated by the session's
+    // coordinator begins there at once when it is free: posted, its begin
+    // would wait behind every handler queued on the context (nodes'
+    // tasks, under load), and the runs in flight, which end there, behind
+    // it. Not a run coordinated on a node's strand (its begin starts its
+    // node inline), nor within such a begin (a run refused as it begins
+    // ends, and would admit the next inline again): posted then.
+    if (rs->coord_node == nullptr && !beginning_inline) {
+      asio::dispatch(*rs->coord, [this, rs] {
+        beginning_inline = true;
+        begin_(owner_, rs);
+        beginning_inline = false;
+      });
+      return;
+    }
+    asio::post(*rs->coord, [this, rs] { begin_(owner_, rs); });
+  } catch (...) {
+    refuse_run(rs, error_from_exception(std::current_exception()));
   }
 }
 

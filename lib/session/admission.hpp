@@ -156,6 +156,9 @@ class admission {
   // Under the lock: the drains to complete now that nothing is left.
   void idle_drains(std::vector<drain_handler>& out);
   void cancel_all();
+  // Begins `rs`, admitted from the queue as a run ended (on that run's
+  // coordinator), on its own coordinator (`begin`).
+  void begin_at_end(const std::shared_ptr<run_state>& rs) noexcept;
 
   std::mutex& mutex_;
   void* const owner_;
