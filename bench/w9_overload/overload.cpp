@@ -4,26 +4,27 @@
 // int64 `n`), each task a loop of `n` xorshift steps the compiler cannot
 // fold, `n` calibrated in the process so that a run costs about 0.5 ms of
 // CPU. On a local_session(2):
-// 1. unloaded: 3,000 runs one after another; their p99 latency, U (the
-//    p99 of 300 runs, their third slowest, ranged 360-614 us over ten
-//    such sets in one process; that of 3,000, 432-547 us over three
-//    processes);
+// 1. unloaded: five blocks of 1,000 runs one after another; U, their
+//    p99 latency, is the median of the blocks' p99s (a block's ranged
+//    270-690 us within one process: a second of the machine's noise moves
+//    the p99 of a few thousand runs by half, the median of five blocks
+//    much less);
 // 2. capacity: 64 runs kept in flight for 1 s; runs completed per second, C;
 // 3. overload: for 10 s, arrivals on a fixed schedule at 3 C per second
 //    (open loop: an arrival never waits for a completion), each an
 //    `async_run` at priority 0, and one more every 10 ms at priority 1;
 //    latency from the `async_run` call to the completion.
 // With limits (contender `ours`), derived from the measured figures by
-// this rule: max_runs_in_flight = the session's threads (2: a run's 16
-// tasks on 4 nodes spread over both threads already, so two runs keep
-// them busy while one's last tasks end; a third in flight only shares
-// them), max_queued = the threads (2: at capacity, about half a run's
-// time of waiting), max_queue_wait = U rounded up to a millisecond (U
-// itself, to the microsecond, shed more: goodput 0.87-1.01 against
-// 0.89-1.03, and no better p99), and
+// this rule: max_runs_in_flight = 1 (a run's 16 tasks on 4 nodes keep
+// both threads busy alone, and the next run begins as it ends; a second
+// in flight would only share the threads, doubling both runs' time),
+// max_queued = the session's threads (2: a run is ready at each end,
+// though arrivals come in batches of a wake-up quantum), max_queue_wait
+// = U rounded up to a millisecond (shorter waits shed the queue empty
+// between batches: goodput 0.79-0.86 at 350-600 us), and
 // priority_headroom = 1 (a priority-1 run arrives every 10 ms and lasts
 // well under that: one place beyond the rest lets it start at once, and
-// it shares the threads with the two runs in flight). Without limits
+// it shares the threads with the one run in flight). Without limits
 // (contender `no_limits`, informational) every arrival is admitted. The
 // figures, the limits and the calibration are printed on stderr.
 //
@@ -69,12 +70,13 @@ using tgbench::w8::nodes;
 using tgbench::w8::tasks;
 constexpr std::size_t threads = 2;
 constexpr double target_run_cpu_us = 500.0;
-constexpr int unloaded_runs = 3'000;
+constexpr int unloaded_blocks = 5;
+constexpr int unloaded_block_runs = 1'000;
 constexpr std::chrono::seconds overload_for{10};
 constexpr std::chrono::milliseconds priority_every{10};
 constexpr double offered_load = 3.0;
 constexpr std::chrono::microseconds quantum{500};
-constexpr std::size_t in_flight_limit = threads;
+constexpr std::size_t in_flight_limit = 1;
 constexpr std::size_t queued_limit = threads;
 constexpr std::size_t headroom = 1;
 
@@ -158,6 +160,7 @@ struct measurement {
 struct calibration {
   i64 n = 0;
   double unloaded_p99_us = 0;
+  std::vector<double> block_p99_us;  // each block's, in order
   double capacity_per_s = 0;
 };
 
@@ -178,9 +181,14 @@ calibration calibrate(const tg::task_group& g) {
   for (int i = 0; i < 20; ++i) (void)one_run(s, g, probe);
   const double per_run = (tgbench::w8::process_cpu_us() - cpu0) / 20.0;
   c.n = std::max<i64>(1, static_cast<i64>(static_cast<double>(probe) * target_run_cpu_us / per_run));
-  std::vector<double> lat;
-  for (int i = 0; i < unloaded_runs; ++i) lat.push_back(one_run(s, g, c.n));
-  c.unloaded_p99_us = p99(lat);
+  for (int b = 0; b < unloaded_blocks; ++b) {
+    std::vector<double> lat;
+    for (int i = 0; i < unloaded_block_runs; ++i) lat.push_back(one_run(s, g, c.n));
+    c.block_p99_us.push_back(p99(std::move(lat)));
+  }
+  std::vector<double> sorted = c.block_p99_us;
+  std::sort(sorted.begin(), sorted.end());
+  c.unloaded_p99_us = sorted[sorted.size() / 2];
   // Capacity: 64 in flight for 1 s.
   pending left;
   std::atomic<std::uint64_t> completed{0};
@@ -272,16 +280,19 @@ measurement overload(const tg::task_group& g, const calibration& c, bool limited
   m.goodput = static_cast<double>(ok_in_window) / window_s / c.capacity_per_s;
   m.priority_p99_x = p99(hp_lat) / c.unloaded_p99_us;
   m.shed_fraction = arrivals == 0 ? 0.0 : static_cast<double>(shed) / static_cast<double>(arrivals);
-  std::fprintf(stderr,
-               "w9_overload %s: n %lld, unloaded p99 %.0f us, capacity %.0f runs/s, offered %.0f/s; limits: in "
-               "flight %s, queued %s, queue wait %s us, headroom %s; p99 %.2fx, goodput %.2f, priority p99 %.2fx, "
-               "shed %.0f%%\n",
-               limited ? "with limits" : "without limits", static_cast<long long>(c.n), c.unloaded_p99_us,
-               c.capacity_per_s, rate, limited ? std::to_string(*limits.max_runs_in_flight).c_str() : "-",
-               limited ? std::to_string(*limits.max_queued).c_str() : "-",
-               limited ? std::to_string(limits.max_queue_wait->count()).c_str() : "-",
-               limited ? std::to_string(limits.priority_headroom).c_str() : "-", m.p99_x, m.goodput, m.priority_p99_x,
-               100.0 * m.shed_fraction);
+  std::string blocks;
+  for (const double b : c.block_p99_us) blocks += (blocks.empty() ? "" : " ") + std::to_string(std::lround(b));
+  std::fprintf(
+      stderr,
+      "w9_overload %s: n %lld, unloaded p99 %.0f us (blocks %s), capacity %.0f runs/s, offered %.0f/s; limits: in "
+      "flight %s, queued %s, queue wait %s us, headroom %s; p99 %.2fx, goodput %.2f, priority p99 %.2fx, "
+      "shed %.0f%%\n",
+      limited ? "with limits" : "without limits", static_cast<long long>(c.n), c.unloaded_p99_us, blocks.c_str(),
+      c.capacity_per_s, rate, limited ? std::to_string(*limits.max_runs_in_flight).c_str() : "-",
+      limited ? std::to_string(*limits.max_queued).c_str() : "-",
+      limited ? std::to_string(limits.max_queue_wait->count()).c_str() : "-",
+      limited ? std::to_string(limits.priority_headroom).c_str() : "-", m.p99_x, m.goodput, m.priority_p99_x,
+      100.0 * m.shed_fraction);
   return m;
 }
 
@@ -350,7 +361,7 @@ struct registration {
         tgbench::registry::get().add(tgbench::contender{
             .workload = f.id,
             .name = limited ? tgbench::ours : "no_limits",
-            .what = limited ? "local_session(2) with limits: in flight 2, queued 2, queue wait = unloaded p99"
+            .what = limited ? "local_session(2) with limits: in flight 1, queued 2, queue wait = unloaded p99"
                             : "local_session(2) without limits",
             .fn = [=](benchmark::State& state) { report(state, counter, field, limited, *cursor); },
             .iterations = 1,
