@@ -15,16 +15,19 @@
 //    `async_run` at priority 0, and one more every 10 ms at priority 1;
 //    latency from the `async_run` call to the completion.
 // With limits (contender `ours`), derived from the measured figures by
-// this rule: max_runs_in_flight = 1 (a run's 16 tasks on 4 nodes keep
-// both threads busy alone, and the next run begins as it ends; a second
-// in flight would only share the threads, doubling both runs' time),
-// max_queued = the session's threads (2: a run is ready at each end,
-// though arrivals come in batches of a wake-up quantum), max_queue_wait
-// = U rounded up to a millisecond (shorter waits shed the queue empty
-// between batches: goodput 0.79-0.86 at 350-600 us), and
+// this rule: max_runs_in_flight = the session's threads (2: a run's 16
+// tasks on 4 nodes spread over both threads already, so two runs keep
+// them busy while one's last tasks end; with one in flight a thread
+// idles then: over seven overloads in each of three processes, goodput
+// 0.72-0.91 against 0.90-1.01, the p99 no better, 3.3-4.5 U against
+// 3.4-3.8, the priority run's 2.0-2.6 U against 2.7-2.9), max_queued =
+// the threads (2: at capacity, about half a run's time of waiting),
+// max_queue_wait = U rounded up to a millisecond (U itself, to the
+// microsecond, shed more: goodput 0.87-1.01 against 0.89-1.03, and no
+// better p99), and
 // priority_headroom = 1 (a priority-1 run arrives every 10 ms and lasts
 // well under that: one place beyond the rest lets it start at once, and
-// it shares the threads with the one run in flight). Without limits
+// it shares the threads with the two runs in flight). Without limits
 // (contender `no_limits`, informational) every arrival is admitted. The
 // figures, the limits and the calibration are printed on stderr.
 //
@@ -76,7 +79,7 @@ constexpr std::chrono::seconds overload_for{10};
 constexpr std::chrono::milliseconds priority_every{10};
 constexpr double offered_load = 3.0;
 constexpr std::chrono::microseconds quantum{500};
-constexpr std::size_t in_flight_limit = 1;
+constexpr std::size_t in_flight_limit = threads;
 constexpr std::size_t queued_limit = threads;
 constexpr std::size_t headroom = 1;
 
@@ -361,7 +364,7 @@ struct registration {
         tgbench::registry::get().add(tgbench::contender{
             .workload = f.id,
             .name = limited ? tgbench::ours : "no_limits",
-            .what = limited ? "local_session(2) with limits: in flight 1, queued 2, queue wait = unloaded p99"
+            .what = limited ? "local_session(2) with limits: in flight 2, queued 2, queue wait = unloaded p99"
                             : "local_session(2) without limits",
             .fn = [=](benchmark::State& state) { report(state, counter, field, limited, *cursor); },
             .iterations = 1,
