@@ -20,7 +20,7 @@
 // them busy while one's last tasks end; with one in flight a thread
 // idles then: over seven overloads in each of three processes, goodput
 // 0.72-0.91 against 0.90-1.01, the p99 no better, 3.3-4.5 U against
-// 3.4-3.8, the priority run's 2.0-2.6 U against 2.7-2.9), max_queued =
+// 2.3-3.8, the priority run's 2.0-2.6 U against 2.7-2.9), max_queued =
 // the threads (2: at capacity, about half a run's time of waiting),
 // max_queue_wait = U rounded up to a millisecond (U itself, to the
 // microsecond, shed more: goodput 0.87-1.01 against 0.89-1.03, and no
