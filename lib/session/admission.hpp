@@ -72,8 +72,9 @@ void refuse_arrival(const std::shared_ptr<run_state>& rs, error why,
 class admission {
  public:
   /// How a queued run that is admitted starts: `begin(owner, rs)` (the
-  /// session's begin), posted to the run's coordinator.
-  using begin_fn = void (*)(void* owner, const std::shared_ptr<run_state>& rs);
+  /// session's begin), on the run's coordinator. It never throws (a run
+  /// that cannot begin is refused), so what is set around it is cleared.
+  using begin_fn = void (*)(void* owner, const std::shared_ptr<run_state>& rs) noexcept;
   admission(std::mutex& session_mutex, void* owner, begin_fn begin)
       : mutex_(session_mutex), owner_(owner), begin_(begin) {}
   admission(const admission&) = delete;

@@ -62,7 +62,7 @@ struct local_session::impl {
 
   mutable std::mutex mutex;         // guards what follows
   std::atomic<bool> closed{false};  // written under `mutex`
-  detail::admission admission{mutex, this, [](void* self, const std::shared_ptr<run_state>& rs) {
+  detail::admission admission{mutex, this, [](void* self, const std::shared_ptr<run_state>& rs) noexcept {
                                 local_session::begin(*static_cast<impl*>(self), rs);
                               }};
   detail::metrics_book metrics;  // its own lock
