@@ -177,16 +177,16 @@ void run_state::node_ended(std::size_t i, status st) {
   // coordinator, and the second would wait for it behind every handler
   // queued on the context. acq_rel: the last one's decrement sees every
   // node's writes (records, outputs), which the report then reads.
-  if (st) {
-    if (running.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
-    if (nodes[i].node == coord_node) return complete();  // coordinated on this node's strand: already there
-    asio::dispatch(*coord, [rs = shared_from_this()] { rs->complete(); });
-    return;
-  }
+  if (st && running.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
+  // The last node to end, or a failure, which counts itself out there.
   auto told = [](run_state& rs, const status& ended) {
-    rs.child_ended(ended);
-    if (rs.running.fetch_sub(1, std::memory_order_acq_rel) == 1) rs.complete();
+    if (!ended) {
+      rs.child_ended(ended);
+      if (rs.running.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
+    }
+    rs.complete();
   };
+  // Coordinated on this node's strand: already there.
   if (nodes[i].node == coord_node) return told(*this, st);
   asio::dispatch(*coord, [rs = shared_from_this(), told, st = std::move(st)] { told(*rs, st); });
 }
